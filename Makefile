@@ -1,0 +1,84 @@
+# aiprof — top-level build. Non-recursive: every folder contributes a module.mk.
+#
+#   make            build everything into $(BUILD) (default: build/)
+#   make test       build, then run unit tests (plain and ASan/UBSan) and integration tests
+#   make demo       profile the bundled demo workloads locally and print where the report is
+#   make fuzz       build the libFuzzer targets (clang) and run each briefly
+#   make bench      run the benchmarks (prints ratios measured side by side)
+#   make V=1        show full commands
+#   make SAN=1      build with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/
+
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+BUILD ?= build
+SANFLAGS :=
+endif
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+CUDA_HOME ?= /usr/local/cuda
+
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter \
+	-Wno-format-nonliteral -Wno-format-truncation
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARNINGS) -fno-omit-frame-pointer -D_GNU_SOURCE \
+	-I. -Icommon $(SANFLAGS) -MMD -MP
+ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS)
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-7s %s\n' $(1) $(2)
+endif
+
+# Each module.mk appends to these.
+PROGRAMS :=
+LIBRARIES :=
+TEST_PROGRAMS :=
+OBJS_ALL :=
+
+all: everything
+
+include common/module.mk
+include injector/module.mk
+include tests/module.mk
+
+everything: $(PROGRAMS) $(LIBRARIES) $(TEST_PROGRAMS)
+
+$(BUILD)/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS_$(subst /,_,$*)) -c $< -o $@
+
+# Objects that go into shared libraries are built position-independent.
+$(BUILD)/pic/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden $(EXTRA_CFLAGS_$(subst /,_,$*)) -c $< -o $@
+
+test: everything
+	$(Q)BUILD=$(BUILD) bash tests/run.sh
+
+demo: everything
+	$(Q)BUILD=$(BUILD) bash tests/workloads/demo.sh
+
+bench: everything
+	$(Q)BUILD=$(BUILD) bash tests/bench/run.sh
+
+fuzz:
+	$(Q)bash tests/fuzz/run.sh
+
+clean:
+	rm -rf build build-san build-fuzz
+
+.PHONY: all everything test demo bench fuzz clean
+.DELETE_ON_ERROR:
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

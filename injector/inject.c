@@ -1,0 +1,928 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptrace injection of libaiprof.so into a running x86_64 process.
+ *
+ * Strategy, and why it is safe for multi-threaded targets:
+ *
+ *  1. Only ONE thread of the target is ever stopped (PTRACE_SEIZE + PTRACE_INTERRUPT);
+ *     every other thread keeps running, so locks they hold are released as usual.
+ *  2. The stopped thread must not hold a lock that the code we make it run needs
+ *     (malloc arenas, the stack cache, the loader's locks). We only proceed at a
+ *     *safe point*, otherwise we let it run for a millisecond and look again:
+ *       - it is blocked in an allow-listed syscall (read, poll, futex, nanosleep, ...)
+ *         — the syscalls glibc's malloc and loader make while holding their locks
+ *         (mmap, munmap, brk, madvise, mprotect) are not on the list; a futex wait is
+ *         only safe if the futex word does not live in libc or ld.so (their internal
+ *         locks do), or
+ *       - it runs outside libc and ld.so (application code, libpython, libtorch, vDSO);
+ *       - and in both cases no signal frame is on its stack: a handler may have
+ *         interrupted malloc, so the sigreturn trampoline's address on the stack means
+ *         "not safe now".
+ *  3. At the safe point the hijacked thread only makes short calls: mmap + mprotect of
+ *     two pages, memfd_create, pthread_create and pthread_detach. The dlopen itself —
+ *     slow, and running our constructors — happens on the NEW thread, so the target's
+ *     own thread is stopped for well under a millisecond. The new thread runs a tiny
+ *     position-independent stub (below) that dlopens /proc/self/fd/N, closes the memfd,
+ *     reports through the data page, waits for our acknowledgement and finally
+ *     tail-calls munmap on its own two pages, so nothing is left behind.
+ *  4. General-purpose and extended (AVX) register state are saved and restored, so the
+ *     interrupted code — including an interrupted syscall, which the kernel restarts —
+ *     continues exactly where it was.
+ *  5. Remote calls "return" to address 0: the resulting SIGSEGV stop tells us the call
+ *     finished and is never delivered. Other signals that arrive meanwhile are passed
+ *     on, so the target's handlers run as they would have.
+ *
+ * If the target's libc has no pthread_create (glibc < 2.34 without libpthread loaded)
+ * the dlopen runs on the hijacked thread itself (INJECT_PTRACE_DIRECT): still at a safe
+ * point, only the stop is longer.
+ */
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "inject.h"
+#include "procmaps.h"
+#include "procsyms.h"
+#include "timeutil.h"
+#include "event.h"
+
+#ifndef __x86_64__
+#error "the injector supports x86_64 targets only for now"
+#endif
+
+/* ---- the worker stub, copied into the target --------------------------------------- */
+
+/* Offsets into the data page the stub reads and writes (struct stub_data below). */
+#define SD_DLOPEN   0
+#define SD_DLERROR  8
+#define SD_CLOSE    16
+#define SD_MUNMAP   24
+#define SD_MAPBASE  32
+#define SD_MAPLEN   40
+#define SD_HANDLE   48
+#define SD_ERRPTR   56
+#define SD_FD       64
+#define SD_DONE     68
+#define SD_ACK      72
+#define SD_SPIN     76
+#define SD_TS       80
+#define SD_THREAD   96
+#define SD_PATH     104
+#define SD_NAME     168
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+struct stub_data {
+	uint64_t dlopen_fn, dlerror_fn, close_fn, munmap_fn;
+	uint64_t map_base, map_len;
+	uint64_t handle, errptr;
+	int32_t fd;
+	uint32_t done, ack, spin;
+	struct { int64_t sec, nsec; } ts;
+	uint64_t thread;
+	char path[64];
+	char name[32];
+};
+_Static_assert(offsetof(struct stub_data, dlopen_fn) == SD_DLOPEN, "stub layout");
+_Static_assert(offsetof(struct stub_data, dlerror_fn) == SD_DLERROR, "stub layout");
+_Static_assert(offsetof(struct stub_data, close_fn) == SD_CLOSE, "stub layout");
+_Static_assert(offsetof(struct stub_data, munmap_fn) == SD_MUNMAP, "stub layout");
+_Static_assert(offsetof(struct stub_data, map_base) == SD_MAPBASE, "stub layout");
+_Static_assert(offsetof(struct stub_data, map_len) == SD_MAPLEN, "stub layout");
+_Static_assert(offsetof(struct stub_data, handle) == SD_HANDLE, "stub layout");
+_Static_assert(offsetof(struct stub_data, errptr) == SD_ERRPTR, "stub layout");
+_Static_assert(offsetof(struct stub_data, fd) == SD_FD, "stub layout");
+_Static_assert(offsetof(struct stub_data, done) == SD_DONE, "stub layout");
+_Static_assert(offsetof(struct stub_data, ack) == SD_ACK, "stub layout");
+_Static_assert(offsetof(struct stub_data, spin) == SD_SPIN, "stub layout");
+_Static_assert(offsetof(struct stub_data, ts) == SD_TS, "stub layout");
+_Static_assert(offsetof(struct stub_data, thread) == SD_THREAD, "stub layout");
+_Static_assert(offsetof(struct stub_data, path) == SD_PATH, "stub layout");
+_Static_assert(offsetof(struct stub_data, name) == SD_NAME, "stub layout");
+
+/*
+ * void *worker(struct stub_data *d) — runs on the thread pthread_create made. Only
+ * %rbx-relative addressing, so it works wherever it is copied. Kept in .rodata: the
+ * injector never executes it.
+ */
+__asm__(
+	".pushsection .rodata\n"
+	".globl aiprof_worker_stub\n"
+	".globl aiprof_worker_stub_end\n"
+	"aiprof_worker_stub:\n"
+	"	push %rbx\n"
+	"	mov %rdi, %rbx\n"
+	"	lea " STR(SD_PATH) "(%rbx), %rdi\n"
+	"	mov $2, %esi\n"                             /* RTLD_NOW */
+	"	call *" STR(SD_DLOPEN) "(%rbx)\n"
+	"	mov %rax, " STR(SD_HANDLE) "(%rbx)\n"
+	"	test %rax, %rax\n"
+	"	jnz 1f\n"
+	"	mov " STR(SD_DLERROR) "(%rbx), %rax\n"
+	"	test %rax, %rax\n"
+	"	jz 1f\n"
+	"	call *%rax\n"
+	"	mov %rax, " STR(SD_ERRPTR) "(%rbx)\n"
+	"1:\n"
+	"	mov " STR(SD_FD) "(%rbx), %edi\n"
+	"	call *" STR(SD_CLOSE) "(%rbx)\n"
+	"	movl $1, " STR(SD_DONE) "(%rbx)\n"
+	"2:\n"                                          /* wait for the injector's ack */
+	"	cmpl $0, " STR(SD_ACK) "(%rbx)\n"
+	"	jne 3f\n"
+	"	lea " STR(SD_TS) "(%rbx), %rdi\n"
+	"	xor %esi, %esi\n"
+	"	mov $35, %eax\n"                            /* SYS_nanosleep */
+	"	syscall\n"
+	"	decl " STR(SD_SPIN) "(%rbx)\n"
+	"	jnz 2b\n"
+	"3:\n"
+	"	mov " STR(SD_MAPBASE) "(%rbx), %rdi\n"
+	"	mov " STR(SD_MAPLEN) "(%rbx), %rsi\n"
+	"	mov " STR(SD_MUNMAP) "(%rbx), %rax\n"
+	"	pop %rbx\n"
+	"	jmp *%rax\n"                                /* munmap returns to start_thread */
+	"aiprof_worker_stub_end:\n"
+	".popsection\n");
+
+extern const unsigned char aiprof_worker_stub[], aiprof_worker_stub_end[];
+
+#define STUB_PAGE   4096UL
+#define STUB_LEN    (2 * STUB_PAGE)   /* code page, then data page */
+
+/* ---- target description ------------------------------------------------------------- */
+
+struct addr_range {
+	uint64_t start, end;
+};
+
+struct target_funcs {
+	uint64_t dlopen, dlerror, close, munmap, mmap, mprotect, syscall;
+	uint64_t pthread_create, pthread_detach;
+	uint64_t restore_rt;           /* glibc's sigreturn trampoline, 0 if not found */
+	struct addr_range locked[16];  /* libc / ld.so / libpthread mappings */
+	size_t nlocked;
+};
+
+struct tracee {
+	pid_t pid, tid;
+	int mem_fd;                    /* /proc/PID/mem */
+	struct user_regs_struct saved;
+	uint8_t xstate[16384];
+	struct iovec xiov;
+	bool have_xstate;
+	uint64_t stopped_since;
+	uint64_t stop_ns;
+};
+
+static int read_mem(struct tracee *t, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n = pread(t->mem_fd, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int write_mem(struct tracee *t, uint64_t addr, const void *buf, size_t len)
+{
+	ssize_t n = pwrite(t->mem_fd, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static bool in_ranges(const struct target_funcs *f, uint64_t a)
+{
+	for (size_t i = 0; i < f->nlocked; i++)
+		if (a >= f->locked[i].start && a < f->locked[i].end)
+			return true;
+	return false;
+}
+
+bool inject_is_loaded(pid_t pid)
+{
+	struct maps *m = NULL;
+	bool found = false;
+
+	if (maps__read(pid, &m) < 0)
+		return false;
+	for (size_t i = 0; i < m->n && !found; i++) {
+		const char *p = m->v[i].path;
+
+		if (p && (strstr(p, "/memfd:" AIPROF_LIB_MEMFD) || strstr(p, "/libaiprof.so")))
+			found = true;
+	}
+	maps__free(m);
+	return found;
+}
+
+static bool is_locked_module(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0 ||
+	       strncmp(base, "ld-linux", 8) == 0 || strncmp(base, "ld-musl", 7) == 0 ||
+	       strncmp(base, "libpthread", 10) == 0 || strncmp(base, "libdl", 5) == 0;
+}
+
+/* Finds the bytes of `mov $15,%rax; syscall` (x86_64 rt_sigreturn) in libc's text. */
+static uint64_t find_restore_rt(pid_t pid, const struct maps *m)
+{
+	static const unsigned char pat[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	char path[64];
+	uint64_t found = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	for (size_t i = 0; i < m->n && !found; i++) {
+		const struct maps_entry *e = &m->v[i];
+		const char *base;
+		unsigned char *buf;
+		size_t len = e->end - e->start;
+
+		if (!e->path || !(e->prot & PROT_EXEC))
+			continue;
+		base = strrchr(e->path, '/');
+		base = base ? base + 1 : e->path;
+		if (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5) &&
+		    strncmp(base, "ld-musl", 7))
+			continue;
+		if (len > (64u << 20))
+			continue;
+		buf = malloc(len);
+		if (!buf)
+			continue;
+		if (pread(fd, buf, len, (off_t)e->start) == (ssize_t)len) {
+			void *hit = memmem(buf, len, pat, sizeof(pat));
+
+			if (hit)
+				found = e->start + (uint64_t)((unsigned char *)hit - buf);
+		}
+		free(buf);
+	}
+	close(fd);
+	return found;
+}
+
+static int resolve_funcs(pid_t pid, struct target_funcs *f, char *msg, size_t msglen)
+{
+	static const struct { const char *name; size_t off; bool required; } want[] = {
+		{ "dlopen", offsetof(struct target_funcs, dlopen), false },
+		{ "dlerror", offsetof(struct target_funcs, dlerror), false },
+		{ "close", offsetof(struct target_funcs, close), true },
+		{ "munmap", offsetof(struct target_funcs, munmap), true },
+		{ "mmap", offsetof(struct target_funcs, mmap), true },
+		{ "mprotect", offsetof(struct target_funcs, mprotect), true },
+		{ "syscall", offsetof(struct target_funcs, syscall), true },
+		{ "pthread_create", offsetof(struct target_funcs, pthread_create), false },
+		{ "pthread_detach", offsetof(struct target_funcs, pthread_detach), false },
+	};
+	static const char *const libc_globs[] = { "libc.so*", "libc-*.so", "ld-musl-*" };
+	struct proc_syms *ps = NULL;
+	struct maps *m = NULL;
+	int r;
+
+	memset(f, 0, sizeof(*f));
+	r = proc_syms__new(pid, &ps);
+	if (r < 0) {
+		snprintf(msg, msglen, "cannot read the memory map of pid %d: %s", pid, strerror(-r));
+		return r;
+	}
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		uint64_t addr = 0;
+
+		for (size_t g = 0; g < sizeof(libc_globs) / sizeof(libc_globs[0]) && !addr; g++)
+			if (proc_syms__find(ps, libc_globs[g], want[i].name, &addr) != 0)
+				addr = 0;
+		if (!addr && proc_syms__find(ps, NULL, want[i].name, &addr) != 0)
+			addr = 0;
+		*(uint64_t *)((char *)f + want[i].off) = addr;
+		if (!addr && want[i].required) {
+			snprintf(msg, msglen, "pid %d has no '%s' in a loaded libc; aiprof needs a "
+				 "dynamically linked glibc or musl process", pid, want[i].name);
+			r = -ENOEXEC;
+			goto out;
+		}
+	}
+	if (!f->dlopen) {
+		/* glibc < 2.34 without libdl loaded still has the private entry point */
+		if (proc_syms__find(ps, "libc*", "__libc_dlopen_mode", &f->dlopen) != 0 || !f->dlopen) {
+			snprintf(msg, msglen, "pid %d has no dlopen (libdl not loaded and no "
+				 "__libc_dlopen_mode): cannot load the library", pid);
+			r = -ENOEXEC;
+			goto out;
+		}
+		f->dlerror = 0;
+	}
+	r = maps__read(pid, &m);
+	if (r < 0) {
+		snprintf(msg, msglen, "cannot read /proc/%d/maps: %s", pid, strerror(-r));
+		goto out;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		const struct maps_entry *e = &m->v[i];
+
+		if (e->path && is_locked_module(e->path) &&
+		    f->nlocked < sizeof(f->locked) / sizeof(f->locked[0])) {
+			f->locked[f->nlocked].start = e->start;
+			f->locked[f->nlocked].end = e->end;
+			f->nlocked++;
+		}
+	}
+	f->restore_rt = find_restore_rt(pid, m);
+	r = 0;
+out:
+	maps__free(m);
+	proc_syms__free(ps);
+	return r;
+}
+
+/* ---- waiting for stops with a deadline ---------------------------------------------- */
+
+/*
+ * Waits for the next state change of t->tid. SIGCHLD is blocked by the caller, so a
+ * stop of the tracee wakes sigtimedwait(). Returns 0 with *status, or -ETIMEDOUT.
+ */
+static int wait_tracee(pid_t tid, int *status, uint64_t timeout_ns)
+{
+	uint64_t deadline = now_monotonic_ns() + timeout_ns;
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+		uint64_t now;
+		struct timespec ts;
+
+		if (r == tid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		now = now_monotonic_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		ts.tv_sec = (time_t)((deadline - now) / NSEC_PER_SEC);
+		ts.tv_nsec = (long)((deadline - now) % NSEC_PER_SEC);
+		if (ts.tv_sec == 0 && ts.tv_nsec > 2000000)
+			ts.tv_nsec = 2000000; /* re-check waitpid now and then */
+		(void)sigtimedwait(&chld, NULL, &ts);
+	}
+}
+
+/* ---- attach, safe point, remote calls ------------------------------------------------ */
+
+static int tracee_attach(struct tracee *t)
+{
+	int status, r;
+
+	if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) < 0)
+		return -errno;
+	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) < 0) {
+		r = -errno;
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		return r;
+	}
+	for (;;) {
+		r = wait_tracee(t->tid, &status, 2 * NSEC_PER_SEC);
+		if (r == -ETIMEDOUT) {
+			/* never leave a seized thread behind: it would stop at its next signal */
+			ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+			if (wait_tracee(t->tid, &status, NSEC_PER_SEC) == 0 && WIFSTOPPED(status))
+				ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+			return r;
+		}
+		if (r < 0)
+			return r;
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			return -ESRCH;
+		if (!WIFSTOPPED(status))
+			continue;
+		if ((status >> 16) == PTRACE_EVENT_STOP)
+			break;
+		/* a signal arrived first: let it be delivered, our interrupt is still pending */
+		if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)WSTOPSIG(status)) < 0)
+			return -errno;
+	}
+	t->stopped_since = now_monotonic_ns();
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &t->saved) < 0)
+		return -errno;
+	t->xiov.iov_base = t->xstate;
+	t->xiov.iov_len = sizeof(t->xstate);
+	t->have_xstate = ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_X86_XSTATE, &t->xiov) == 0;
+	return 0;
+}
+
+/* Restores the saved state and lets the thread go. */
+static int tracee_detach(struct tracee *t)
+{
+	int r = 0;
+
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &t->saved) < 0)
+		r = -errno;
+	if (t->have_xstate && ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &t->xiov) < 0 && !r)
+		r = -errno;
+	t->stop_ns += now_monotonic_ns() - t->stopped_since;
+	if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && !r)
+		r = -errno;
+	return r;
+}
+
+static bool syscall_is_safe(long nr, uint64_t arg0, const struct target_funcs *f)
+{
+	switch (nr) {
+	case SYS_read: case SYS_write: case SYS_readv: case SYS_writev:
+	case SYS_pread64: case SYS_pwrite64: case SYS_poll: case SYS_ppoll:
+	case SYS_select: case SYS_pselect6: case SYS_epoll_wait: case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_pause:
+	case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait: case SYS_wait4: case SYS_waitid:
+	case SYS_accept: case SYS_accept4: case SYS_connect: case SYS_recvfrom:
+	case SYS_recvmsg: case SYS_recvmmsg: case SYS_sendto: case SYS_sendmsg:
+	case SYS_sendmmsg: case SYS_fsync: case SYS_fdatasync: case SYS_sched_yield:
+	case SYS_io_getevents: case SYS_openat: case SYS_close: case SYS_fstat:
+	case SYS_newfstatat: case SYS_lseek: case SYS_getdents64: case SYS_sync_file_range:
+		return true;
+	case SYS_futex:
+		/* libc's and ld.so's own locks live in their data: a waiter there may hold another */
+		return !in_ranges(f, arg0);
+	default:
+		return false;
+	}
+}
+
+/* true if the saved context is a point where making the thread call into libc is safe */
+static bool at_safe_point(struct tracee *t, const struct target_funcs *f)
+{
+	const struct user_regs_struct *g = &t->saved;
+	long nr = (long)g->orig_rax;
+
+	if (nr >= 0) {
+		if (!syscall_is_safe(nr, g->rdi, f))
+			return false;
+	} else if (in_ranges(f, g->rip)) {
+		return false;
+	}
+	if (f->restore_rt) {
+		/* a signal frame's return address on the stack: we are inside a handler */
+		uint64_t words[1024];
+		ssize_t n = pread(t->mem_fd, words, sizeof(words), (off_t)(g->rsp & ~7ULL));
+
+		for (ssize_t i = 0; i < n / (ssize_t)sizeof(words[0]); i++)
+			if (words[i] == f->restore_rt)
+				return false;
+	}
+	return true;
+}
+
+/*
+ * Calls fn(a[0..5]) on the stopped thread and returns its %rax in *ret. The call
+ * returns to address 0; that SIGSEGV stop is how we know it finished.
+ */
+static int remote_call(struct tracee *t, uint64_t fn, const uint64_t a[6], uint64_t timeout_ns,
+		       uint64_t *ret)
+{
+	struct user_regs_struct regs = t->saved;
+	uint64_t zero = 0;
+	int status, r;
+
+	regs.rsp = ((t->saved.rsp - 512) & ~0xfULL) - 8; /* below the red zone, ABI-aligned */
+	r = write_mem(t, regs.rsp, &zero, sizeof(zero));
+	if (r < 0)
+		return r;
+	regs.rip = fn;
+	regs.rdi = a[0]; regs.rsi = a[1]; regs.rdx = a[2];
+	regs.rcx = a[3]; regs.r8 = a[4]; regs.r9 = a[5];
+	regs.rax = 0;
+	regs.orig_rax = (unsigned long long)-1; /* not in a syscall: no restart games */
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0)
+		return -errno;
+	if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
+		return -errno;
+	for (;;) {
+		siginfo_t si;
+
+		r = wait_tracee(t->tid, &status, timeout_ns);
+		if (r < 0)
+			return r;
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			return -ESRCH;
+		if (!WIFSTOPPED(status))
+			continue;
+		if ((status >> 16) == PTRACE_EVENT_STOP) {
+			/* group-stop (SIGSTOP to the process): keep our call going */
+			if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
+				return -errno;
+			continue;
+		}
+		if (WSTOPSIG(status) == SIGSEGV && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0 &&
+		    regs.rip == 0) {
+			*ret = regs.rax;
+			return 0;
+		}
+		if (WSTOPSIG(status) == SIGSEGV || WSTOPSIG(status) == SIGBUS ||
+		    WSTOPSIG(status) == SIGILL || WSTOPSIG(status) == SIGFPE) {
+			/* our call faulted for real: do not deliver, the caller restores state */
+			if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && si.si_code > 0)
+				return -EFAULT;
+		}
+		/* an ordinary signal for the target: deliver it, the handler returns to us */
+		if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)WSTOPSIG(status)) < 0)
+			return -errno;
+	}
+}
+
+static int call6(struct tracee *t, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t a2,
+		 uint64_t a3, uint64_t a4, uint64_t a5, uint64_t *ret)
+{
+	const uint64_t a[6] = { a0, a1, a2, a3, a4, a5 };
+
+	return remote_call(t, fn, a, NSEC_PER_SEC, ret);
+}
+
+/* ---- putting it together -------------------------------------------------------------- */
+
+static int read_file(const char *path, void **ret_buf, size_t *ret_len)
+{
+	struct stat st;
+	void *buf = NULL;
+	size_t off = 0;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, (char *)buf + off, (size_t)st.st_size - off);
+
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			goto fail;
+		}
+		off += (size_t)n;
+	}
+	close(fd);
+	*ret_buf = buf;
+	*ret_len = off;
+	return 0;
+fail:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+/* Copies the library into a memfd the target owns: /proc/PID/fd/N opened from here. */
+static int fill_target_memfd(pid_t pid, int fd, const void *lib, size_t len)
+{
+	char path[64];
+	size_t off = 0;
+	int wfd, r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	wfd = open(path, O_WRONLY | O_CLOEXEC);
+	if (wfd < 0)
+		return -errno;
+	while (off < len) {
+		ssize_t n = write(wfd, (const char *)lib + off, len - off);
+
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			break;
+		}
+		off += (size_t)n;
+	}
+	close(wfd);
+	return r;
+}
+
+/*
+ * Everything done while the thread is stopped at a safe point. On success the stub
+ * thread has been started (or, in direct mode, the library is already loaded) and
+ * *ret_data holds the data page's address in the target.
+ */
+static int do_inject(struct tracee *t, const struct target_funcs *f, const void *lib,
+		     size_t lib_len, bool *direct, uint64_t *ret_data, char *msg, size_t msglen)
+{
+	struct stub_data sd;
+	uint64_t base = 0, data, fd = (uint64_t)-1, rv;
+	size_t stub_len = (size_t)(aiprof_worker_stub_end - aiprof_worker_stub);
+	int r;
+
+	r = call6(t, f->mmap, 0, STUB_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		  (uint64_t)-1, 0, &base);
+	if (r < 0 || base == (uint64_t)MAP_FAILED || base == 0) {
+		snprintf(msg, msglen, "mmap in the target failed (%s)", r < 0 ? strerror(-r) : "MAP_FAILED");
+		return r < 0 ? r : -ENOMEM;
+	}
+	data = base + STUB_PAGE;
+
+	memset(&sd, 0, sizeof(sd));
+	snprintf(sd.name, sizeof(sd.name), "%s", AIPROF_LIB_MEMFD);
+	r = write_mem(t, data, &sd, sizeof(sd));
+	if (r < 0)
+		goto fail_unmap;
+	r = call6(t, f->syscall, SYS_memfd_create, data + SD_NAME, MFD_CLOEXEC, 0, 0, 0, &fd);
+	if (r < 0 || (int64_t)fd < 0) {
+		snprintf(msg, msglen, "memfd_create in the target failed (%s)",
+			 r < 0 ? strerror(-r) : "kernel refused");
+		r = r < 0 ? r : -ENOSYS;
+		goto fail_unmap;
+	}
+	r = fill_target_memfd(t->pid, (int)fd, lib, lib_len);
+	if (r < 0) {
+		snprintf(msg, msglen, "writing the library into the target's memfd failed: %s",
+			 strerror(-r));
+		goto fail_close;
+	}
+
+	sd.dlopen_fn = f->dlopen;
+	sd.dlerror_fn = f->dlerror;
+	sd.close_fn = f->close;
+	sd.munmap_fn = f->munmap;
+	sd.map_base = base;
+	sd.map_len = STUB_LEN;
+	sd.fd = (int32_t)fd;
+	sd.spin = 5000;                 /* x 1 ms: how long the stub waits for our ack */
+	sd.ts.sec = 0;
+	sd.ts.nsec = 1000000;
+	snprintf(sd.path, sizeof(sd.path), "/proc/self/fd/%d", (int)fd);
+	r = write_mem(t, data, &sd, sizeof(sd));
+	if (r >= 0)
+		r = write_mem(t, base, aiprof_worker_stub, stub_len);
+	if (r < 0)
+		goto fail_close;
+	r = call6(t, f->mprotect, base, STUB_PAGE, PROT_READ | PROT_EXEC, 0, 0, 0, &rv);
+	if (r < 0 || rv != 0) {
+		snprintf(msg, msglen, "mprotect in the target failed; the target may forbid "
+			 "executable mappings");
+		r = r < 0 ? r : -EACCES;
+		goto fail_close;
+	}
+
+	if (f->pthread_create && f->pthread_detach && !*direct) {
+		r = call6(t, f->pthread_create, data + SD_THREAD, 0, base, data, 0, 0, &rv);
+		if (r < 0 || rv != 0) {
+			snprintf(msg, msglen, "pthread_create in the target failed (%s)",
+				 r < 0 ? strerror(-r) : strerror((int)rv));
+			r = r < 0 ? r : -(int)rv;
+			goto fail_close;
+		}
+		r = read_mem(t, data + SD_THREAD, &sd.thread, sizeof(sd.thread));
+		if (r >= 0)
+			r = call6(t, f->pthread_detach, sd.thread, 0, 0, 0, 0, 0, &rv);
+		/* the worker owns the pages and the fd now, whatever happens next */
+		*ret_data = data;
+		return 0;
+	}
+
+	/* direct mode: dlopen right here; the stub pages are ours to free */
+	*direct = true;
+	{
+		const uint64_t a[6] = { data + SD_PATH, 2 /* RTLD_NOW */, 0, 0, 0, 0 };
+
+		r = remote_call(t, f->dlopen, a, 10 * NSEC_PER_SEC, &rv);
+	}
+	if (r >= 0 && rv == 0 && f->dlerror) {
+		uint64_t ep = 0;
+
+		if (call6(t, f->dlerror, 0, 0, 0, 0, 0, 0, &ep) == 0 && ep) {
+			char err[256] = "";
+
+			(void)read_mem(t, ep, err, sizeof(err) - 1);
+			err[sizeof(err) - 1] = 0;
+			snprintf(msg, msglen, "dlopen in the target failed: %s", err);
+		}
+	}
+	if (r >= 0 && rv == 0) {
+		if (!msg[0])
+			snprintf(msg, msglen, "dlopen in the target failed");
+		r = -EIO;
+	}
+	(void)call6(t, f->close, fd, 0, 0, 0, 0, 0, &rv);
+	(void)call6(t, f->munmap, base, STUB_LEN, 0, 0, 0, 0, &rv);
+	*ret_data = 0;
+	return r;
+
+fail_close:
+	(void)call6(t, f->close, fd, 0, 0, 0, 0, 0, &rv);
+fail_unmap:
+	(void)call6(t, f->munmap, base, STUB_LEN, 0, 0, 0, 0, &rv);
+	return r;
+}
+
+/* Waits for the stub thread to report, reads its result, and lets it clean up. */
+static int wait_worker(pid_t pid, uint64_t data, uint64_t timeout_ns, char *msg, size_t msglen)
+{
+	uint64_t deadline = now_monotonic_ns() + timeout_ns;
+	struct tracee t = { .pid = pid, .mem_fd = -1 };
+	struct stub_data sd;
+	char path[64];
+	uint32_t ack = 1;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	t.mem_fd = open(path, O_RDWR | O_CLOEXEC);
+	if (t.mem_fd < 0)
+		return -errno;
+	for (;;) {
+		r = read_mem(&t, data, &sd, sizeof(sd));
+		if (r < 0) {
+			snprintf(msg, msglen, "lost track of the loader thread: %s", strerror(-r));
+			goto out;
+		}
+		if (sd.done)
+			break;
+		if (now_monotonic_ns() > deadline) {
+			snprintf(msg, msglen, "dlopen in the target did not finish within %llu ms; "
+				 "it will clean up after itself",
+				 (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+			r = -ETIMEDOUT;
+			goto out;
+		}
+		sleep_ns(200 * NSEC_PER_USEC);
+	}
+	if (!sd.handle) {
+		char err[256] = "";
+
+		if (sd.errptr && read_mem(&t, sd.errptr, err, sizeof(err) - 1) == 0)
+			err[sizeof(err) - 1] = 0;
+		else
+			err[0] = 0;
+		snprintf(msg, msglen, "dlopen in the target failed: %s",
+			 err[0] ? err : "no reason given");
+		r = -EIO;
+	} else {
+		r = 0;
+	}
+	(void)write_mem(&t, data + SD_ACK, &ack, sizeof(ack));
+out:
+	close(t.mem_fd);
+	return r;
+}
+
+static int list_threads(pid_t pid, pid_t *tids, size_t max, size_t *ret_n)
+{
+	char path[64];
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	tids[n++] = pid; /* main thread first: often idle in a wait */
+	while ((de = readdir(d)) && n < max) {
+		long tid = strtol(de->d_name, NULL, 10);
+
+		if (tid > 0 && tid != pid)
+			tids[n++] = (pid_t)tid;
+	}
+	closedir(d);
+	*ret_n = n;
+	return 0;
+}
+
+int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_report *rep)
+{
+	uint64_t timeout = opts->timeout_ns ? opts->timeout_ns : 5 * NSEC_PER_SEC;
+	uint64_t start = now_monotonic_ns(), deadline = start + timeout, data = 0;
+	struct target_funcs funcs;
+	struct tracee t = { .pid = pid, .mem_fd = -1 };
+	sigset_t chld, oldmask;
+	pid_t tids[256];
+	size_t ntids = 0;
+	void *lib = NULL;
+	size_t lib_len = 0;
+	bool direct = false, injected = false;
+	char path[64];
+	int r;
+
+	memset(rep, 0, sizeof(*rep));
+	if (inject_is_loaded(pid)) {
+		rep->how = INJECT_ALREADY_LOADED;
+		return 0;
+	}
+	r = read_file(opts->lib_path, &lib, &lib_len);
+	if (r < 0) {
+		snprintf(rep->message, sizeof(rep->message), "cannot read %s: %s (use --lib or "
+			 "AIPROF_LIB to point at libaiprof.so)", opts->lib_path, strerror(-r));
+		return r;
+	}
+	r = resolve_funcs(pid, &funcs, rep->message, sizeof(rep->message));
+	if (r < 0)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	t.mem_fd = open(path, O_RDWR | O_CLOEXEC);
+	if (t.mem_fd < 0) {
+		r = -errno;
+		snprintf(rep->message, sizeof(rep->message), "cannot open %s: %s", path, strerror(errno));
+		goto out;
+	}
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &oldmask);
+
+	r = -ETIMEDOUT;
+	while (!injected && now_monotonic_ns() < deadline) {
+		r = list_threads(pid, tids, sizeof(tids) / sizeof(tids[0]), &ntids);
+		if (r < 0) {
+			r = -ESRCH;
+			snprintf(rep->message, sizeof(rep->message), "pid %d exited", pid);
+			break;
+		}
+		for (size_t i = 0; i < ntids && !injected && now_monotonic_ns() < deadline; i++) {
+			t.tid = tids[i];
+			r = tracee_attach(&t);
+			if (r == -ESRCH)
+				continue;       /* that thread just exited */
+			if (r < 0) {
+				if (r == -EPERM)
+					break;
+				snprintf(rep->message, sizeof(rep->message),
+					 "cannot stop thread %d of pid %d: %s", t.tid, pid, strerror(-r));
+				goto unblock;
+			}
+			rep->attempts++;
+			if (!at_safe_point(&t, &funcs)) {
+				tracee_detach(&t);
+				sleep_ns((500 + (uint64_t)(rand() % 1500)) * NSEC_PER_USEC);
+				r = -ETIMEDOUT;
+				continue;
+			}
+			rep->tid = t.tid;
+			r = do_inject(&t, &funcs, lib, lib_len, &direct, &data,
+				      rep->message, sizeof(rep->message));
+			if (tracee_detach(&t) < 0 && r >= 0)
+				r = -ESRCH;
+			if (r < 0)
+				goto unblock;
+			injected = true;
+		}
+		if (r == -EPERM)
+			break;
+	}
+	if (r == -EPERM) {
+		snprintf(rep->message, sizeof(rep->message), "permission denied");
+		goto unblock;
+	}
+	if (!injected) {
+		if (r == -ESRCH)
+			goto unblock;
+		snprintf(rep->message, sizeof(rep->message), "no thread of pid %d reached a safe "
+			 "point within %llu ms (every stop found a thread inside libc or a signal "
+			 "handler); try again, or use a longer --inject-timeout", pid,
+			 (unsigned long long)(timeout / NSEC_PER_MSEC));
+		r = -ETIMEDOUT;
+		goto unblock;
+	}
+	rep->how = direct ? INJECT_PTRACE_DIRECT : INJECT_PTRACE;
+	if (!direct) {
+		uint64_t left = deadline > now_monotonic_ns() ? deadline - now_monotonic_ns() : 0;
+
+		r = wait_worker(pid, data, left + 5 * NSEC_PER_SEC, rep->message, sizeof(rep->message));
+	}
+	rep->load_ns = now_monotonic_ns() - start;
+unblock:
+	rep->stop_ns = t.stop_ns;
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+out:
+	if (t.mem_fd >= 0)
+		close(t.mem_fd);
+	free(lib);
+	return r;
+}

@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `aiprof profile`: attach to running processes, record for a window, detach, write the
+ * artifacts. The target keeps running throughout; only one of its threads is stopped,
+ * briefly, the first time the library is loaded.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "event.h"
+#include "inject.h"
+#include "log.h"
+#include "procsyms.h"
+#include "profile.h"
+#include "session.h"
+#include "target.h"
+#include "timeutil.h"
+
+#define MAX_TARGETS 256
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: aiprof profile --pid PID[,PID...] [OPTIONS]\n\n"
+		"Attaches to running processes, records CUDA, NCCL and RDMA activity for a\n"
+		"window, detaches, and writes timeline.json.gz and summary.json.\n\n"
+		"Options:\n"
+		"  -p, --pid PID[,PID...]     processes to profile (host pids)\n"
+		"  -d, --duration DURATION    window length: 5s (default), 500ms, 2m\n"
+		"  -o, --output DIR           artifact folder (default ./aiprof-out/<UTC time>/)\n"
+		"      --collectors LIST      cuda,nccl,rdma,cupti or all (default all)\n"
+		"      --lib PATH             libaiprof.so to inject (default: next to aiprof,\n"
+		"                             or $AIPROF_LIB)\n"
+		"      --inject-timeout DUR   how long to look for a safe point (default 5s)\n"
+		"  -v, --verbose              more detail on stderr\n"
+		"  -q, --quiet                only errors on stderr\n"
+		"  -h, --help                 this help\n\n"
+		"Exit codes: 0 ok, 2 usage, 3 no such process, 4 permission denied,\n"
+		"5 unsupported target (static binary, no libc, not x86_64), 6 injection or\n"
+		"collection failed, 7 artifacts could not be written, 1 anything else.\n");
+}
+
+int exit_code_for(int err)
+{
+	switch (-err) {
+	case 0: return EXIT_OK;
+	case ESRCH: case ENOENT: return EXIT_NO_TARGET;
+	case EPERM: case EACCES: return EXIT_PERMISSION;
+	case ENOEXEC: case EPROTONOSUPPORT: return EXIT_UNSUPPORTED;
+	case EINVAL: return EXIT_USAGE;
+	default: return EXIT_INJECT;
+	}
+}
+
+static int parse_pids(const char *arg, pid_t *pids, size_t max, size_t *n)
+{
+	const char *p = arg;
+
+	while (*p) {
+		char *end;
+		long v;
+
+		errno = 0;
+		v = strtol(p, &end, 10);
+		if (errno || end == p || v <= 0 || v > INT_MAX || (*end && *end != ','))
+			return -EINVAL;
+		if (*n >= max)
+			return -E2BIG;
+		pids[(*n)++] = (pid_t)v;
+		p = *end ? end + 1 : end;
+	}
+	return *n ? 0 : -EINVAL;
+}
+
+static int parse_collectors(const char *arg, uint32_t *ret)
+{
+	static const struct { const char *name; uint32_t bit; } known[] = {
+		{ "cuda", AIPROF_COLLECT_CUDA }, { "nccl", AIPROF_COLLECT_NCCL },
+		{ "rdma", AIPROF_COLLECT_RDMA }, { "cupti", AIPROF_COLLECT_CUPTI },
+		{ "all", AIPROF_COLLECT_ALL },
+	};
+	uint32_t mask = 0;
+
+	for (const char *p = arg; *p;) {
+		size_t n = strcspn(p, ",");
+		bool ok = false;
+
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			if (strlen(known[i].name) == n && strncmp(p, known[i].name, n) == 0) {
+				mask |= known[i].bit;
+				ok = true;
+			}
+		if (!ok)
+			return -EINVAL;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	*ret = mask;
+	return mask ? 0 : -EINVAL;
+}
+
+static int default_lib_path(char *buf, size_t len)
+{
+	const char *env = getenv("AIPROF_LIB");
+	char exe[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (env && *env) {
+		snprintf(buf, len, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -errno;
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	snprintf(buf, len, "%s/libaiprof.so", exe);
+	if (access(buf, R_OK) == 0)
+		return 0;
+	snprintf(buf, len, "%s/../lib/aiprof/libaiprof.so", exe);
+	return 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void copy_lib_status(struct target *t)
+{
+	const struct aiprof_ring_hdr *h;
+
+	if (!t->session)
+		return;
+	h = session__hdr(t->session);
+	t->cupti_state = atomic_load(&((struct aiprof_ring_hdr *)h)->cupti_state);
+	memcpy(t->cupti_reason, h->cupti_reason, sizeof(t->cupti_reason));
+	t->cupti_reason[sizeof(t->cupti_reason) - 1] = 0;
+	t->hooks_patched = atomic_load(&((struct aiprof_ring_hdr *)h)->hooks_patched);
+	t->modules_seen = atomic_load(&((struct aiprof_ring_hdr *)h)->modules_seen);
+}
+
+static int attach_target(struct target *t, const struct inject_opts *io)
+{
+	int r;
+
+	r = inject_library(t->pid, io, &t->inj);
+	if (r == -EPERM)
+		target_explain_eperm(t->pid, t->inj.message, sizeof(t->inj.message));
+	if (r < 0) {
+		snprintf(t->message, sizeof(t->message), "%s", t->inj.message);
+		return r;
+	}
+	if (t->inj.how == INJECT_PTRACE || t->inj.how == INJECT_PTRACE_DIRECT)
+		log_info("pid %d: libaiprof.so loaded, thread %d stopped for %llu us "
+			 "(%u safe-point attempt%s)", t->pid, t->inj.tid,
+			 (unsigned long long)(t->inj.stop_ns / NSEC_PER_USEC), t->inj.attempts,
+			 t->inj.attempts == 1 ? "" : "s");
+	else
+		log_info("pid %d: libaiprof.so already loaded, reusing it (no ptrace)", t->pid);
+	r = session__open(t->pid, 3 * NSEC_PER_SEC, &t->session);
+	if (r < 0) {
+		snprintf(t->message, sizeof(t->message), r == -EPROTO ?
+			 "pid %d has a libaiprof.so of another version loaded; use the matching "
+			 "aiprof, or restart the process to load this one" :
+			 "libaiprof.so is loaded in pid %d but its event ring did not appear (%s)",
+			 t->pid, strerror(-r));
+		return r == -EPROTO ? r : -EIO;
+	}
+	return 0;
+}
+
+static void free_targets(struct target *ts, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		session__free(ts[i].session);
+		event_store__clear(&ts[i].store);
+		proc_syms__free(ts[i].syms);
+		free(ts[i].threads);
+	}
+	free(ts);
+}
+
+static void default_outdir(char *buf, size_t len)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	char stamp[32];
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(buf, len, "aiprof-out/%s", stamp);
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "collectors", required_argument, NULL, 'C' },
+		{ "lib", required_argument, NULL, 'L' },
+		{ "inject-timeout", required_argument, NULL, 'T' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	pid_t pids[MAX_TARGETS];
+	size_t npids = 0, nok = 0;
+	uint64_t duration = 5 * NSEC_PER_SEC;
+	uint32_t collectors = AIPROF_COLLECT_ALL;
+	struct inject_opts io = { .timeout_ns = 5 * NSEC_PER_SEC };
+	char lib[PATH_MAX], outdir[PATH_MAX] = "", path[PATH_MAX + 32];
+	struct profile prof = { 0 };
+	struct target *targets = NULL;
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	int c, r, first_err = 0, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:d:o:vqh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			r = parse_pids(optarg, pids, MAX_TARGETS, &npids);
+			if (r < 0) {
+				log_error("--pid '%s' is not a comma-separated list of process ids%s",
+					  optarg, r == -E2BIG ? " (at most 256)" : "");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'd':
+			r = parse_duration_ns(optarg, &duration);
+			if (r < 0 || duration == 0) {
+				log_error("--duration '%s' is not a duration such as 5s, 500ms or 2m", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'o':
+			snprintf(outdir, sizeof(outdir), "%s", optarg);
+			break;
+		case 'C':
+			if (parse_collectors(optarg, &collectors) < 0) {
+				log_error("--collectors '%s': use a comma-separated list of cuda, nccl, "
+					  "rdma, cupti, or all", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'L':
+			snprintf(lib, sizeof(lib), "%s", optarg);
+			io.lib_path = lib;
+			break;
+		case 'T':
+			if (parse_duration_ns(optarg, &io.timeout_ns) < 0 || io.timeout_ns == 0) {
+				log_error("--inject-timeout '%s' is not a duration", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'v':
+			log_set_max_level(LOG_DEBUG);
+			break;
+		case 'q':
+			log_set_max_level(LOG_ERR);
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (npids == 0) {
+		log_error("no target: give the processes to profile with --pid PID[,PID...]");
+		return EXIT_USAGE;
+	}
+	if (strncmp(outdir, "s3://", 5) == 0) {
+		log_error("-o %s: uploading to S3 is not implemented yet; write to a folder "
+			  "(-o DIR) for now", outdir);
+		return EXIT_USAGE;
+	}
+	if (strncmp(outdir, "file://", 7) == 0)
+		memmove(outdir, outdir + 7, strlen(outdir + 7) + 1);
+	if (!outdir[0])
+		default_outdir(outdir, sizeof(outdir));
+	if (!io.lib_path) {
+		default_lib_path(lib, sizeof(lib));
+		io.lib_path = lib;
+	}
+	if (access(io.lib_path, R_OK) < 0) {
+		log_error("cannot read the interception library %s: %m (build it with 'make', or "
+			  "point --lib / AIPROF_LIB at libaiprof.so)", io.lib_path);
+		return EXIT_FAILURE_;
+	}
+
+	targets = calloc(npids, sizeof(*targets));
+	if (!targets)
+		return log_error_errno(ENOMEM, "out of memory"), EXIT_FAILURE_;
+	for (size_t i = 0; i < npids; i++) {
+		char msg[512];
+
+		targets[i].pid = pids[i];
+		r = target_preflight(pids[i], msg, sizeof(msg));
+		if (r < 0) {
+			log_error("%s", msg);
+			rc = exit_code_for(r);
+			goto out;
+		}
+		target_read_identity(&targets[i]);
+	}
+	r = mkdir_p(outdir);
+	if (r < 0) {
+		log_error_errno(r, "cannot create the output folder %s: %m", outdir);
+		rc = EXIT_OUTPUT;
+		goto out;
+	}
+
+	/* a ^C ends the window early; artifacts are still written */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	for (size_t i = 0; i < npids; i++) {
+		struct target *t = &targets[i];
+
+		r = attach_target(t, &io);
+		if (r < 0) {
+			t->error = r;
+			log_error("pid %d: %s", t->pid, t->message);
+			if (!first_err)
+				first_err = r;
+			continue;
+		}
+		target_refresh_threads(t);
+		nok++;
+	}
+	if (nok == 0) {
+		rc = exit_code_for(first_err);
+		goto out;
+	}
+
+	prof.start_realtime_ns = now_realtime_ns();
+	prof.start_ns = now_monotonic_ns();
+	for (size_t i = 0; i < npids; i++)
+		if (targets[i].session)
+			session__start(targets[i].session, collectors);
+	log_info("recording %zu process%s for %.3gs", nok, nok == 1 ? "" : "es",
+		 (double)duration / 1e9);
+	while (!stop_requested && now_monotonic_ns() - prof.start_ns < duration) {
+		for (size_t i = 0; i < npids; i++) {
+			if (!targets[i].session)
+				continue;
+			session__drain(targets[i].session, &targets[i].store);
+			session__heartbeat(targets[i].session);
+		}
+		sleep_ns(5 * NSEC_PER_MSEC);
+	}
+	for (size_t i = 0; i < npids; i++) {
+		struct target *t = &targets[i];
+
+		if (!t->session)
+			continue;
+		session__stop(t->session, &t->store);
+		copy_lib_status(t);
+		target_refresh_threads(t);
+		if (proc_syms__new(t->pid, &t->syms) < 0)
+			t->syms = NULL;
+	}
+	prof.end_ns = now_monotonic_ns();
+	if (stop_requested)
+		log_notice("window ended early by a signal");
+	prof.targets = targets;
+	prof.ntargets = npids;
+	prof.requested_ns = duration;
+	prof.outdir = outdir;
+
+	rc = first_err ? exit_code_for(first_err) : EXIT_OK;
+	snprintf(path, sizeof(path), "%s/timeline.json.gz", outdir);
+	r = timeline_write(&prof, path);
+	if (r < 0) {
+		log_error_errno(r, "cannot write %s: %m", path);
+		rc = EXIT_OUTPUT;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/summary.json", outdir);
+	r = summary_write(&prof, path);
+	if (r < 0) {
+		log_error_errno(r, "cannot write %s: %m", path);
+		rc = EXIT_OUTPUT;
+		goto out;
+	}
+	for (size_t i = 0; i < npids; i++) {
+		const struct target *t = &targets[i];
+
+		if (t->error)
+			continue;
+		log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
+			 (unsigned long long)(t->store.drops + t->store.store_drops));
+	}
+	printf("%s\n", outdir);
+out:
+	free_targets(targets, npids);
+	return rc;
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What one `aiprof profile` run collected: its window and, per target process, how it
+ * was attached and the events it produced. The artifact builders read only this.
+ */
+#ifndef AIPROF_PROFILE_H
+#define AIPROF_PROFILE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "inject.h"
+#include "session.h"
+
+struct proc_syms;
+
+struct tid_name {
+	uint32_t ns_tid;    /* as the library saw it */
+	uint32_t host_tid;  /* as the host sees it (0 if it exited before we looked) */
+	char comm[16];
+};
+
+struct target {
+	pid_t pid;                      /* host pid */
+	char comm[16];
+	char cmdline[256];
+	struct inject_report inj;
+	struct session *session;
+	struct event_store store;
+	struct proc_syms *syms;         /* for kernel names from host stubs */
+	struct tid_name *threads;
+	size_t nthreads;
+	/* library status copied from the ring header at the end of the window */
+	uint32_t cupti_state;
+	char cupti_reason[192];
+	uint32_t hooks_patched, modules_seen;
+	int error;                      /* 0, or the negative errno that stopped this target */
+	char message[512];
+};
+
+struct profile {
+	struct target *targets;
+	size_t ntargets;
+	uint64_t start_ns, end_ns;      /* CLOCK_MONOTONIC */
+	uint64_t start_realtime_ns;
+	uint64_t requested_ns;
+	const char *outdir;
+};
+
+/* Re-reads /proc/PID/task so library tids (pid namespace) map to host tids and names. */
+void target_refresh_threads(struct target *t);
+uint32_t target_host_tid(const struct target *t, uint32_t ns_tid);
+
+/* Artifact builders; each returns 0 or a negative errno. */
+int timeline_write(const struct profile *p, const char *path);
+int summary_write(const struct profile *p, const char *path);
+
+/* Names used by the timeline and summary. */
+const char *api_name(uint16_t api);
+const char *memcpy_kind_name(uint32_t kind);
+const char *nccl_op_name(uint16_t api);
+const char *nccl_dtype_name(int32_t dt);
+size_t nccl_dtype_size(int32_t dt);
+const char *nccl_redop_name(int32_t op);
+/* Kernel name of a launch event ("[unknown]" if it cannot be found); cached. */
+const char *launch_kernel_name(const struct target *t, const struct aiprof_event *e);
+
+#endif

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ring.h"
+#include "session.h"
+#include "timeutil.h"
+
+struct session {
+	pid_t pid;
+	struct aiprof_ring_hdr *hdr;
+	size_t map_len;
+	bool recording;
+};
+
+/* ---- event store -------------------------------------------------------------------- */
+
+void event_store__clear(struct event_store *s)
+{
+	for (size_t i = 0; i < s->nstrings; i++)
+		free(s->strings[i]);
+	free(s->strings);
+	free(s->string_filled);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+static void store_string_chunk(struct event_store *s, const struct aiprof_ev_str *c)
+{
+	size_t len;
+
+	if (c->id == 0 || c->id > (1u << 20) || (c->total && c->offset >= c->total))
+		return;
+	if (c->id >= s->nstrings) {
+		size_t n = s->nstrings ? s->nstrings : 64;
+		char **ns;
+		uint16_t *nf;
+
+		while (n <= c->id)
+			n *= 2;
+		ns = realloc(s->strings, n * sizeof(*ns));
+		if (!ns)
+			return;
+		s->strings = ns;
+		nf = realloc(s->string_filled, n * sizeof(*nf));
+		if (!nf)
+			return;
+		s->string_filled = nf;
+		memset(s->strings + s->nstrings, 0, (n - s->nstrings) * sizeof(*ns));
+		memset(s->string_filled + s->nstrings, 0, (n - s->nstrings) * sizeof(*nf));
+		s->nstrings = n;
+	}
+	if (!s->strings[c->id]) {
+		s->strings[c->id] = calloc(1, (size_t)c->total + 1);
+		if (!s->strings[c->id])
+			return;
+	}
+	len = c->total - c->offset;
+	if (len > AIPROF_STR_CHUNK)
+		len = AIPROF_STR_CHUNK;
+	memcpy(s->strings[c->id] + c->offset, c->s, len);
+	s->string_filled[c->id] = (uint16_t)(s->string_filled[c->id] + len);
+}
+
+void event_store__add(struct event_store *s, const struct aiprof_event *e)
+{
+	if (e->type == AIPROF_EV_STRING) {
+		store_string_chunk(s, &e->u.str);
+		return;
+	}
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 4096;
+		struct aiprof_event *nv = realloc(s->v, ncap * sizeof(*nv));
+
+		if (!nv) {
+			s->store_drops++;
+			return;
+		}
+		s->v = nv;
+		s->cap = ncap;
+	}
+	memcpy(&s->v[s->n++], e, sizeof(*e));
+}
+
+const char *event_store__string(const struct event_store *s, uint32_t id)
+{
+	if (id == 0 || id >= s->nstrings)
+		return NULL;
+	return s->strings[id];
+}
+
+/* ---- finding and mapping the ring --------------------------------------------------- */
+
+static int ns_pid_of(pid_t pid, pid_t *ret)
+{
+	char path[64], line[256];
+	FILE *f;
+	int r = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6) == 0) {
+			char *p = line + 6, *last = NULL, *tok;
+
+			/* the last field is the pid in the innermost namespace */
+			for (tok = p; *tok;) {
+				while (*tok == ' ' || *tok == '\t')
+					tok++;
+				if (*tok >= '0' && *tok <= '9')
+					last = tok;
+				while (*tok && *tok != ' ' && *tok != '\t')
+					tok++;
+			}
+			if (last) {
+				*ret = (pid_t)strtol(last, NULL, 10);
+				r = 0;
+			}
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+static int try_map_ring(pid_t pid, const char *fdname, pid_t nspid, struct session **ret)
+{
+	struct aiprof_ring_hdr probe;
+	struct session *s = NULL;
+	char path[PATH_MAX];
+	void *mem;
+	size_t len;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, fdname);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe)) {
+		r = -EIO;
+		goto out;
+	}
+	if (probe.magic != AIPROF_RING_MAGIC) {
+		r = -EAGAIN; /* still being initialised */
+		goto out;
+	}
+	if (probe.version != AIPROF_RING_VERSION || probe.event_size != AIPROF_EVENT_SIZE ||
+	    probe.nslots == 0 || (probe.nslots & (probe.nslots - 1)) || probe.nslots > (1u << 24)) {
+		r = -EPROTO;
+		goto out;
+	}
+	if (nspid > 0 && probe.lib_pid != (uint32_t)nspid) {
+		r = -ESTALE; /* a ring inherited across fork(): not this process's */
+		goto out;
+	}
+	len = AIPROF_RING_BYTES(probe.nslots);
+	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		munmap(mem, len);
+		r = -ENOMEM;
+		goto out;
+	}
+	s->pid = pid;
+	s->hdr = mem;
+	s->map_len = len;
+	*ret = s;
+	r = 0;
+out:
+	close(fd);
+	return r;
+}
+
+static int find_ring(pid_t pid, struct session **ret)
+{
+	char path[64], target[256];
+	struct dirent *de;
+	pid_t nspid = 0;
+	int r = -ENOENT;
+	DIR *d;
+
+	(void)ns_pid_of(pid, &nspid);
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char link[PATH_MAX];
+		ssize_t n;
+		int q;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "/proc/%d/fd/%s", pid, de->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (strncmp(target, "/memfd:" AIPROF_RING_MEMFD, strlen("/memfd:" AIPROF_RING_MEMFD)))
+			continue;
+		q = try_map_ring(pid, de->d_name, nspid, ret);
+		if (q == 0) {
+			r = 0;
+			break;
+		}
+		if (r == -ENOENT || q == -EPROTO)
+			r = q;
+	}
+	closedir(d);
+	return r;
+}
+
+int session__open(pid_t pid, uint64_t wait_ns, struct session **ret)
+{
+	uint64_t deadline = now_monotonic_ns() + wait_ns;
+	int r;
+
+	for (;;) {
+		r = find_ring(pid, ret);
+		if (r == 0 || r == -EPROTO || r == -ESRCH || now_monotonic_ns() >= deadline)
+			return r;
+		sleep_ns(1 * NSEC_PER_MSEC);
+	}
+}
+
+const struct aiprof_ring_hdr *session__hdr(const struct session *s)
+{
+	return s->hdr;
+}
+
+/* ---- control -------------------------------------------------------------------------- */
+
+static void kick(struct session *s)
+{
+	atomic_fetch_add_explicit(&s->hdr->ctl, 1, memory_order_release);
+	/* shared futex: the library's control thread waits on this word in its mapping */
+	syscall(SYS_futex, &s->hdr->ctl, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void session__heartbeat(struct session *s)
+{
+	atomic_store_explicit(&s->hdr->heartbeat_ns, now_monotonic_ns(), memory_order_relaxed);
+}
+
+int session__start(struct session *s, uint32_t collectors)
+{
+	struct aiprof_event e;
+
+	/* events left by an injector that died mid-window belong to nobody */
+	while (ring__pop(s->hdr, &e))
+		;
+	atomic_store_explicit(&s->hdr->drops, 0, memory_order_relaxed);
+	session__heartbeat(s);
+	atomic_store_explicit(&s->hdr->collectors, collectors, memory_order_relaxed);
+	atomic_store_explicit(&s->hdr->attached_pid, (uint32_t)getpid(), memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->hdr->generation, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->hdr->enabled, 1, memory_order_release);
+	kick(s);
+	s->recording = true;
+	return 0;
+}
+
+size_t session__drain(struct session *s, struct event_store *store)
+{
+	struct aiprof_event e;
+	size_t n = 0;
+
+	while (ring__pop(s->hdr, &e)) {
+		event_store__add(store, &e);
+		n++;
+	}
+	return n;
+}
+
+void session__stop(struct session *s, struct event_store *store)
+{
+	uint64_t deadline;
+
+	if (!s->recording)
+		return;
+	atomic_store_explicit(&s->hdr->enabled, 0, memory_order_release);
+	atomic_store_explicit(&s->hdr->attached_pid, 0, memory_order_relaxed);
+	kick(s);
+	s->recording = false;
+	/* a producer that saw enabled=1 just before may still be writing its slot */
+	deadline = now_monotonic_ns() + 50 * NSEC_PER_MSEC;
+	do {
+		if (store)
+			session__drain(s, store);
+		if (ring__pending(s->hdr) == 0)
+			break;
+		sleep_ns(200 * NSEC_PER_USEC);
+	} while (now_monotonic_ns() < deadline);
+	if (store)
+		store->drops = atomic_load_explicit(&s->hdr->drops, memory_order_relaxed);
+}
+
+void session__free(struct session *s)
+{
+	if (!s)
+		return;
+	session__stop(s, NULL);
+	munmap(s->hdr, s->map_len);
+	free(s);
+}

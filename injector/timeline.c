@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timeline.json.gz: Chrome Trace Event format (the JSON Object form), which Perfetto UI
+ * and chrome://tracing open. One process per target, one track per thread, one per GPU
+ * stream. `ts`/`dur` are microseconds of CLOCK_MONOTONIC, with ns precision.
+ *
+ * Categories are fixed so tools and tests can find things: cuda_api, cuda_kernel,
+ * cuda_memcpy, cuda_memory, nccl, rdma (and, from the eBPF collectors, syscall,
+ * cpu_sample, offcpu, python).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "jsonw.h"
+#include "procsyms.h"
+#include "profile.h"
+
+#define GPU_TRACK_BASE 1000000u /* tid of GPU stream tracks: base + device*1000 + stream */
+
+/* ---- kernel names from host stubs, cached per (pid, address) ------------------------- */
+
+struct kname {
+	pid_t pid;
+	uint64_t addr;
+	char *name;
+};
+
+static struct kname *kcache;
+static size_t kcache_cap, kcache_n;
+
+static size_t khash(pid_t pid, uint64_t addr)
+{
+	uint64_t h = (addr ^ ((uint64_t)pid << 32)) * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h >> 17);
+}
+
+static const char *kcache_get(pid_t pid, uint64_t addr)
+{
+	if (!kcache_cap)
+		return NULL;
+	for (size_t i = khash(pid, addr) & (kcache_cap - 1);; i = (i + 1) & (kcache_cap - 1)) {
+		if (!kcache[i].name)
+			return NULL;
+		if (kcache[i].pid == pid && kcache[i].addr == addr)
+			return kcache[i].name;
+	}
+}
+
+static void kcache_put(pid_t pid, uint64_t addr, char *name)
+{
+	if ((kcache_n + 1) * 2 > kcache_cap) {
+		size_t ncap = kcache_cap ? kcache_cap * 2 : 256;
+		struct kname *nv = calloc(ncap, sizeof(*nv));
+
+		if (!nv) {
+			free(name);
+			return;
+		}
+		for (size_t i = 0; i < kcache_cap; i++) {
+			if (!kcache[i].name)
+				continue;
+			for (size_t j = khash(kcache[i].pid, kcache[i].addr) & (ncap - 1);;
+			     j = (j + 1) & (ncap - 1)) {
+				if (!nv[j].name) {
+					nv[j] = kcache[i];
+					break;
+				}
+			}
+		}
+		free(kcache);
+		kcache = nv;
+		kcache_cap = ncap;
+	}
+	for (size_t i = khash(pid, addr) & (kcache_cap - 1);; i = (i + 1) & (kcache_cap - 1)) {
+		if (!kcache[i].name) {
+			kcache[i].pid = pid;
+			kcache[i].addr = addr;
+			kcache[i].name = name;
+			kcache_n++;
+			return;
+		}
+	}
+}
+
+const char *launch_kernel_name(const struct target *t, const struct aiprof_event *e)
+{
+	const char *s;
+	char buf[512];
+	char *plus;
+
+	if (e->u.launch.name_id) {
+		s = event_store__string(&t->store, e->u.launch.name_id);
+		if (s)
+			return s;
+	}
+	if (e->api != AIPROF_API_cudaLaunchKernel || !t->syms)
+		return "[unknown]";
+	s = kcache_get(t->pid, e->u.launch.func);
+	if (s)
+		return s;
+	if (proc_syms__symbolize(t->syms, e->u.launch.func, buf, sizeof(buf)) < 0)
+		snprintf(buf, sizeof(buf), "[unknown 0x%llx]", (unsigned long long)e->u.launch.func);
+	/* a host stub is the start of its function: drop a "+0x0" the symboliser may add */
+	plus = strstr(buf, "+0x");
+	if (plus && strcmp(plus, "+0x0") == 0)
+		*plus = 0;
+	{
+		char *copy = strdup(buf);
+
+		if (!copy)
+			return "[unknown]";
+		kcache_put(t->pid, e->u.launch.func, copy);
+		return copy;
+	}
+}
+
+/* ---- writer --------------------------------------------------------------------------- */
+
+static void hex(struct jsonw *w, const char *key, uint64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)v);
+	jsonw_kv_str(w, key, b);
+}
+
+static void dim3(struct jsonw *w, const char *key, const uint32_t d[3])
+{
+	jsonw_key(w, key);
+	jsonw_arr_open(w);
+	jsonw_uint(w, d[0]);
+	jsonw_uint(w, d[1]);
+	jsonw_uint(w, d[2]);
+	jsonw_arr_close(w);
+}
+
+static const char *category(const struct aiprof_event *e)
+{
+	switch (e->type) {
+	case AIPROF_EV_CUDA_LAUNCH:
+	case AIPROF_EV_CUDA_SYNC: return "cuda_api";
+	case AIPROF_EV_CUDA_MEMCPY:
+	case AIPROF_EV_CUDA_MEMSET: return "cuda_memcpy";
+	case AIPROF_EV_CUDA_ALLOC:
+	case AIPROF_EV_CUDA_FREE: return "cuda_memory";
+	case AIPROF_EV_NCCL_INIT:
+	case AIPROF_EV_NCCL_COLL:
+	case AIPROF_EV_NCCL_GROUP: return "nccl";
+	case AIPROF_EV_IBV: return "rdma";
+	case AIPROF_EV_GPU_KERNEL: return "cuda_kernel";
+	case AIPROF_EV_GPU_MEMCPY: return "cuda_memcpy";
+	default: return NULL;
+	}
+}
+
+static void begin_event(struct jsonw *w, const char *ph, const char *cat, const char *name,
+			pid_t pid, uint32_t tid, uint64_t ts_ns)
+{
+	jsonw_newline(w);
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "ph", ph);
+	if (cat)
+		jsonw_kv_str(w, "cat", cat);
+	jsonw_kv_str(w, "name", name);
+	jsonw_kv_int(w, "pid", pid);
+	jsonw_kv_uint(w, "tid", tid);
+	jsonw_key(w, "ts");
+	jsonw_fixed3(w, ts_ns);
+}
+
+static void write_args(struct jsonw *w, const struct target *t, const struct aiprof_event *e)
+{
+	jsonw_key(w, "args");
+	jsonw_obj_open(w);
+	switch (e->type) {
+	case AIPROF_EV_CUDA_LAUNCH:
+		jsonw_kv_str(w, "kernel", launch_kernel_name(t, e));
+		dim3(w, "grid", e->u.launch.grid);
+		dim3(w, "block", e->u.launch.block);
+		jsonw_kv_uint(w, "shared_mem", e->u.launch.shmem);
+		hex(w, "stream", e->u.launch.stream);
+		if (e->u.launch.correlation)
+			jsonw_kv_uint(w, "correlation", e->u.launch.correlation);
+		jsonw_kv_int(w, "result", e->u.launch.result);
+		break;
+	case AIPROF_EV_CUDA_MEMCPY:
+	case AIPROF_EV_CUDA_MEMSET: {
+		const struct aiprof_ev_memcpy *m = &e->u.memcpy;
+
+		jsonw_kv_uint(w, "bytes", m->bytes);
+		if (e->type == AIPROF_EV_CUDA_MEMSET) {
+			jsonw_kv_str(w, "kind", "Memset");
+		} else {
+			jsonw_kv_str(w, "kind", memcpy_kind_name(m->kind));
+			jsonw_kv_str(w, "host_memory",
+				     !(m->flags & AIPROF_MEMCPY_F_HOST_KNOWN) ? "unknown" :
+				     (m->flags & AIPROF_MEMCPY_F_HOST_PINNED) ? "pinned" : "pageable");
+		}
+		jsonw_kv_bool(w, "async", m->flags & AIPROF_MEMCPY_F_ASYNC);
+		hex(w, "stream", m->stream);
+		jsonw_kv_int(w, "result", m->result);
+		break;
+	}
+	case AIPROF_EV_CUDA_ALLOC:
+	case AIPROF_EV_CUDA_FREE: {
+		static const char *const kinds[] = { "device", "host_pinned", "host_registered" };
+
+		hex(w, "ptr", e->u.mem.ptr);
+		jsonw_kv_uint(w, "bytes", e->u.mem.bytes);
+		jsonw_kv_str(w, "memory", e->u.mem.kind < 3 ? kinds[e->u.mem.kind] : "unknown");
+		jsonw_kv_int(w, "result", e->u.mem.result);
+		break;
+	}
+	case AIPROF_EV_CUDA_SYNC: {
+		static const char *const kinds[] = { "device", "stream", "event", "context" };
+
+		jsonw_kv_str(w, "sync", e->u.sync.kind < 4 ? kinds[e->u.sync.kind] : "unknown");
+		hex(w, "handle", e->u.sync.handle);
+		jsonw_kv_int(w, "result", e->u.sync.result);
+		break;
+	}
+	case AIPROF_EV_NCCL_INIT:
+	case AIPROF_EV_NCCL_COLL:
+	case AIPROF_EV_NCCL_GROUP: {
+		const struct aiprof_ev_nccl *n = &e->u.nccl;
+
+		if (e->type == AIPROF_EV_NCCL_COLL) {
+			jsonw_kv_str(w, "op", nccl_op_name(e->api));
+			jsonw_kv_uint(w, "count", n->count);
+			jsonw_kv_uint(w, "bytes", n->bytes);
+			jsonw_kv_str(w, "datatype", nccl_dtype_name(n->datatype));
+			if (n->redop >= 0)
+				jsonw_kv_str(w, "redop", nccl_redop_name(n->redop));
+			if (n->peer >= 0)
+				jsonw_kv_int(w, e->api == AIPROF_API_ncclSend ||
+					     e->api == AIPROF_API_ncclRecv ? "peer" : "root", n->peer);
+			hex(w, "stream", n->stream);
+		}
+		if (e->type != AIPROF_EV_NCCL_GROUP) {
+			jsonw_kv_int(w, "rank", n->rank);
+			jsonw_kv_int(w, "nranks", n->nranks);
+			hex(w, "comm", n->comm);
+		}
+		jsonw_kv_int(w, "result", n->result);
+		break;
+	}
+	case AIPROF_EV_IBV: {
+		const struct aiprof_ev_ibv *v = &e->u.ibv;
+
+		hex(w, "handle", v->handle);
+		if (v->addr)
+			hex(w, "addr", v->addr);
+		jsonw_kv_uint(w, "bytes", v->length);
+		jsonw_kv_uint(w, "qp_num", v->qp_num);
+		jsonw_kv_uint(w, "count", v->count);
+		jsonw_kv_uint(w, "attr", v->attr);
+		if (e->api == AIPROF_API_ibv_modify_qp)
+			jsonw_kv_uint(w, "qp_state", v->state);
+		jsonw_kv_int(w, "result", v->result);
+		break;
+	}
+	case AIPROF_EV_GPU_KERNEL:
+	case AIPROF_EV_GPU_MEMCPY: {
+		const struct aiprof_ev_gpu *g = &e->u.gpu;
+		const char *nm = event_store__string(&t->store, g->name_id);
+
+		if (e->type == AIPROF_EV_GPU_KERNEL) {
+			jsonw_kv_str(w, "kernel", nm ? nm : "[unknown]");
+			dim3(w, "grid", g->grid);
+			dim3(w, "block", g->block);
+		} else {
+			jsonw_kv_uint(w, "bytes", g->bytes);
+			jsonw_kv_str(w, "kind", memcpy_kind_name(g->kind));
+		}
+		jsonw_kv_uint(w, "device", g->device);
+		jsonw_kv_uint(w, "stream", g->stream);
+		jsonw_kv_uint(w, "correlation", g->correlation);
+		break;
+	}
+	default:
+		break;
+	}
+	jsonw_obj_close(w);
+}
+
+static void write_metadata(struct jsonw *w, const char *what, pid_t pid, uint32_t tid,
+			   const char *name)
+{
+	jsonw_newline(w);
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "ph", "M");
+	jsonw_kv_str(w, "name", what);
+	jsonw_kv_int(w, "pid", pid);
+	jsonw_kv_uint(w, "tid", tid);
+	jsonw_kv_uint(w, "ts", 0);
+	jsonw_key(w, "args");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "name", name);
+	jsonw_obj_close(w);
+	jsonw_obj_close(w);
+}
+
+static void write_target(struct jsonw *w, const struct target *t)
+{
+	char label[320];
+	uint32_t gpu_tracks[64];
+	size_t ngpu = 0;
+
+	snprintf(label, sizeof(label), "%s (pid %d)", t->comm, t->pid);
+	write_metadata(w, "process_name", t->pid, 0, label);
+	for (size_t i = 0; i < t->nthreads; i++) {
+		uint32_t tid = t->threads[i].host_tid ? t->threads[i].host_tid : t->threads[i].ns_tid;
+
+		write_metadata(w, "thread_name", t->pid, tid, t->threads[i].comm);
+	}
+	for (size_t i = 0; i < t->store.n; i++) {
+		const struct aiprof_event *e = &t->store.v[i];
+		const char *cat = category(e);
+		uint32_t tid;
+
+		if (!cat)
+			continue;
+		if (e->type == AIPROF_EV_GPU_KERNEL || e->type == AIPROF_EV_GPU_MEMCPY) {
+			tid = GPU_TRACK_BASE + e->u.gpu.device * 1000 + (e->u.gpu.stream % 1000);
+			if (ngpu < 64) {
+				bool seen = false;
+
+				for (size_t k = 0; k < ngpu; k++)
+					seen |= gpu_tracks[k] == tid;
+				if (!seen) {
+					char nm[64];
+
+					gpu_tracks[ngpu++] = tid;
+					snprintf(nm, sizeof(nm), "GPU %u stream %u", e->u.gpu.device,
+						 e->u.gpu.stream);
+					write_metadata(w, "thread_name", t->pid, tid, nm);
+				}
+			}
+		} else {
+			tid = target_host_tid(t, e->tid);
+		}
+		if (e->type == AIPROF_EV_GPU_KERNEL) {
+			const char *kn = event_store__string(&t->store, e->u.gpu.name_id);
+
+			begin_event(w, "X", cat, kn ? kn : "[unknown kernel]", t->pid, tid, e->ts);
+		} else {
+			begin_event(w, "X", cat, api_name(e->api), t->pid, tid, e->ts);
+		}
+		jsonw_key(w, "dur");
+		jsonw_fixed3(w, e->dur);
+		write_args(w, t, e);
+		jsonw_obj_close(w);
+
+		/* flow arrow from a launch to the kernel it started (CUPTI correlation) */
+		if (e->type == AIPROF_EV_CUDA_LAUNCH && e->u.launch.correlation) {
+			begin_event(w, "s", "cuda_kernel", "launch", t->pid, tid, e->ts);
+			jsonw_kv_uint(w, "id", e->u.launch.correlation);
+			jsonw_obj_close(w);
+		} else if (e->type == AIPROF_EV_GPU_KERNEL && e->u.gpu.correlation) {
+			begin_event(w, "f", "cuda_kernel", "launch", t->pid, tid, e->ts);
+			jsonw_kv_uint(w, "id", e->u.gpu.correlation);
+			jsonw_kv_str(w, "bp", "e");
+			jsonw_obj_close(w);
+		}
+	}
+}
+
+int timeline_write(const struct profile *p, const char *path)
+{
+	struct jsonw *w;
+	gzFile gz;
+	int r, zr;
+
+	gz = gzopen(path, "wb6");
+	if (!gz)
+		return errno ? -errno : -EIO;
+	w = jsonw__new(jsonw_sink_gz, gz);
+	if (!w) {
+		gzclose(gz);
+		return -ENOMEM;
+	}
+	jsonw_obj_open(w);
+	jsonw_key(w, "traceEvents");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < p->ntargets; i++)
+		write_target(w, &p->targets[i]);
+	jsonw_arr_close(w);
+	jsonw_kv_str(w, "displayTimeUnit", "ms");
+	jsonw_key(w, "otherData");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "producer", "aiprof");
+	jsonw_kv_str(w, "clock", "CLOCK_MONOTONIC, microseconds");
+	jsonw_kv_uint(w, "window_start_ns", p->start_ns);
+	jsonw_kv_uint(w, "window_end_ns", p->end_ns);
+	jsonw_obj_close(w);
+	jsonw_obj_close(w);
+	jsonw_newline(w);
+	r = jsonw__finish(w);
+	zr = gzclose(gz);
+	if (!r && zr != Z_OK)
+		r = -EIO;
+	return r;
+}

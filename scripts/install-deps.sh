@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages aiprof needs to build, test and run its demo.
+# Idempotent: packages already present are left alone. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+	# build
+	build-essential make pkg-config clang llvm lld libclang-rt-14-dev
+	libelf-dev zlib1g-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
+	libwebsockets-dev libibverbs-dev libbpf-dev bpftool linux-libc-dev
+	# tests
+	libcmocka-dev util-linux procps strace python3-pytest
+	# demo workload: a real PyTorch training loop (CPU)
+	python3 python3-torch python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "install-deps: all ${#PACKAGES[@]} packages present"
+	exit 0
+fi
+
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,4 @@
+# tests/: unit tests (cmocka), test doubles, workloads, fuzz targets, benchmarks.
+include tests/unit/module.mk
+-include tests/doubles/module.mk
+-include tests/workloads/module.mk

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The test runner behind `make test`: unit tests (cmocka), the same unit tests under
+# ASan/UBSan, then the integration tests (pytest, real processes, run as root).
+# Ends with one line "tests: N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+JOBS=${JOBS:-$(nproc)}
+passed=0 failed=0 skipped=0
+failures=()
+
+run_cmocka_dir() { # $1 = build dir, $2 = label
+	local t out rc runs fails
+	for t in "$1"/tests/unit/test_*; do
+		[ -x "$t" ] && [ -f "$t" ] || continue
+		case "$t" in *.o|*.d) continue;; esac
+		out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$t" 2>&1); rc=$?
+		runs=$(grep -c '^\[ RUN      \]' <<<"$out")
+		fails=$(grep -cE '^\[  (FAILED|ERROR) +\] [^0-9]' <<<"$out")
+		skips=$(grep -c '^\[  SKIPPED \] [^0-9]' <<<"$out")
+		if [ "$rc" -ne 0 ] && [ "$fails" -eq 0 ]; then fails=1; fi
+		passed=$((passed + runs - fails - skips)); failed=$((failed + fails)); skipped=$((skipped + skips))
+		if [ "$fails" -ne 0 ]; then
+			failures+=("$2 $(basename "$t")")
+			echo "$out"
+		fi
+		printf '%-6s %-40s %3d run, %d failed\n' "$2" "$(basename "$t")" "$runs" "$fails"
+	done
+}
+
+echo "== unit tests"
+run_cmocka_dir "$BUILD" unit
+
+if [ "${SKIP_SAN:-0}" != 1 ]; then
+	echo "== unit tests under ASan/UBSan"
+	if make -s -j"$JOBS" SAN=1 sanitized-unit-tests >/tmp/aiprof-san-build.log 2>&1; then
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+			run_cmocka_dir build-san san
+	else
+		cat /tmp/aiprof-san-build.log
+		failed=$((failed + 1)); failures+=("san build")
+	fi
+fi
+
+if [ "${SKIP_INTEGRATION:-0}" != 1 ]; then
+	echo "== integration tests"
+	out=$(BUILD="$BUILD" /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfEs \
+		${PYTEST_ARGS:-} tests/integration e2e 2>&1); rc=$?
+	echo "$out"
+	line=$(grep -E '^[=]* ?[0-9]+ (passed|failed|error|skipped)' <<<"$out" | tail -1)
+	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); p=${p:-0}
+	f=0; for n in $(grep -oE '[0-9]+ (failed|error|errors)' <<<"$line" | grep -oE '[0-9]+'); do f=$((f + n)); done
+	s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+'); s=${s:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+	[ "$f" -eq 0 ] || failures+=("integration")
+fi
+
+[ "${#failures[@]}" -eq 0 ] || printf 'FAILED: %s\n' "${failures[@]}"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,14 @@
+# Every tests/unit/test_*.c is one cmocka program linked with the injector and common
+# libraries. A test that needs more objects sets TEST_OBJS_<name> (and a prerequisite).
+UNIT_TEST_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_TEST_SRCS))
+UNIT_LIBS := $(BUILD)/libinjector.a $(BUILD)/libcommon.a
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIBS)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_OBJS_$*) $(UNIT_LIBS) -lcmocka $(INJECTOR_LDLIBS)
+
+TEST_PROGRAMS += $(UNIT_TESTS)
+
+sanitized-unit-tests: $(UNIT_TESTS)
+.PHONY: sanitized-unit-tests
