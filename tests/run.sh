@@ -42,6 +42,18 @@ if [ "${SKIP_SAN:-0}" != 1 ]; then
 	fi
 fi
 
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+	echo "== fuzz targets (${FUZZ_SECONDS:-15}s each)"
+	out=$(FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash tests/fuzz/run.sh 2>&1); rc=$?
+	echo "$out" | tail -20
+	line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+	p=$(sed -E 's/^fuzz: ([0-9]+) passed.*/\1/' <<<"$line"); p=${p:-0}
+	f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line"); f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	passed=$((passed + p)); failed=$((failed + f))
+	[ "$f" -eq 0 ] || failures+=("fuzz")
+fi
+
 if [ "${SKIP_INTEGRATION:-0}" != 1 ]; then
 	echo "== integration tests"
 	out=$(BUILD="$BUILD" /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfEs \
