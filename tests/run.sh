@@ -31,6 +31,13 @@ run_cmocka_dir() { # $1 = build dir, $2 = label
 echo "== unit tests"
 run_cmocka_dir "$BUILD" unit
 
+# the test doubles check themselves: a double that lies would make every test lie
+if out=$("$BUILD/tests/doubles/selftest" 2>&1); then
+	passed=$((passed + 1)); echo "unit   doubles selftest                          ok"
+else
+	echo "$out"; failed=$((failed + 1)); failures+=("doubles selftest")
+fi
+
 if [ "${SKIP_SAN:-0}" != 1 ]; then
 	echo "== unit tests under ASan/UBSan"
 	if make -s -j"$JOBS" SAN=1 sanitized-unit-tests >/tmp/aiprof-san-build.log 2>&1; then
