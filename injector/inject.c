@@ -19,7 +19,7 @@
  *         interrupted malloc, so the sigreturn trampoline's address on the stack means
  *         "not safe now".
  *  3. At the safe point the hijacked thread only makes short calls: mmap + mprotect of
- *     two pages, memfd_create, pthread_create and pthread_detach. The dlopen itself —
+ *     two pages, memfd_create and pthread_create. The dlopen itself —
  *     slow, and running our constructors — happens on the NEW thread, so the target's
  *     own thread is stopped for well under a millisecond. The new thread runs a tiny
  *     position-independent stub (below) that dlopens /proc/self/fd/N, closes the memfd,
@@ -84,6 +84,8 @@
 #define SD_THREAD   96
 #define SD_PATH     104
 #define SD_NAME     168
+#define SD_SELF     200
+#define SD_DETACH   208
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -98,6 +100,7 @@ struct stub_data {
 	uint64_t thread;
 	char path[64];
 	char name[32];
+	uint64_t self_fn, detach_fn;
 };
 _Static_assert(offsetof(struct stub_data, dlopen_fn) == SD_DLOPEN, "stub layout");
 _Static_assert(offsetof(struct stub_data, dlerror_fn) == SD_DLERROR, "stub layout");
@@ -115,6 +118,8 @@ _Static_assert(offsetof(struct stub_data, ts) == SD_TS, "stub layout");
 _Static_assert(offsetof(struct stub_data, thread) == SD_THREAD, "stub layout");
 _Static_assert(offsetof(struct stub_data, path) == SD_PATH, "stub layout");
 _Static_assert(offsetof(struct stub_data, name) == SD_NAME, "stub layout");
+_Static_assert(offsetof(struct stub_data, self_fn) == SD_SELF, "stub layout");
+_Static_assert(offsetof(struct stub_data, detach_fn) == SD_DETACH, "stub layout");
 
 /*
  * void *worker(struct stub_data *d) — runs on the thread pthread_create made. Only
@@ -128,6 +133,9 @@ __asm__(
 	"aiprof_worker_stub:\n"
 	"	push %rbx\n"
 	"	mov %rdi, %rbx\n"
+	"	call *" STR(SD_SELF) "(%rbx)\n"            /* pthread_detach(pthread_self()) */
+	"	mov %rax, %rdi\n"
+	"	call *" STR(SD_DETACH) "(%rbx)\n"
 	"	lea " STR(SD_PATH) "(%rbx), %rdi\n"
 	"	mov $2, %esi\n"                             /* RTLD_NOW */
 	"	call *" STR(SD_DLOPEN) "(%rbx)\n"
@@ -174,7 +182,7 @@ struct addr_range {
 
 struct target_funcs {
 	uint64_t dlopen, dlerror, close, munmap, mmap, mprotect, syscall;
-	uint64_t pthread_create, pthread_detach;
+	uint64_t pthread_create, pthread_detach, pthread_self;
 	uint64_t restore_rt;           /* glibc's sigreturn trampoline, 0 if not found */
 	struct addr_range locked[16];  /* libc / ld.so / libpthread mappings */
 	size_t nlocked;
@@ -298,6 +306,7 @@ static int resolve_funcs(pid_t pid, struct target_funcs *f, char *msg, size_t ms
 		{ "syscall", offsetof(struct target_funcs, syscall), true },
 		{ "pthread_create", offsetof(struct target_funcs, pthread_create), false },
 		{ "pthread_detach", offsetof(struct target_funcs, pthread_detach), false },
+		{ "pthread_self", offsetof(struct target_funcs, pthread_self), false },
 	};
 	static const char *const libc_globs[] = { "libc.so*", "libc-*.so", "ld-musl-*" };
 	struct proc_syms *ps = NULL;
@@ -475,17 +484,24 @@ static bool syscall_is_safe(long nr, uint64_t arg0, const struct target_funcs *f
 	}
 }
 
-/* true if the saved context is a point where making the thread call into libc is safe */
-static bool at_safe_point(struct tracee *t, const struct target_funcs *f)
+/*
+ * true if the saved context is a point where making the thread call into libc is safe;
+ * `where` says what the thread was doing.
+ */
+static bool at_safe_point(struct tracee *t, const struct target_funcs *f, char *where,
+			  size_t len)
 {
 	const struct user_regs_struct *g = &t->saved;
 	long nr = (long)g->orig_rax;
 
 	if (nr >= 0) {
+		snprintf(where, len, "syscall %ld", nr);
 		if (!syscall_is_safe(nr, g->rdi, f))
 			return false;
-	} else if (in_ranges(f, g->rip)) {
-		return false;
+	} else {
+		snprintf(where, len, "%s code", in_ranges(f, g->rip) ? "libc" : "application");
+		if (in_ranges(f, g->rip))
+			return false;
 	}
 	if (f->restore_rt) {
 		/* a signal frame's return address on the stack: we are inside a handler */
@@ -493,8 +509,10 @@ static bool at_safe_point(struct tracee *t, const struct target_funcs *f)
 		ssize_t n = pread(t->mem_fd, words, sizeof(words), (off_t)(g->rsp & ~7ULL));
 
 		for (ssize_t i = 0; i < n / (ssize_t)sizeof(words[0]); i++)
-			if (words[i] == f->restore_rt)
+			if (words[i] == f->restore_rt) {
+				snprintf(where + strlen(where), len - strlen(where), " in a signal handler");
 				return false;
+			}
 	}
 	return true;
 }
@@ -672,6 +690,8 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 	sd.dlerror_fn = f->dlerror;
 	sd.close_fn = f->close;
 	sd.munmap_fn = f->munmap;
+	sd.self_fn = f->pthread_self;
+	sd.detach_fn = f->pthread_detach;
 	sd.map_base = base;
 	sd.map_len = STUB_LEN;
 	sd.fd = (int32_t)fd;
@@ -692,7 +712,7 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 		goto fail_close;
 	}
 
-	if (f->pthread_create && f->pthread_detach && !*direct) {
+	if (f->pthread_create && f->pthread_detach && f->pthread_self && !*direct) {
 		r = call6(t, f->pthread_create, data + SD_THREAD, 0, base, data, 0, 0, &rv);
 		if (r < 0 || rv != 0) {
 			snprintf(msg, msglen, "pthread_create in the target failed (%s)",
@@ -700,10 +720,7 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 			r = r < 0 ? r : -(int)rv;
 			goto fail_close;
 		}
-		r = read_mem(t, data + SD_THREAD, &sd.thread, sizeof(sd.thread));
-		if (r >= 0)
-			r = call6(t, f->pthread_detach, sd.thread, 0, 0, 0, 0, 0, &rv);
-		/* the worker owns the pages and the fd now, whatever happens next */
+		/* the worker owns the pages and the fd now, and detaches itself */
 		*ret_data = data;
 		return 0;
 	}
@@ -878,7 +895,8 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 				goto unblock;
 			}
 			rep->attempts++;
-			if (!at_safe_point(&t, &funcs)) {
+			if (!at_safe_point(&t, &funcs, rep->safe_point, sizeof(rep->safe_point))) {
+				rep->unsafe_stops++;
 				tracee_detach(&t);
 				sleep_ns((500 + (uint64_t)(rand() % 1500)) * NSEC_PER_USEC);
 				r = -ETIMEDOUT;

@@ -30,6 +30,8 @@ struct inject_report {
 	uint64_t stop_ns;         /* total time that thread spent stopped by us */
 	unsigned attempts;        /* interrupts until a safe point was found */
 	uint64_t load_ns;         /* from the first stop until the library was up */
+	char safe_point[64];      /* where the thread was when we used it, e.g. "syscall 7" */
+	unsigned unsafe_stops;    /* stops that found the thread inside libc or a handler */
 	char message[512];        /* on failure: what went wrong and what to do */
 };
 

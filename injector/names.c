@@ -83,3 +83,12 @@ const char *nccl_redop_name(int32_t op)
 		return ops[op];
 	return op < 0 ? "none" : "custom";
 }
+
+const char *memcpy_host_memory(const struct aiprof_ev_memcpy *m)
+{
+	if (m->kind == AIPROF_MEMCPY_D2D)
+		return "none";
+	if (!(m->flags & AIPROF_MEMCPY_F_HOST_KNOWN))
+		return "unknown";
+	return (m->flags & AIPROF_MEMCPY_F_HOST_PINNED) ? "pinned" : "pageable";
+}

@@ -189,10 +189,10 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 		return r;
 	}
 	if (t->inj.how == INJECT_PTRACE || t->inj.how == INJECT_PTRACE_DIRECT)
-		log_info("pid %d: libaiprof.so loaded, thread %d stopped for %llu us "
-			 "(%u safe-point attempt%s)", t->pid, t->inj.tid,
-			 (unsigned long long)(t->inj.stop_ns / NSEC_PER_USEC), t->inj.attempts,
-			 t->inj.attempts == 1 ? "" : "s");
+		log_info("pid %d: libaiprof.so loaded, thread %d stopped for %llu us (at %s, "
+			 "after %u unsafe stop%s)", t->pid, t->inj.tid,
+			 (unsigned long long)(t->inj.stop_ns / NSEC_PER_USEC), t->inj.safe_point,
+			 t->inj.unsafe_stops, t->inj.unsafe_stops == 1 ? "" : "s");
 	else
 		log_info("pid %d: libaiprof.so already loaded, reusing it (no ptrace)", t->pid);
 	r = session__open(t->pid, 3 * NSEC_PER_SEC, &t->session);

@@ -57,6 +57,8 @@ int summary_write(const struct profile *p, const char *path);
 /* Names used by the timeline and summary. */
 const char *api_name(uint16_t api);
 const char *memcpy_kind_name(uint32_t kind);
+/* "pinned", "pageable", "unknown", or "none" for device-to-device copies */
+const char *memcpy_host_memory(const struct aiprof_ev_memcpy *m);
 const char *nccl_op_name(uint16_t api);
 const char *nccl_dtype_name(int32_t dt);
 size_t nccl_dtype_size(int32_t dt);

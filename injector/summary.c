@@ -54,13 +54,6 @@ static int by_ns_desc(const void *x, const void *y)
 	return a->count < b->count ? 1 : a->count > b->count ? -1 : 0;
 }
 
-static const char *host_memory(const struct aiprof_ev_memcpy *m)
-{
-	if (!(m->flags & AIPROF_MEMCPY_F_HOST_KNOWN))
-		return "unknown";
-	return (m->flags & AIPROF_MEMCPY_F_HOST_PINNED) ? "pinned" : "pageable";
-}
-
 static void write_us(struct jsonw *w, const char *key, uint64_t ns)
 {
 	jsonw_key(w, key);
@@ -84,6 +77,8 @@ static void write_target(struct jsonw *w, const struct target *t)
 	jsonw_kv_str(w, "injection", how[t->inj.how]);
 	write_us(w, "stopped_us", t->inj.stop_ns);
 	jsonw_kv_uint(w, "safe_point_attempts", t->inj.attempts);
+	if (t->inj.safe_point[0])
+		jsonw_kv_str(w, "safe_point", t->inj.safe_point);
 	write_us(w, "load_us", t->inj.load_ns);
 	jsonw_kv_uint(w, "events", t->store.n);
 	jsonw_kv_uint(w, "dropped_events", t->store.drops + t->store.store_drops);
@@ -140,7 +135,7 @@ int summary_write(const struct profile *p, const char *path)
 			case AIPROF_EV_CUDA_MEMCPY:
 				cat_counts[2]++;
 				a = agg_get(&copies, memcpy_kind_name(e->u.memcpy.kind),
-					    host_memory(&e->u.memcpy));
+					    memcpy_host_memory(&e->u.memcpy));
 				if (a)
 					a->bytes += e->u.memcpy.bytes;
 				break;

@@ -196,9 +196,7 @@ static void write_args(struct jsonw *w, const struct target *t, const struct aip
 			jsonw_kv_str(w, "kind", "Memset");
 		} else {
 			jsonw_kv_str(w, "kind", memcpy_kind_name(m->kind));
-			jsonw_kv_str(w, "host_memory",
-				     !(m->flags & AIPROF_MEMCPY_F_HOST_KNOWN) ? "unknown" :
-				     (m->flags & AIPROF_MEMCPY_F_HOST_PINNED) ? "pinned" : "pageable");
+			jsonw_kv_str(w, "host_memory", memcpy_host_memory(m));
 		}
 		jsonw_kv_bool(w, "async", m->flags & AIPROF_MEMCPY_F_ASYNC);
 		hex(w, "stream", m->stream);
