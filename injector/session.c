@@ -297,7 +297,17 @@ void session__stop(struct session *s, struct event_store *store)
 	atomic_store_explicit(&s->hdr->attached_pid, 0, memory_order_relaxed);
 	kick(s);
 	s->recording = false;
-	/* a producer that saw enabled=1 just before may still be writing its slot */
+	/*
+	 * The library answers with lib_state=IDLE once it has flushed what it buffers
+	 * (CUPTI); a producer that saw enabled=1 just before may still be writing its slot.
+	 */
+	deadline = now_monotonic_ns() + 1000 * NSEC_PER_MSEC;
+	while (atomic_load_explicit(&s->hdr->lib_state, memory_order_acquire) != AIPROF_LIB_IDLE &&
+	       now_monotonic_ns() < deadline) {
+		if (store)
+			session__drain(s, store);
+		sleep_ns(500 * NSEC_PER_USEC);
+	}
 	deadline = now_monotonic_ns() + 50 * NSEC_PER_MSEC;
 	do {
 		if (store)

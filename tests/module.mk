@@ -1,4 +1,6 @@
 # tests/: unit tests (cmocka), test doubles, workloads, fuzz targets, benchmarks.
 include tests/unit/module.mk
+include tests/unit/preload/module.mk
 -include tests/doubles/module.mk
 -include tests/workloads/module.mk
+-include tests/bench/module.mk

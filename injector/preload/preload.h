@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals shared by the files of libaiprof.so. Nothing here is exported: the library
+ * is built with -fvisibility=hidden and hooks are installed by writing their addresses
+ * into other modules' GOT slots, never by symbol interposition.
+ *
+ * The hot path of every hook, when the library is idle, is:
+ *     real = hook_real[id];  h = g_hdr;  if (!h->enabled) return real(args);
+ * g_hdr is never NULL: until a ring exists (or after a fork) it points at a static idle
+ * header whose `enabled` is always 0.
+ */
+#ifndef AIPROF_PRELOAD_H
+#define AIPROF_PRELOAD_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "event.h"
+#include "ring.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- hook registry (patch.c) ------------------------------------------------------- */
+
+enum hook_group { HOOK_GROUP_DL, HOOK_GROUP_CUDART, HOOK_GROUP_CUDA, HOOK_GROUP_NCCL,
+		  HOOK_GROUP_IBV };
+
+enum hook_id {
+#define HOOK(name, group) HOOK_ID_##name,
+#include "hooks.def"
+#undef HOOK
+	HOOK__COUNT
+};
+
+/* One hook implementation: which symbol it replaces and the function to install. */
+struct hook_impl {
+	enum hook_id id;
+	void *fn;
+};
+
+#define HOOK_IMPL(name) { HOOK_ID_##name, (void *)hook_##name }
+
+/* Implementation tables, one per hook_*.c file, terminated by { 0, NULL }. */
+extern const struct hook_impl hook_impls_dl[];
+extern const struct hook_impl hook_impls_cudart[];
+extern const struct hook_impl hook_impls_cuda[];
+extern const struct hook_impl hook_impls_nccl[];
+extern const struct hook_impl hook_impls_ibv[];
+
+/*
+ * The real function behind each hook: the definition the dynamic linker would bind the
+ * symbol to (first non-aiprof module in load order that defines it, default version).
+ * Written once, before any GOT slot is pointed at the hook; never our own hook.
+ */
+extern void *hook_real[HOOK__COUNT];
+
+/* Slow path: resolves a hook's real function now. Returns NULL if no module defines it. */
+void *hook_resolve(enum hook_id id);
+
+static inline void *hook_real_get(enum hook_id id)
+{
+	void *p = __atomic_load_n(&hook_real[id], __ATOMIC_ACQUIRE);
+
+	return likely(p != NULL) ? p : hook_resolve(id);
+}
+
+#define REAL(name) ((name##_fn)hook_real_get(HOOK_ID_##name))
+
+/* ---- hook fast path ---------------------------------------------------------------- */
+
+/* What hooks record into; never NULL (an idle header until a ring exists). */
+extern struct aiprof_ring_hdr *g_hdr;
+
+/* The only test an idle hook makes: one relaxed load of hdr->enabled. */
+static inline bool hook_idle(void)
+{
+	struct aiprof_ring_hdr *h = __atomic_load_n(&g_hdr, __ATOMIC_RELAXED);
+
+	return !atomic_load_explicit(&h->enabled, memory_order_relaxed);
+}
+
+/*
+ * Defines hook_<name>: when the real function is resolved and the library is idle it
+ * jumps straight to it; anything else (recording, not resolved yet) goes to
+ * slow_<name>, whose body follows the macro. Both have the hooked function's exact
+ * signature, so both branches compile to a tail jump and the idle hook adds a few
+ * instructions and no stack frame to the call:
+ *
+ *   HOOK_FAST(int, foo, foo_fn, (int a, int b), (a, b))
+ *   {
+ *           ... slow path, may record ...
+ *   }
+ */
+#define HOOK_FAST(ret_t, name, fn_t, params, args)                                      \
+	static ret_t slow_##name params __attribute__((noinline));                       \
+	static ret_t hook_##name params                                                  \
+	{                                                                                \
+		fn_t real_ = (fn_t)__atomic_load_n(&hook_real[HOOK_ID_##name],           \
+						   __ATOMIC_ACQUIRE);                    \
+		if (likely(real_ != NULL) && likely(hook_idle()))                        \
+			return real_ args;                                               \
+		return slow_##name args;                                                 \
+	}                                                                                \
+	static ret_t slow_##name params
+
+/*
+ * A function we call but do not hook (cuFuncGetName, ncclCommUserRank, ...), looked up
+ * on first use in the first module defining it (never a copy of libaiprof). A miss is
+ * retried only after more modules were loaded.
+ */
+struct lazy_sym {
+	const char *name;
+	void *_Atomic p;
+	_Atomic uint64_t fail_adds;
+};
+#define LAZY_SYM(n) { .name = (n) }
+
+void *lazy_sym_get_slow(struct lazy_sym *s);
+
+static inline void *lazy_sym_get(struct lazy_sym *s)
+{
+	void *p = atomic_load_explicit(&s->p, memory_order_acquire);
+
+	return likely(p != NULL) ? p : lazy_sym_get_slow(s);
+}
+
+const char *hook_name(enum hook_id id);
+/* Our hook for `id`, or NULL. */
+void *hook_fn(enum hook_id id);
+/* Returns the hook id for symbol `name`, or -1. */
+int hook_lookup_name(const char *name);
+/* If `fn` is the real function of a hook of `group`, returns that hook, else `fn`. */
+void *hook_substitute(void *fn, enum hook_group group);
+
+/* ---- module walking and GOT patching (patch.c) ------------------------------------- */
+
+int patch__init(void);
+/*
+ * Scans loaded modules and patches GOT slots of hooked symbols in modules not yet seen;
+ * verifies slots patched earlier. `wait` = false makes it give up (returning -EBUSY)
+ * instead of waiting when another thread is scanning.
+ */
+int patch__rescan(bool wait);
+/* dlpi_adds/dlpi_subs changed since the last rescan. */
+bool patch__modules_changed(void);
+void patch__atfork_child(void);
+
+/* ---- process state (lib.c) --------------------------------------------------------- */
+
+extern struct aiprof_ring_hdr *g_ring;  /* the ring this copy owns, NULL if none */
+extern uint32_t g_pid;
+extern bool g_active;                   /* this copy owns the ring and the hooks */
+/*
+ * The library's only exported symbol, defined in a file generated at link time
+ * (module.mk): a hash of the objects linked in. It identifies the build in the ring
+ * header and marks a module as a copy of libaiprof, which the patcher never touches
+ * and never takes a "real" function from.
+ */
+extern const uint64_t aiprof_preload_build;
+
+struct tls {
+	uint32_t tid;
+	uint32_t depth;   /* > 0 while inside one of our hooks that records */
+};
+
+struct tls *tls_get(void);
+
+/* Emits a LIB_STATUS line into the ring (whether or not recording). */
+void lib_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Emits `s` as AIPROF_EV_STRING (or LIB_STATUS) chunks. Returns 0 or -ENOSPC. */
+int emit_string(struct aiprof_ring_hdr *h, uint16_t type, uint32_t id, const char *s,
+		size_t len);
+
+/* ---- clock (clock.c) --------------------------------------------------------------- */
+
+/*
+ * Timestamps are CLOCK_MONOTONIC ns. Where the kernel itself uses the TSC as the clock
+ * source, hooks read the TSC (10 ns) and convert with parameters the control thread
+ * re-anchors to clock_gettime() every second; otherwise they call clock_gettime()
+ * (vDSO, ~20 ns). `mult` == 0 means ticks are already ns.
+ */
+struct clk_params {
+	uint64_t tsc0;
+	uint64_t mono0;
+	uint64_t mult;    /* ns per tick, 32.32 fixed point */
+};
+
+extern const struct clk_params *_Atomic g_clk;
+
+static inline uint64_t clk_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline const struct clk_params *clk_get(void)
+{
+	return atomic_load_explicit(&g_clk, memory_order_acquire);
+}
+
+static inline uint64_t clk_ticks(const struct clk_params *p)
+{
+	return p->mult ? __rdtsc() : clk_mono_ns();
+}
+
+static inline uint64_t clk_ns(const struct clk_params *p, uint64_t ticks)
+{
+	if (!p->mult)
+		return ticks;
+	__int128 d = (__int128)(int64_t)(ticks - p->tsc0) * (__int128)p->mult;
+	return p->mono0 + (uint64_t)(int64_t)(d >> 32);
+}
+
+static inline uint64_t clk_dur(const struct clk_params *p, uint64_t t0, uint64_t t1)
+{
+	if (t1 < t0)
+		return 0;
+	if (!p->mult)
+		return t1 - t0;
+	return (uint64_t)(((unsigned __int128)(t1 - t0) * p->mult) >> 32);
+}
+
+void clk__init(void);
+/* Re-anchors the TSC conversion. Control thread only. */
+void clk__calibrate(void);
+
+/* ---- recording helpers ------------------------------------------------------------- */
+
+struct rec {
+	struct aiprof_ring_hdr *h;
+	const struct clk_params *clk;
+	struct tls *tls;
+	uint64_t t0;
+	uint64_t t1;
+	int saved_errno;
+};
+
+bool rec_begin_slow(struct rec *r, struct aiprof_ring_hdr *h, uint32_t collector);
+
+/*
+ * Returns true when this call must be recorded: the library is enabled, `collector` is
+ * requested and we are not already inside one of our hooks on this thread. Then the
+ * caller must call rec_event() and rec_done() exactly once each.
+ */
+static inline bool rec_begin(struct rec *r, uint32_t collector)
+{
+	struct aiprof_ring_hdr *h = __atomic_load_n(&g_hdr, __ATOMIC_RELAXED);
+
+	if (likely(!atomic_load_explicit(&h->enabled, memory_order_relaxed)))
+		return false;
+	return rec_begin_slow(r, h, collector);
+}
+
+/* Ends the timed interval (and saves the errno the real function left). */
+static inline void rec_stop(struct rec *r)
+{
+	r->t1 = clk_ticks(r->clk);
+	r->saved_errno = errno;
+}
+
+/* Reserves the event of a stopped interval (NULL if the ring is full). */
+static inline struct aiprof_event *rec_reserve(struct rec *r, uint16_t type, uint16_t api)
+{
+	struct aiprof_event *e = ring__reserve(r->h);
+
+	if (!e)
+		return NULL;
+	e->type = type;
+	e->api = api;
+	e->tid = r->tls->tid;
+	e->pid = g_pid;
+	e->flags = 0;
+	e->ts = clk_ns(r->clk, r->t0);
+	e->dur = clk_dur(r->clk, r->t0, r->t1);
+	memset(&e->u, 0, sizeof(e->u));
+	return e;
+}
+
+/* rec_stop() + rec_reserve(). */
+static inline struct aiprof_event *rec_event(struct rec *r, uint16_t type, uint16_t api)
+{
+	rec_stop(r);
+	return rec_reserve(r, type, api);
+}
+
+/* Publishes `e` (if any), leaves the hook and restores the caller's errno. */
+static inline void rec_done(struct rec *r, struct aiprof_event *e)
+{
+	if (e)
+		ring__commit(r->h, e);
+	r->tls->depth--;
+	errno = r->saved_errno;
+}
+
+/* ---- pinned host memory (hostmem.c) ------------------------------------------------ */
+
+void hostmem__add(uintptr_t ptr, uint64_t len);
+void hostmem__del(uintptr_t ptr);
+/* 1 if `ptr` is inside a range we saw registered or allocated pinned, else 0. */
+int hostmem__lookup(uintptr_t ptr);
+void hostmem__atfork_child(void);
+
+enum mem_class { MEM_UNKNOWN = 0, MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE };
+/* Classifies a pointer: our pinned table, then the real cudaPointerGetAttributes. */
+enum mem_class hostmem__classify(uintptr_t ptr);
+/*
+ * Resolves a copy's direction (`kind` as enum aiprof_memcpy_kind; DEFAULT is resolved
+ * from both pointers) and ORs AIPROF_MEMCPY_F_HOST_* for the host side into *flags.
+ */
+void hostmem__memcpy_class(uint32_t kind, uintptr_t dst, uintptr_t src, uint32_t *kind_out,
+			   uint32_t *flags);
+
+/* ---- interned names (intern.c) ----------------------------------------------------- */
+
+enum intern_table { INTERN_CUFUNC, INTERN_CUPTI_NAME };
+/*
+ * Returns the name id of `key` (a CUfunction or a CUPTI name pointer), asking `get_name`
+ * for the name the first time; 0 if unknown. Emits the string into `h` once per
+ * hdr->generation.
+ */
+uint32_t intern__id(struct aiprof_ring_hdr *h, enum intern_table t, uintptr_t key,
+		    const char *(*get_name)(uintptr_t key));
+
+/* ---- control thread (control.c) ---------------------------------------------------- */
+
+/* Starts the control thread serving ring `h`. Returns 0 or -errno. */
+int control__start(struct aiprof_ring_hdr *h);
+
+/* ---- CUPTI (cupti.c) --------------------------------------------------------------- */
+
+extern _Atomic int g_cupti_active;
+/* On enable with AIPROF_COLLECT_CUPTI. Control thread only; never fails hard. */
+void cupti__enable(struct aiprof_ring_hdr *h);
+/* On disable: flushes outstanding records into the ring and stops CUPTI. */
+void cupti__disable(struct aiprof_ring_hdr *h);
+/* Around a launch or copy while CUPTI is active: returns the correlation id pushed. */
+uint64_t cupti__push(void);
+void cupti__pop(void);
+
+/* ---- ibverbs ops-table wrapping (hook_ibv.c) ---------------------------------------- */
+
+struct ibv_context;
+/* Wraps ctx->ops.post_send/post_recv/poll_cq once. Returns 0, -ENOSPC or -EINVAL. */
+int ibv__wrap_context(struct ibv_context *ctx);
+
+#endif

@@ -1,0 +1,24 @@
+# tests/bench/: benchmarks (`make bench` runs tests/bench/run.sh).
+# bench_hooks: cost of a libaiprof hook, against its own do-nothing cudaLaunchKernel.
+BENCH_DIR := $(BUILD)/tests/bench
+BENCH_SO = $(CC) $(ALL_CFLAGS) -fPIC -I$(CUDA_HOME)/include $(ALL_LDFLAGS) -shared \
+	-Wl,-soname,$(notdir $@)
+
+$(BENCH_DIR)/libbench_cuda.so: tests/bench/bench_fixture.c
+	$(call msg,CCLD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(BENCH_SO) -o $@ $<
+
+$(BENCH_DIR)/libbench_caller.so: tests/bench/bench_caller.c $(BENCH_DIR)/libbench_cuda.so
+	$(call msg,CCLD,$@)
+	$(Q)$(BENCH_SO) -o $@ $< -L$(BENCH_DIR) -lbench_cuda -Wl,-rpath,'$$ORIGIN'
+
+EXTRA_CFLAGS_tests_bench_bench_hooks := -I$(CUDA_HOME)/include
+
+$(BENCH_DIR)/bench_hooks: $(BUILD)/tests/bench/bench_hooks.o $(BENCH_DIR)/libbench_caller.so \
+		$(BENCH_DIR)/libbench_cuda.so $(BUILD)/libaiprof.so
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -L$(BENCH_DIR) -lbench_caller -lbench_cuda \
+		-Wl,-rpath,'$$ORIGIN' -ldl -lpthread
+
+TEST_PROGRAMS += $(BENCH_DIR)/bench_hooks $(BENCH_DIR)/libbench_caller.so $(BENCH_DIR)/libbench_cuda.so
