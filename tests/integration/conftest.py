@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for the integration tests: real processes, real ptrace, real files.
+
+Every process a test starts is tracked by PID and stopped by PID at teardown.
+"""
+import gzip
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+AIPROF = os.path.join(BUILD, "aiprof")
+LIBAIPROF = os.path.join(BUILD, "libaiprof.so")
+TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
+
+
+def require_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (ptrace of other users' processes, namespaces)")
+
+
+class Procs:
+    """Processes started by one test; all of them are killed by PID at the end."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, ready=None, timeout=20, **kw):
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        kw.setdefault("text", True)
+        p = subprocess.Popen(argv, **kw)
+        self.procs.append(p)
+        if ready:
+            deadline = time.monotonic() + timeout
+            line = ""
+            while time.monotonic() < deadline:
+                line = p.stdout.readline()
+                if not line:
+                    break
+                if line.startswith(ready):
+                    return p, line.strip()
+            raise AssertionError(f"{argv[0]} did not print {ready!r} (last: {line!r}, rc={p.poll()})")
+        return p, None
+
+    def cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for f in (p.stdout, p.stderr):
+                if f:
+                    f.close()
+
+
+@pytest.fixture
+def procs():
+    p = Procs()
+    yield p
+    p.cleanup()
+
+
+def run_aiprof(args, timeout=120, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    return subprocess.run([AIPROF] + list(args), timeout=timeout, **kw)
+
+
+def start_trainer(procs, *args, env=None, wrap=None):
+    argv = [TRAINER] + list(args)
+    if wrap:
+        argv = list(wrap) + argv
+    p, line = procs.start(argv, ready="ready", env=env)
+    pid = int(line.split("pid=")[1].split()[0])
+    return p, pid
+
+
+def finish(p, timeout=120):
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def checksum_of(out):
+    for line in out.splitlines():
+        if line.startswith("checksum="):
+            return line.split("=", 1)[1].strip()
+    raise AssertionError(f"no checksum line in {out!r}")
+
+
+def load_timeline(outdir):
+    with gzip.open(os.path.join(outdir, "timeline.json.gz"), "rt") as f:
+        return json.load(f)
+
+
+def load_summary(outdir):
+    with open(os.path.join(outdir, "summary.json")) as f:
+        return json.load(f)
+
+
+def events(tl, cat=None, name=None):
+    return [e for e in tl["traceEvents"]
+            if e.get("ph") != "M" and (cat is None or e.get("cat") == cat)
+            and (name is None or e.get("name") == name)]
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def thread_states(pid):
+    """State letter of every thread: 't' means stopped by a tracer."""
+    states = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states[int(tid)] = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            pass
+    return states

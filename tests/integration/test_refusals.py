@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: MIT
+"""Every case aiprof refuses gets a clear message and its own exit code, and the
+target is left untouched."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import AIPROF, run_aiprof, require_root, start_trainer, thread_states
+
+EXIT_USAGE, EXIT_NO_TARGET, EXIT_PERMISSION, EXIT_UNSUPPORTED = 2, 3, 4, 5
+
+
+def build(tmp_path, name, src, *flags):
+    path = tmp_path / name
+    srcfile = tmp_path / (name + (".S" if src.lstrip().startswith(".globl") else ".c"))
+    srcfile.write_text(src)
+    subprocess.run(["gcc", *flags, "-o", str(path), str(srcfile)], check=True)
+    return str(path)
+
+
+def assert_untouched(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        assert "libaiprof" not in f.read()
+    assert not any(s in ("t", "T") for s in thread_states(pid).values())
+
+
+def test_usage_errors():
+    r = run_aiprof(["profile"])
+    assert r.returncode == EXIT_USAGE and "--pid" in r.stderr
+    r = run_aiprof(["profile", "--pid", "12x"])
+    assert r.returncode == EXIT_USAGE and "not a comma-separated list" in r.stderr
+    r = run_aiprof(["profile", "--pid", "1", "--duration", "soon"])
+    assert r.returncode == EXIT_USAGE and "--duration" in r.stderr
+    r = run_aiprof(["bogus"])
+    assert r.returncode == EXIT_USAGE and "unknown command" in r.stderr
+    r = run_aiprof(["profile", "--help"])
+    assert r.returncode == 0 and "Exit codes" in r.stdout
+
+
+def test_no_such_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "100ms"])
+    assert r.returncode == EXIT_NO_TARGET, r.stderr
+    assert f"no process with pid {p.pid}" in r.stderr
+
+
+def test_no_permission_names_the_capability(procs, tmp_path):
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "1", "--run-seconds", "30")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", "--bounding-set=-all", AIPROF, "profile",
+                        "--pid", str(pid), "-d", "100ms", "-o", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == EXIT_PERMISSION, (r.returncode, r.stderr)
+    assert "CAP_SYS_PTRACE" in r.stderr and "permission denied" in r.stderr
+    assert_untouched(pid)
+
+
+def test_already_traced(procs, tmp_path):
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "1", "--run-seconds", "30")
+    tracer, _ = procs.start(["strace", "-f", "-o", "/dev/null", "-p", str(pid)])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as f:
+            if "TracerPid:\t0" not in f.read():
+                break
+        time.sleep(0.02)
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "100ms", "-o", str(tmp_path / "x")])
+    assert r.returncode == EXIT_PERMISSION, r.stderr
+    assert f"already traced by pid {tracer.pid}" in r.stderr
+
+
+def test_static_binary(procs, tmp_path):
+    require_root()
+    exe = build(tmp_path, "static", "#include <unistd.h>\nint main(){for(;;)pause();}\n",
+                "-static", "-O2")
+    p, _ = procs.start([exe])
+    time.sleep(0.1)
+    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "100ms", "-o", str(tmp_path / "x")])
+    assert r.returncode == EXIT_UNSUPPORTED, r.stderr
+    assert "statically linked" in r.stderr and "eBPF" in r.stderr
+    assert_untouched(p.pid)
+
+
+def test_unsupported_arch_32bit(procs, tmp_path):
+    require_root()
+    src = ".globl _start\n_start:\n1:\tmov $29, %eax\n\tint $0x80\n\tjmp 1b\n"
+    try:
+        exe = build(tmp_path, "i386", src, "-m32", "-nostdlib", "-static")
+    except subprocess.CalledProcessError:
+        pytest.skip("no 32-bit toolchain")
+    p, _ = procs.start([exe])
+    time.sleep(0.1)
+    if p.poll() is not None:
+        pytest.skip("kernel without IA-32 emulation")
+    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "100ms", "-o", str(tmp_path / "x")])
+    assert r.returncode == EXIT_UNSUPPORTED, r.stderr
+    assert "32-bit i386" in r.stderr and "x86_64" in r.stderr
+    assert_untouched(p.pid)
+
+
+def test_missing_library_says_how_to_fix(procs, tmp_path):
+    r = run_aiprof(["profile", "--pid", str(os.getpid()), "--lib", str(tmp_path / "nope.so")])
+    assert r.returncode == 1 and "AIPROF_LIB" in r.stderr
+
+
+def test_target_exits_during_window(procs, tmp_path):
+    """A target that ends mid-window keeps what was recorded."""
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--steps", "30")
+    out = tmp_path / "o"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "5s", "-o", str(out)])
+    assert p.wait(timeout=60) == 0
+    assert r.returncode == 0, r.stderr
+    assert (out / "timeline.json.gz").exists() and (out / "summary.json").exists()
