@@ -31,6 +31,11 @@
  *  5. Remote calls "return" to address 0: the resulting SIGSEGV stop tells us the call
  *     finished and is never delivered. Other signals that arrive meanwhile are passed
  *     on, so the target's handlers run as they would have.
+ *  6. Each remote call is a round trip through the scheduler; on a node whose cores are
+ *     all busy (data loaders!) every wake-up can wait milliseconds. While the thread is
+ *     stopped, it and the injector run SCHED_FIFO, and the thread's own policy is put
+ *     back before it is released. Where real-time scheduling is not allowed (a cgroup
+ *     without RT budget) this is skipped.
  *
  * If the target's libc has no pthread_create (glibc < 2.34 without libpthread loaded)
  * the dlopen runs on the hijacked thread itself (INJECT_PTRACE_DIRECT): still at a safe
@@ -54,6 +59,7 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sched.h>
 
 #include "inject.h"
 #include "procmaps.h"
@@ -399,6 +405,43 @@ static int wait_tracee(pid_t tid, int *status, uint64_t timeout_ns)
 			ts.tv_nsec = 2000000; /* re-check waitpid now and then */
 		(void)sigtimedwait(&chld, NULL, &ts);
 	}
+}
+
+/* ---- scheduling boost while stopped -------------------------------------------------- */
+
+/* the kernel's struct sched_attr (sched_setattr(2)); glibc 2.36 has no wrapper */
+struct kernel_sched_attr {
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
+
+struct sched_saved {
+	bool valid;
+	struct kernel_sched_attr attr;
+};
+
+static void sched_boost(pid_t tid, struct sched_saved *saved)
+{
+	struct kernel_sched_attr fifo = { .size = sizeof(fifo), .sched_policy = SCHED_FIFO,
+				   .sched_priority = 1 };
+
+	memset(saved, 0, sizeof(*saved));
+	if (syscall(SYS_sched_getattr, tid, &saved->attr, sizeof(saved->attr), 0) < 0)
+		return;
+	if (saved->attr.sched_policy != SCHED_OTHER && saved->attr.sched_policy != SCHED_BATCH)
+		return; /* already special: leave it alone */
+	saved->valid = syscall(SYS_sched_setattr, tid, &fifo, 0) == 0;
+}
+
+static void sched_restore(pid_t tid, struct sched_saved *saved)
+{
+	if (saved->valid)
+		(void)syscall(SYS_sched_setattr, tid, &saved->attr, 0);
+	saved->valid = false;
 }
 
 /* ---- attach, safe point, remote calls ------------------------------------------------ */
@@ -839,6 +882,7 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 	uint64_t start = now_monotonic_ns(), deadline = start + timeout, data = 0;
 	struct target_funcs funcs;
 	struct tracee t = { .pid = pid, .mem_fd = -1 };
+	struct sched_saved self_sched = { 0 }, tracee_sched = { 0 };
 	sigset_t chld, oldmask;
 	pid_t tids[256];
 	size_t ntids = 0;
@@ -870,9 +914,21 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 		goto out;
 	}
 
+	/*
+	 * SIGCHLD is how stops are waited for. ^C and friends are held until the target is
+	 * released: dying in the middle of a remote call would leave it returning to 0.
+	 */
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SIGINT);
+	sigaddset(&chld, SIGTERM);
+	sigaddset(&chld, SIGHUP);
+	sigaddset(&chld, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &chld, &oldmask);
+	sigdelset(&chld, SIGINT);
+	sigdelset(&chld, SIGTERM);
+	sigdelset(&chld, SIGHUP);
+	sigdelset(&chld, SIGQUIT);
 
 	r = -ETIMEDOUT;
 	while (!injected && now_monotonic_ns() < deadline) {
@@ -903,10 +959,14 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 				continue;
 			}
 			rep->tid = t.tid;
+			sched_boost(0, &self_sched);
+			sched_boost(t.tid, &tracee_sched);
 			r = do_inject(&t, &funcs, lib, lib_len, &direct, &data,
 				      rep->message, sizeof(rep->message));
+			sched_restore(t.tid, &tracee_sched);
 			if (tracee_detach(&t) < 0 && r >= 0)
 				r = -ESRCH;
+			sched_restore(0, &self_sched);
 			if (r < 0)
 				goto unblock;
 			injected = true;

@@ -205,5 +205,7 @@ def test_fresh_injections_under_signal_storm(procs, tmp_path):
         time.sleep(0.2)
         assert p.poll() is None, f"target died after injection {i}: {p.stderr.read()}"
         assert not any(s in ("t", "T") for s in thread_states(pid).values())
+        # the scheduling boost used while stopped is undone
+        assert all(os.sched_getscheduler(tid) == os.SCHED_OTHER for tid in thread_states(pid))
         p.kill()
         p.wait()
