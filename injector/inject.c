@@ -33,9 +33,9 @@
  *     on, so the target's handlers run as they would have.
  *  6. Each remote call is a round trip through the scheduler; on a node whose cores are
  *     all busy (data loaders!) every wake-up can wait milliseconds. While the thread is
- *     stopped, it and the injector run SCHED_FIFO, and the thread's own policy is put
- *     back before it is released. Where real-time scheduling is not allowed (a cgroup
- *     without RT budget) this is skipped.
+ *     stopped, it and the injector run SCHED_FIFO; the thread's own policy is put back
+ *     before it creates the loader thread (which would inherit it). Where real-time
+ *     scheduling is not allowed (a cgroup without RT budget) this is skipped.
  *
  * If the target's libc has no pthread_create (glibc < 2.34 without libpthread loaded)
  * the dlopen runs on the hijacked thread itself (INJECT_PTRACE_DIRECT): still at a safe
@@ -179,6 +179,43 @@ extern const unsigned char aiprof_worker_stub[], aiprof_worker_stub_end[];
 
 #define STUB_PAGE   4096UL
 #define STUB_LEN    (2 * STUB_PAGE)   /* code page, then data page */
+
+/* ---- scheduling boost while stopped -------------------------------------------------- */
+
+/* the kernel's struct sched_attr (sched_setattr(2)); glibc 2.36 has no wrapper */
+struct kernel_sched_attr {
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
+
+struct sched_saved {
+	bool valid;
+	struct kernel_sched_attr attr;
+};
+
+static void sched_boost(pid_t tid, struct sched_saved *saved)
+{
+	struct kernel_sched_attr fifo = { .size = sizeof(fifo), .sched_policy = SCHED_FIFO,
+				   .sched_priority = 1 };
+
+	memset(saved, 0, sizeof(*saved));
+	if (syscall(SYS_sched_getattr, tid, &saved->attr, sizeof(saved->attr), 0) < 0)
+		return;
+	if (saved->attr.sched_policy != SCHED_OTHER && saved->attr.sched_policy != SCHED_BATCH)
+		return; /* already special: leave it alone */
+	saved->valid = syscall(SYS_sched_setattr, tid, &fifo, 0) == 0;
+}
+
+static void sched_restore(pid_t tid, struct sched_saved *saved)
+{
+	if (saved->valid)
+		(void)syscall(SYS_sched_setattr, tid, &saved->attr, 0);
+	saved->valid = false;
+}
 
 /* ---- target description ------------------------------------------------------------- */
 
@@ -405,43 +442,6 @@ static int wait_tracee(pid_t tid, int *status, uint64_t timeout_ns)
 			ts.tv_nsec = 2000000; /* re-check waitpid now and then */
 		(void)sigtimedwait(&chld, NULL, &ts);
 	}
-}
-
-/* ---- scheduling boost while stopped -------------------------------------------------- */
-
-/* the kernel's struct sched_attr (sched_setattr(2)); glibc 2.36 has no wrapper */
-struct kernel_sched_attr {
-	uint32_t size, sched_policy;
-	uint64_t sched_flags;
-	int32_t sched_nice;
-	uint32_t sched_priority;
-	uint64_t sched_runtime, sched_deadline, sched_period;
-	uint32_t sched_util_min, sched_util_max;
-};
-
-struct sched_saved {
-	bool valid;
-	struct kernel_sched_attr attr;
-};
-
-static void sched_boost(pid_t tid, struct sched_saved *saved)
-{
-	struct kernel_sched_attr fifo = { .size = sizeof(fifo), .sched_policy = SCHED_FIFO,
-				   .sched_priority = 1 };
-
-	memset(saved, 0, sizeof(*saved));
-	if (syscall(SYS_sched_getattr, tid, &saved->attr, sizeof(saved->attr), 0) < 0)
-		return;
-	if (saved->attr.sched_policy != SCHED_OTHER && saved->attr.sched_policy != SCHED_BATCH)
-		return; /* already special: leave it alone */
-	saved->valid = syscall(SYS_sched_setattr, tid, &fifo, 0) == 0;
-}
-
-static void sched_restore(pid_t tid, struct sched_saved *saved)
-{
-	if (saved->valid)
-		(void)syscall(SYS_sched_setattr, tid, &saved->attr, 0);
-	saved->valid = false;
 }
 
 /* ---- attach, safe point, remote calls ------------------------------------------------ */
@@ -695,7 +695,8 @@ static int fill_target_memfd(pid_t pid, int fd, const void *lib, size_t len)
  * *ret_data holds the data page's address in the target.
  */
 static int do_inject(struct tracee *t, const struct target_funcs *f, const void *lib,
-		     size_t lib_len, bool *direct, uint64_t *ret_data, char *msg, size_t msglen)
+		     size_t lib_len, bool *direct, uint64_t *ret_data, struct sched_saved *boost,
+		     char *msg, size_t msglen)
 {
 	struct stub_data sd;
 	uint64_t base = 0, data, fd = (uint64_t)-1, rv;
@@ -755,6 +756,8 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 		goto fail_close;
 	}
 
+	/* threads inherit the policy of their creator: the boost ends before that */
+	sched_restore(t->tid, boost);
 	if (f->pthread_create && f->pthread_detach && f->pthread_self && !*direct) {
 		r = call6(t, f->pthread_create, data + SD_THREAD, 0, base, data, 0, 0, &rv);
 		if (r < 0 || rv != 0) {
@@ -961,7 +964,7 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 			rep->tid = t.tid;
 			sched_boost(0, &self_sched);
 			sched_boost(t.tid, &tracee_sched);
-			r = do_inject(&t, &funcs, lib, lib_len, &direct, &data,
+			r = do_inject(&t, &funcs, lib, lib_len, &direct, &data, &tracee_sched,
 				      rep->message, sizeof(rep->message));
 			sched_restore(t.tid, &tracee_sched);
 			if (tracee_detach(&t) < 0 && r >= 0)
