@@ -80,5 +80,6 @@ clean:
 
 .PHONY: all everything test demo bench fuzz clean
 .DELETE_ON_ERROR:
+.SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -40,7 +40,7 @@ fi
 
 if [ "${SKIP_SAN:-0}" != 1 ]; then
 	echo "== unit tests under ASan/UBSan"
-	if make -s -j"$JOBS" SAN=1 sanitized-unit-tests >/tmp/aiprof-san-build.log 2>&1; then
+	if make -s -j"$JOBS" SAN=1 BUILD=build-san sanitized-unit-tests >/tmp/aiprof-san-build.log 2>&1; then
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 			run_cmocka_dir build-san san
 	else
@@ -63,8 +63,10 @@ fi
 
 if [ "${SKIP_INTEGRATION:-0}" != 1 ]; then
 	echo "== integration tests"
+	dirs=(tests/integration)
+	[ -d e2e ] && ls e2e/test_*.py >/dev/null 2>&1 && dirs+=(e2e)
 	out=$(BUILD="$BUILD" /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfEs \
-		${PYTEST_ARGS:-} tests/integration e2e 2>&1); rc=$?
+		${PYTEST_ARGS:-} "${dirs[@]}" 2>&1); rc=$?
 	echo "$out"
 	line=$(grep -E '^[=]* ?[0-9]+ (passed|failed|error|skipped)' <<<"$out" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); p=${p:-0}
