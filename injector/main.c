@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "upload.h"
 
 #ifndef AIPROF_VERSION
 #define AIPROF_VERSION "0.1.0"
@@ -26,6 +27,7 @@ static const struct cmd {
 	const char *summary;
 } cmds[] = {
 	{ "profile", cmd_profile, "attach to running processes, record a window, write artifacts" },
+	{ "upload", cmd_upload, "upload an artifact folder to S3-compatible storage (manifest last)" },
 	{ "version", cmd_version, "print the version" },
 	{ "help", cmd_help, "show this help" },
 };

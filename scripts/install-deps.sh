@@ -10,6 +10,8 @@ PACKAGES=(
 	libwebsockets-dev libibverbs-dev libbpf-dev bpftool linux-libc-dev
 	# tests
 	libcmocka-dev util-linux procps strace python3-pytest
+	# S3 upload: libcrypto for SigV4; a real S3 server (Ceph radosgw) and independent clients
+	libssl-dev openssl radosgw ceph-mon ceph-osd ceph-common awscli python3-boto3 python3-botocore
 	# demo workload: a real PyTorch training loop (CPU)
 	python3 python3-torch python3-numpy
 )

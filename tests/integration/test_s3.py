@@ -1,0 +1,393 @@
+# SPDX-License-Identifier: MIT
+"""`aiprof upload` against a real S3 server: Ceph radosgw on 127.0.0.1 (tests/s3/radosgw.sh),
+started once for this module. Every upload is checked with an independent client (boto3, and
+awscli once): objects byte-identical, manifest.json last and its SHA-256s right. Faults come
+from tests/s3/faultproxy.py: a reset in the middle of a part, 503 SlowDown, a stalled
+connection, bytes corrupted in transit; and from bad configuration: a wrong secret, a missing
+bucket, no credentials, no CA bundle. Each either succeeds after retrying or fails at once with
+a message that says what to check; the local folder is intact in every case, and the secret
+never appears in anything aiprof prints or writes."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import AIPROF, ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "s3"))
+import s3env  # noqa: E402
+
+EXIT_USAGE, EXIT_OUTPUT = 2, 7
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def rgw():
+    missing = s3env.missing_ceph()
+    if missing:
+        pytest.skip("Ceph is not installed (missing " + ", ".join(missing) + "): "
+                    "apt-get install radosgw ceph-mon ceph-osd ceph-common "
+                    "(scripts/install-deps.sh)")
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        pytest.skip("python3-boto3 is not installed (scripts/install-deps.sh)")
+    g = s3env.Radosgw()
+    try:
+        g.start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def proxies():
+    started = []
+
+    def start(rgw, **kw):
+        p = s3env.Proxy(rgw.hostport, **kw)
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        p.stop()
+
+
+def make_artifacts(root, big=12 * MiB, seed=1):
+    """An artifact folder like `aiprof profile` writes, plus awkward names."""
+    os.makedirs(root)
+    rnd = hashlib.sha256(str(seed).encode()).digest()
+    with open(os.path.join(root, "timeline.json.gz"), "wb") as f:
+        f.write(os.urandom(big))
+    with open(os.path.join(root, "summary.json"), "w") as f:
+        json.dump({"schema": "aiprof.summary/v1", "seed": rnd.hex()}, f)
+    os.makedirs(os.path.join(root, "rank 0"))
+    with open(os.path.join(root, "rank 0", "stacks+ä=&.folded"), "w") as f:
+        f.write("main;train;step 42\n")
+    open(os.path.join(root, "empty.txt"), "w").close()
+    return snapshot(root)
+
+
+def snapshot(root):
+    """{relative path: sha256} of every file under root."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for n in files:
+            p = os.path.join(d, n)
+            out[os.path.relpath(p, root)] = s3env.sha256_file(p)
+    return out
+
+
+def upload(rgw, src, dest, *flags, env=None, timeout=120):
+    return subprocess.run([AIPROF, "upload", str(src), dest, *flags], capture_output=True,
+                          text=True, timeout=timeout, env=env or rgw.client_env())
+
+
+def assert_no_secret(rgw, r, *dirs):
+    for text in (r.stdout, r.stderr):
+        assert rgw.secret not in text
+    for d in dirs:
+        for dd, _, files in os.walk(d):
+            for n in files:
+                with open(os.path.join(dd, n), "rb") as f:
+                    assert rgw.secret.encode() not in f.read()
+
+
+def verify_bucket(rgw, src, prefix):
+    """The objects under prefix are byte-identical to src's files, and manifest.json lists
+    each with the right size and SHA-256. Uses boto3, not aiprof."""
+    s3 = rgw.boto3()
+    local = {k: v for k, v in snapshot(src).items() if k != "manifest.json"}
+    man = json.loads(s3.get_object(Bucket=rgw.bucket, Key=f"{prefix}/manifest.json")["Body"]
+                     .read())
+    assert man["schema"] == "aiprof.manifest/v1"
+    assert man["location"] == f"s3://{rgw.bucket}/{prefix}/"
+    listed = {a["name"]: a for a in man["artifacts"]}
+    assert set(listed) == set(local)
+    for name, sha in local.items():
+        a = listed[name]
+        assert a["key"] == f"{prefix}/{name}"
+        assert a["url"] == f"s3://{rgw.bucket}/{prefix}/{name}"
+        assert a["sha256"] == sha
+        obj = s3.get_object(Bucket=rgw.bucket, Key=a["key"])
+        body = obj["Body"].read()
+        assert len(body) == a["size"] == os.path.getsize(os.path.join(src, name))
+        assert hashlib.sha256(body).hexdigest() == sha
+        assert obj["Metadata"].get("sha256") == sha
+    assert man["total_bytes"] == sum(a["size"] for a in man["artifacts"])
+    # the local manifest is the uploaded one
+    with open(os.path.join(src, "manifest.json")) as f:
+        assert json.load(f) == man
+    return man
+
+
+def test_upload_multipart_roundtrip(rgw, tmp_path, proxies):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=23 * MiB + 12345)
+    px = proxies(rgw)  # pass-through, to see the order of requests
+    r = upload(rgw, src, f"s3://{rgw.bucket}/rt/run1", "--part-size", "5M",
+               "--multipart-threshold", "5M", "--parallel", "3",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3=px.endpoint))
+    assert r.returncode == 0, r.stderr
+    assert "[5 parts, 0 retries]" in r.stderr
+    man = verify_bucket(rgw, str(src), "rt/run1")
+    assert len(man["artifacts"]) == 4
+    # nothing removed locally; manifest.json added
+    after = snapshot(str(src))
+    assert {k: v for k, v in after.items() if k != "manifest.json"} == before
+    # manifest.json is the very last request; every part before the completion
+    reqs = [line.split(" ", 2)[1:] for line in px.lines()]
+    assert reqs[-1][0] == "PUT" and reqs[-1][1].startswith(f"/{rgw.bucket}/rt/run1/manifest.json ")
+    assert sum(1 for m, p in reqs if "partNumber=" in p) == 5
+    complete = [i for i, (m, p) in enumerate(reqs) if m == "POST" and "uploadId=" in p]
+    assert len(complete) == 1
+    assert all(i < complete[0] for i, (m, p) in enumerate(reqs) if "partNumber=" in p)
+    assert_no_secret(rgw, r, src)
+
+    # awscli, a second independent client, reads the same bytes
+    if os.path.exists("/usr/bin/aws"):
+        dl = tmp_path / "dl.gz"
+        a = subprocess.run(["/usr/bin/aws", "--endpoint-url", rgw.endpoint, "s3", "cp",
+                            f"s3://{rgw.bucket}/rt/run1/timeline.json.gz", str(dl)],
+                           env=rgw.client_env(), capture_output=True, text=True, timeout=120)
+        assert a.returncode == 0, a.stderr
+        assert s3env.sha256_file(dl) == before["timeline.json.gz"]
+
+
+def test_resume_skips_what_is_there(rgw, tmp_path, proxies):
+    src = tmp_path / "out"
+    make_artifacts(str(src), big=6 * MiB)
+    r = upload(rgw, src, f"s3://{rgw.bucket}/resume/a/")
+    assert r.returncode == 0, r.stderr
+    px = proxies(rgw)
+    r = upload(rgw, src, f"s3://{rgw.bucket}/resume/a",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3=px.endpoint))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("already there with the same SHA-256") == 4
+    methods = [line.split()[1] for line in px.lines()]
+    assert methods == ["HEAD"] * 4 + ["PUT"]   # only the manifest is sent again
+    # --force sends everything
+    r = upload(rgw, src, f"s3://{rgw.bucket}/resume/a", "--force", "-q")
+    assert r.returncode == 0, r.stderr
+    verify_bucket(rgw, str(src), "resume/a")
+
+
+def test_https_with_ca_bundle_and_secret_dir(rgw, tmp_path):
+    src = tmp_path / "out"
+    make_artifacts(str(src), big=1 * MiB)
+    secrets = tmp_path / "secret"
+    secrets.mkdir()
+    (secrets / "AWS_ACCESS_KEY_ID").write_text(rgw.env["AWS_ACCESS_KEY_ID"] + "\n")
+    (secrets / "AWS_SECRET_ACCESS_KEY").write_text(rgw.secret + "\n")
+    env = rgw.client_env(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+                         AWS_ENDPOINT_URL_S3=None, AIPROF_S3_SECRET_DIR=str(secrets))
+    r = upload(rgw, src, f"s3://{rgw.bucket}/tls", "--endpoint-url",
+               rgw.env["S3_HTTPS_ENDPOINT"], "--ca-bundle", rgw.env["S3_CA_BUNDLE"], env=env)
+    assert r.returncode == 0, r.stderr
+    verify_bucket(rgw, str(src), "tls")
+
+    # without the CA bundle the certificate is not trusted: fails at once, says what to check
+    t0 = time.monotonic()
+    r = upload(rgw, src, f"s3://{rgw.bucket}/tls2", "--endpoint-url",
+               rgw.env["S3_HTTPS_ENDPOINT"], env=env)
+    assert r.returncode == EXIT_OUTPUT
+    assert "TLS failure" in r.stderr and "--ca-bundle" in r.stderr
+    assert "retrying" not in r.stderr
+    assert time.monotonic() - t0 < 10
+    assert_no_secret(rgw, r, src)
+
+
+def test_virtual_hosted_addressing(rgw, tmp_path):
+    src = tmp_path / "out"
+    make_artifacts(str(src), big=6 * MiB)
+    port = rgw.hostport.rsplit(":", 1)[1]
+    # radosgw runs with rgw_dns_name=localhost; curl resolves *.localhost to loopback
+    r = upload(rgw, src, f"s3://{rgw.bucket}/vhost", "--virtual-hosted", "--part-size", "5M",
+               "--multipart-threshold", "5M",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3=f"http://localhost:{port}"))
+    assert r.returncode == 0, r.stderr
+    verify_bucket(rgw, str(src), "vhost")
+
+
+def test_checksum_sha256(rgw, tmp_path):
+    src = tmp_path / "out"
+    make_artifacts(str(src), big=11 * MiB)
+    r = upload(rgw, src, f"s3://{rgw.bucket}/cks", "--checksum", "sha256", "--part-size",
+               "5M", "--multipart-threshold", "5M")
+    assert r.returncode == 0, r.stderr
+    verify_bucket(rgw, str(src), "cks")
+
+
+def test_delete_after(rgw, tmp_path):
+    src = tmp_path / "out"
+    make_artifacts(str(src), big=1 * MiB)
+    keep = snapshot(str(src))
+    r = upload(rgw, src, f"s3://{rgw.bucket}/del", "--delete-after")
+    assert r.returncode == 0, r.stderr
+    assert not src.exists()
+    s3 = rgw.boto3()
+    man = json.loads(s3.get_object(Bucket=rgw.bucket, Key="del/manifest.json")["Body"].read())
+    assert {a["name"]: a["sha256"] for a in man["artifacts"]} == keep
+
+
+# ---- faults that a retry fixes -----------------------------------------------------------
+
+@pytest.mark.parametrize("fault,match,times,extra", [
+    ("reset", r"partNumber=2&", 1, {"after": 1 * MiB}),            # mid-part reset
+    ("slowdown", r"^PUT ", 3, {}),                                  # 503 SlowDown x3
+    ("stall", r"partNumber=1&", 1, {"after": 64 * 1024, "stall": 8}),  # stalled connection
+    ("corrupt", r"partNumber=3&", 1, {"after": 4321}),              # BadDigest at the server
+    ("reset", r"\?uploads ", 1, {}),                                # create multipart reset
+    ("slowdown", r"manifest\.json", 2, {}),                         # the manifest throttled
+    ("drop", r"^POST .*uploadId=", 1, {}),       # completion done, but its answer lost
+    ("drop", r"^PUT .*summary", 1, {}),          # a PUT done, but its answer lost
+])
+def test_fault_then_success(rgw, tmp_path, proxies, fault, match, times, extra):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=16 * MiB)
+    px = proxies(rgw, fault=fault, match=match, times=times, **extra)
+    prefix = f"fault/{fault}-{abs(hash(match)) % 10000}"
+    t0 = time.monotonic()
+    r = upload(rgw, src, f"s3://{rgw.bucket}/{prefix}", "--part-size", "5M",
+               "--multipart-threshold", "5M", "--stall-timeout", "2s",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3=px.endpoint))
+    assert r.returncode == 0, r.stderr
+    assert len(px.faults()) == times, px.lines()
+    if match.startswith(r"\?uploads") or fault == "drop":
+        # a request reset before any answer on a reused connection may be resent by libcurl
+        # itself, on a fresh one
+        assert r.stderr.count("retrying in") <= times, r.stderr
+    else:
+        assert r.stderr.count("retrying in") == times, r.stderr
+    if fault == "stall":
+        assert "timed out" in r.stderr
+        assert time.monotonic() - t0 < 30
+    if fault == "corrupt":
+        # caught by the server: the signed payload hash (radosgw checks it first) or
+        # Content-MD5
+        assert "XAmzContentSHA256Mismatch" in r.stderr or "BadDigest" in r.stderr
+    if fault == "slowdown":
+        assert "HTTP 503 SlowDown" in r.stderr
+    if fault == "reset" and "partNumber" in match:
+        assert "connection reset" in r.stderr
+    verify_bucket(rgw, str(src), prefix)
+    assert {k: v for k, v in snapshot(str(src)).items() if k != "manifest.json"} == before
+    assert_no_secret(rgw, r, src)
+
+
+def test_corrupt_caught_by_payload_hash(rgw, tmp_path, proxies):
+    """With --checksum sha256 (which this radosgw does not check), the signed payload hash
+    (x-amz-content-sha256) still catches corruption: XAmzContentSHA256Mismatch, retried."""
+    src = tmp_path / "out"
+    make_artifacts(str(src), big=1 * MiB)
+    px = proxies(rgw, fault="corrupt", match=r"^PUT .*timeline", after=100)
+    r = upload(rgw, src, f"s3://{rgw.bucket}/corrupt-sha", "--checksum", "sha256",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3=px.endpoint))
+    assert r.returncode == 0, r.stderr
+    assert "XAmzContentSHA256Mismatch" in r.stderr
+    verify_bucket(rgw, str(src), "corrupt-sha")
+
+
+# ---- failures: clear, fast, nothing lost ---------------------------------------------------
+
+def assert_failed_cleanly(rgw, r, src, before, dest):
+    assert r.returncode == EXIT_OUTPUT, r.stderr
+    assert {k: v for k, v in snapshot(str(src)).items() if k != "manifest.json"} == before
+    assert os.path.exists(os.path.join(src, "manifest.json"))
+    assert f"The artifacts are kept in {src}; to resume: aiprof upload {src} {dest}" in r.stderr
+    assert_no_secret(rgw, r, src)
+
+
+def test_wrong_secret(rgw, tmp_path):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=12 * MiB)
+    dest = f"s3://{rgw.bucket}/wrongsecret"
+    t0 = time.monotonic()
+    r = upload(rgw, src, dest, "--delete-after",
+               env=rgw.client_env(AWS_SECRET_ACCESS_KEY=rgw.secret[::-1]))
+    assert time.monotonic() - t0 < 10
+    assert_failed_cleanly(rgw, r, src, before, dest)
+    assert "SignatureDoesNotMatch" in r.stderr
+    assert "check that the secret access key (from the environment)" in r.stderr
+    assert "retrying" not in r.stderr and "tries" not in r.stderr
+    assert rgw.secret[::-1] not in r.stderr + r.stdout
+
+
+def test_missing_bucket(rgw, tmp_path):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=12 * MiB)
+    dest = "s3://no-such-bucket-here/x"
+    r = upload(rgw, src, dest)
+    assert_failed_cleanly(rgw, r, src, before, dest)
+    assert "NoSuchBucket" in r.stderr
+    assert f"bucket 'no-such-bucket-here' does not exist at {rgw.endpoint}" in r.stderr
+    assert "retrying" not in r.stderr
+
+
+def test_faults_exhausted_then_resume(rgw, tmp_path, proxies):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=12 * MiB)
+    dest = f"s3://{rgw.bucket}/exhaust"
+    px = proxies(rgw, fault="reset", match=r"partNumber=", times=1000, after=1000)
+    r = upload(rgw, src, dest, "--max-attempts", "3", "--part-size", "5M",
+               "--multipart-threshold", "5M",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3=px.endpoint))
+    assert_failed_cleanly(rgw, r, src, before, dest)
+    assert "connection reset" in r.stderr and "after 3 tries" in r.stderr
+    assert "check the network path" in r.stderr
+    # the manifest never went up: the upload is not complete
+    s3 = rgw.boto3()
+    assert "Contents" not in s3.list_objects_v2(Bucket=rgw.bucket, Prefix="exhaust/manifest")
+    # the failed multipart upload was aborted
+    ups = s3.list_multipart_uploads(Bucket=rgw.bucket, Prefix="exhaust/").get("Uploads", [])
+    assert ups == []
+    # the command the message gave, without the fault: completes, skipping what is there
+    r = upload(rgw, src, dest)
+    assert r.returncode == 0, r.stderr
+    assert "already there" in r.stderr
+    verify_bucket(rgw, str(src), "exhaust")
+
+
+def test_connection_refused(rgw, tmp_path):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=1 * MiB)
+    dest = f"s3://{rgw.bucket}/refused"
+    r = upload(rgw, src, dest, "--max-attempts", "2",
+               env=rgw.client_env(AWS_ENDPOINT_URL_S3="http://127.0.0.1:9"))
+    assert_failed_cleanly(rgw, r, src, before, dest)
+    assert "could not connect" in r.stderr and "check the endpoint URL http://127.0.0.1:9" \
+        in r.stderr
+
+
+def test_configuration_errors(rgw, tmp_path):
+    src = tmp_path / "out"
+    before = make_artifacts(str(src), big=1000)
+    env = rgw.client_env(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None)
+    r = upload(rgw, src, f"s3://{rgw.bucket}/x", env=env)
+    assert r.returncode == EXIT_USAGE
+    assert "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in r.stderr
+    assert "to resume: aiprof upload" in r.stderr
+    r = upload(rgw, src, f"s3://{rgw.bucket}/x", "--secret-dir", str(tmp_path / "nope"))
+    assert r.returncode == EXIT_USAGE and "secret folder" in r.stderr
+    r = upload(rgw, src, "s3://bucket/../x")
+    assert r.returncode == EXIT_USAGE and "is not s3://bucket[/prefix]" in r.stderr
+    r = upload(rgw, src, f"s3://{rgw.bucket}/x", "--endpoint-url", "http://user:pw@127.0.0.1")
+    assert r.returncode == EXIT_USAGE and "user:password@" in r.stderr
+    assert "pw@" not in r.stderr
+    r = upload(rgw, src, f"s3://{rgw.bucket}/x", "--part-size", "1M")
+    assert r.returncode == EXIT_USAGE and "--part-size" in r.stderr
+    r = upload(rgw, tmp_path / "missing", f"s3://{rgw.bucket}/x")
+    assert r.returncode == EXIT_OUTPUT and "No such file or directory" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = upload(rgw, empty, f"s3://{rgw.bucket}/x")
+    assert r.returncode == EXIT_OUTPUT and "has no files to upload" in r.stderr
+    assert {k: v for k, v in snapshot(str(src)).items() if k != "manifest.json"} == before
+    r = subprocess.run([AIPROF, "upload", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "AWS_ENDPOINT_URL_S3" in r.stdout
