@@ -23,6 +23,7 @@
 #include "profile.h"
 #include "session.h"
 #include "target.h"
+#include "upload.h"
 #include "timeutil.h"
 
 #define MAX_TARGETS 256
@@ -44,7 +45,10 @@ static void usage(FILE *out)
 		"Options:\n"
 		"  -p, --pid PID[,PID...]     processes to profile (host pids)\n"
 		"  -d, --duration DURATION    window length: 5s (default), 500ms, 2m\n"
-		"  -o, --output DIR           artifact folder (default ./aiprof-out/<UTC time>/)\n"
+		"  -o, --output DIR|s3://BUCKET/PREFIX\n"
+		"                             artifact folder (default ./aiprof-out/<UTC time>/);\n"
+		"                             with s3:// they are built there, then uploaded\n"
+		"                             (manifest.json last; see 'aiprof upload --help')\n"
 		"      --collectors LIST      cuda,nccl,rdma,cupti or all (default all)\n"
 		"      --lib PATH             libaiprof.so to inject (default: next to aiprof,\n"
 		"                             or $AIPROF_LIB)\n"
@@ -248,7 +252,7 @@ int cmd_profile(int argc, char **argv)
 	uint64_t duration = 5 * NSEC_PER_SEC;
 	uint32_t collectors = AIPROF_COLLECT_ALL;
 	struct inject_opts io = { .timeout_ns = 5 * NSEC_PER_SEC };
-	char lib[PATH_MAX], outdir[PATH_MAX] = "", path[PATH_MAX + 32];
+	char lib[PATH_MAX], outdir[PATH_MAX] = "", path[PATH_MAX + 32], s3url[PATH_MAX] = "";
 	struct profile prof = { 0 };
 	struct target *targets = NULL;
 	struct sigaction sa = { .sa_handler = on_stop_signal };
@@ -315,9 +319,9 @@ int cmd_profile(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (strncmp(outdir, "s3://", 5) == 0) {
-		log_error("-o %s: uploading to S3 is not implemented yet; write to a folder "
-			  "(-o DIR) for now", outdir);
-		return EXIT_USAGE;
+		/* artifacts are built in a local staging folder, kept until the upload is confirmed */
+		snprintf(s3url, sizeof(s3url), "%s", outdir);
+		outdir[0] = 0;
 	}
 	if (strncmp(outdir, "file://", 7) == 0)
 		memmove(outdir, outdir + 7, strlen(outdir + 7) + 1);
@@ -435,6 +439,21 @@ int cmd_profile(int argc, char **argv)
 			continue;
 		log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
 			 (unsigned long long)(t->store.drops + t->store.store_drops));
+	}
+	if (s3url[0]) {
+		char msg[2048];
+		struct upload_opts uo;
+
+		upload_opts__init(&uo);
+		uo.quiet = log_get_max_level() < LOG_INFO;
+		r = upload_artifacts(outdir, s3url, &uo, msg, sizeof(msg));
+		if (r < 0) {
+			log_error("%s", msg);
+			rc = EXIT_OUTPUT;
+			goto out;
+		}
+		log_info("%s", msg);
+		printf("%s\n", s3url);
 	}
 	printf("%s\n", outdir);
 out:

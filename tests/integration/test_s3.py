@@ -391,3 +391,34 @@ def test_configuration_errors(rgw, tmp_path):
     assert {k: v for k, v in snapshot(str(src)).items() if k != "manifest.json"} == before
     r = subprocess.run([AIPROF, "upload", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "AWS_ENDPOINT_URL_S3" in r.stdout
+
+
+def test_profile_straight_to_s3(rgw, tmp_path, procs):
+    """`aiprof profile -o s3://…` builds the artifacts in a local staging folder, uploads
+    them with the manifest last, and prints both locations."""
+    from conftest import start_trainer
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "30")
+    r = subprocess.run([AIPROF, "profile", "--pid", str(pid), "-d", "1s",
+                        "-o", f"s3://{rgw.bucket}/profiles/run1"], capture_output=True,
+                       text=True, timeout=120, env=rgw.client_env(), cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert lines[0] == f"s3://{rgw.bucket}/profiles/run1"
+    staging = os.path.join(str(tmp_path), lines[1])
+    man = verify_bucket(rgw, staging, "profiles/run1")
+    assert {"timeline.json.gz", "summary.json"} <= {a["name"] for a in man["artifacts"]}
+    assert_no_secret(rgw, r, staging)
+
+
+def test_profile_to_s3_failure_keeps_artifacts(rgw, tmp_path, procs):
+    from conftest import start_trainer
+    p, pid = start_trainer(procs, "--ranks", "1", "--run-seconds", "30")
+    env = rgw.client_env(AWS_SECRET_ACCESS_KEY="wrong" + rgw.secret[5:])
+    r = subprocess.run([AIPROF, "profile", "--pid", str(pid), "-d", "500ms",
+                        "-o", f"s3://{rgw.bucket}/profiles/bad"], capture_output=True,
+                       text=True, timeout=120, env=env, cwd=str(tmp_path))
+    assert r.returncode == 7, r.stderr
+    assert "aiprof upload" in r.stderr and "kept" in r.stderr
+    staging = [d for d, _, files in os.walk(tmp_path) if "timeline.json.gz" in files]
+    assert staging, "the local artifacts are gone"
+    assert rgw.secret not in r.stderr and env["AWS_SECRET_ACCESS_KEY"] not in r.stderr
