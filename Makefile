@@ -48,6 +48,7 @@ all: everything
 
 include common/module.mk
 include injector/module.mk
+include bpf/gpuprobes.mk
 include tests/module.mk
 
 everything: $(PROGRAMS) $(LIBRARIES) $(TEST_PROGRAMS)
