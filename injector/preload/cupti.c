@@ -9,10 +9,14 @@
  *
  * Correlation: while active, each launch/copy hook pushes an external correlation id
  * (kind CUSTOM1) around the real call and stores it in its API event. CUPTI reports
- * EXTERNAL_CORRELATION records mapping its own correlation ids to ours; kernel and
+ * EXTERNAL_CORRELATION records mapping its own correlation ids to ours; it writes them
+ * only in front of the RUNTIME / DRIVER API records of the calls made while the id is
+ * pushed, so those two kinds are enabled too (their records are not used). Kernel and
  * memcpy records are emitted as AIPROF_EV_GPU_KERNEL / GPU_MEMCPY with our id, GPU
  * start as ts and end - start as dur, shifted onto CLOCK_MONOTONIC by the offset
- * between cuptiGetTimestamp() and clock_gettime() measured when enabling.
+ * between cuptiGetTimestamp() and clock_gettime() measured when enabling. Records
+ * without timing (start or end 0: work still running at the forced flush when
+ * recording stops, or CUPTI could not time it) are dropped.
  *
  * All entry points except push/pop run on the control thread.
  */
@@ -216,6 +220,12 @@ static uint32_t copy_kind(uint8_t k)
 	}
 }
 
+/* CUPTI_TIMESTAMP_UNKNOWN in either, or an end before the start: no usable timing. */
+static bool timed(uint64_t start, uint64_t end)
+{
+	return start != CUPTI_TIMESTAMP_UNKNOWN && end != CUPTI_TIMESTAMP_UNKNOWN && end >= start;
+}
+
 static uint64_t ext_of(uint32_t cupti_corr)
 {
 	uint32_t i = cupti_corr & (CORR_SLOTS - 1);
@@ -272,11 +282,13 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
 		if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
 		    rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
 			const CUpti_ActivityKernel10 *k = (const void *)rec;
-			/* interned first: the name's strings go out before the record */
-			uint32_t name_id = k->name ? intern__id(h, INTERN_CUPTI_NAME,
-								(uintptr_t)k->name,
-								cupti_name) : 0;
+			uint32_t name_id;
 
+			if (!timed(k->start, k->end))
+				continue;
+			/* interned first: the name's strings go out before the record */
+			name_id = k->name ? intern__id(h, INTERN_CUPTI_NAME, (uintptr_t)k->name,
+						       cupti_name) : 0;
 			e = gpu_event(h, AIPROF_EV_GPU_KERNEL, AIPROF_API_gpu_kernel, k->start,
 				      k->end);
 			if (!e)
@@ -295,6 +307,8 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
 		} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
 			const CUpti_ActivityMemcpy6 *m = (const void *)rec;
 
+			if (!timed(m->start, m->end))
+				continue;
 			e = gpu_event(h, AIPROF_EV_GPU_MEMCPY, AIPROF_API_gpu_memcpy, m->start,
 				      m->end);
 			if (!e)
@@ -342,6 +356,8 @@ static void stop_activity(void)
 	g_api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	g_api.disable(CUPTI_ACTIVITY_KIND_MEMCPY);
 	g_api.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+	g_api.disable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	g_api.disable(CUPTI_ACTIVITY_KIND_DRIVER);
 }
 
 void cupti__enable(struct aiprof_ring_hdr *h)
@@ -368,8 +384,8 @@ void cupti__enable(struct aiprof_ring_hdr *h)
 			  (int)r, n);
 		return;
 	}
-	/* CUPTI talks to the driver through its export tables: a stand-in libcuda (test
-	 * doubles, stubs) without them could only make CUPTI fail in obscure ways */
+	/* CUPTI talks to the driver through its export tables: with a stand-in libcuda that
+	 * lacks even the entry point, CUPTI could only fail in obscure ways */
 	if (!lazy_sym_get(&g_export_table)) {
 		set_state(h, AIPROF_CUPTI_UNAVAILABLE,
 			  "libcuda has no cuGetExportTable: not an NVIDIA driver");
@@ -390,6 +406,11 @@ void cupti__enable(struct aiprof_ring_hdr *h)
 	cr = g_api.register_callbacks(buf_requested, buf_completed);
 	if (cr == CUPTI_SUCCESS)
 		cr = g_api.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+	/* no external correlation records without the API records they precede */
+	if (cr == CUPTI_SUCCESS)
+		cr = g_api.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	if (cr == CUPTI_SUCCESS)
+		cr = g_api.enable(CUPTI_ACTIVITY_KIND_DRIVER);
 	if (cr == CUPTI_SUCCESS)
 		cr = g_api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	if (cr == CUPTI_SUCCESS)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include <cuda.h>
+#include <cupti_driver_cbid.h>
 
 #include "tests/doubles/fake_cuda.h"
 #include "tests/doubles/gpu_sim.h"
@@ -466,7 +467,10 @@ CUresult cu__launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
 	if (!gx || !gy || !gz || gx > 0x7fffffffu || gy > 65535 || gz > 65535 || !bx || !by || !bz ||
 	    bx > 1024 || by > 1024 || bz > 64 || block > 1024 || shmem > 227 * 1024)
 		return CUDA_ERROR_INVALID_VALUE;
-	sim_device__launch(&dev, s, (uint64_t)gx * gy * gz * block);
+	sim_device__launch(&dev, s, &(struct sim_work){
+		.api = FAKEGPU_API_DRIVER,
+		.cbid = ptds ? CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+		.name = f->name, .grid = { gx, gy, gz }, .block = { bx, by, bz }, .shmem = shmem });
 	return CUDA_SUCCESS;
 }
 
@@ -577,6 +581,29 @@ CUresult cuMemHostUnregister(void *p)
 	return CUDA_SUCCESS;
 }
 
+/* The entry point behind cu__memcpy: [dir][async][ptds]. */
+static const uint32_t memcpy_cbids[4][2][2] = {
+	[CU_COPY_HTOD] = { { CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds },
+			   { CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+			     CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz } },
+	[CU_COPY_DTOH] = { { CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds },
+			   { CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+			     CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz } },
+	[CU_COPY_DTOD] = { { CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds },
+			   { CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+			     CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz } },
+	[CU_COPY_UNIFIED] = { { CUPTI_DRIVER_TRACE_CBID_cuMemcpy, CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds },
+			      { CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz } },
+};
+
+/* The entry point behind cu__memset: [elem_size == 4][async][ptds]. */
+static const uint32_t memset_cbids[2][2][2] = {
+	{ { CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds },
+	  { CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz } },
+	{ { CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds },
+	  { CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz } },
+};
+
 CUresult cu__memcpy(void *dst, const void *src, size_t bytes, enum cu_copy_dir dir, CUstream stream,
 		    bool async, bool ptds)
 {
@@ -605,7 +632,8 @@ CUresult cu__memcpy(void *dst, const void *src, size_t bytes, enum cu_copy_dir d
 	case CU_COPY_UNIFIED:
 		break;
 	}
-	sim_device__copy(&dev, s, dst, dk, src, sk, bytes, async);
+	sim_device__copy(&dev, s, dst, dk, src, sk, bytes, &(struct sim_work){
+		.api = FAKEGPU_API_DRIVER, .cbid = memcpy_cbids[dir][async][ptds], .async = async });
 	return CUDA_SUCCESS;
 }
 
@@ -656,20 +684,23 @@ CUresult cu__memset(CUdeviceptr dst, unsigned int value, size_t elem_size, size_
 {
 	struct CUstream_st *s = stream_get(stream, ptds);
 	void *p = dptr(dst);
+	enum sim_mem k = sim_ranges__lookup(&ranges, p, NULL);
+	struct sim_work work = { .api = FAKEGPU_API_DRIVER, .cbid = memset_cbids[elem_size == 4][async][ptds],
+				 .value = value, .async = async };
 
 	if (!s)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0)
 		return CUDA_SUCCESS;
-	if (sim_ranges__lookup(&ranges, p, NULL) == SIM_MEM_PAGEABLE || (uintptr_t)p % elem_size)
+	if (k == SIM_MEM_PAGEABLE || (uintptr_t)p % elem_size)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (elem_size == 1) {
-		sim_device__memset(&dev, s, p, (int)(value & 0xff), n, false);
+		sim_device__memset(&dev, s, p, k, (int)(value & 0xff), n, false, &work);
 	} else {
 		uint32_t *w = p;
 
 		/* Time it like a byte memset of the same size, then fill the 32-bit pattern. */
-		sim_device__memset(&dev, s, p, 0, n * 4, false);
+		sim_device__memset(&dev, s, p, k, 0, n * 4, false, &work);
 		for (size_t i = 0; i < n; i++)
 			w[i] = value;
 	}
@@ -852,6 +883,22 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 	return CUDA_SUCCESS;
 }
 
+/* ---- export tables -------------------------------------------------------------------------- */
+
+/*
+ * The real driver hands out its private interfaces here (libcudart and CUPTI run on them).
+ * This double has none: every table id is answered CUDA_ERROR_NOT_SUPPORTED, so a real
+ * libcupti loaded next to it fails cleanly instead of calling into nothing. (The fake
+ * CUPTI uses __fakegpu_set_activity_sink instead, see fakegpu_activity.h.)
+ */
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+	if (!ppExportTable || !pExportTableId)
+		return CUDA_ERROR_INVALID_VALUE;
+	*ppExportTable = NULL;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* ---- cuGetProcAddress -------------------------------------------------------------------- */
 
 /* Per-thread default stream variants, defined in fake_cuda_ptds.c. */
@@ -942,6 +989,7 @@ static const struct proc {
 	PROC("cuEventElapsedTime", cuEventElapsedTime_v2, NULL),
 	PROC("cuEventDestroy", cuEventDestroy_v2, NULL),
 	PROC("cuGetProcAddress", cuGetProcAddress_v2, NULL),
+	PROC("cuGetExportTable", cuGetExportTable, NULL),
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <cuda_runtime_api.h>
+#include <cupti_runtime_cbid.h>
 
 #include "tests/doubles/cudart_abi.h"
 #include "tests/doubles/fake_cudart.h"
@@ -382,7 +383,12 @@ cudaError_t cudart__memcpy(void *dst, const void *src, size_t count, enum cudaMe
 	default:
 		return ret(cudaErrorInvalidMemcpyDirection);
 	}
-	sim_device__copy(&dev, s, dst, dk, src, sk, count, async);
+	sim_device__copy(&dev, s, dst, dk, src, sk, count, &(struct sim_work){
+		.api = FAKEGPU_API_RUNTIME, .async = async,
+		.cbid = async ? (ptds ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000 :
+				 CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) :
+				(ptds ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000 :
+				 CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020) });
 	return cudaSuccess;
 }
 
@@ -410,7 +416,12 @@ cudaError_t cudart__memset(void *dst, int value, size_t count, cudaStream_t stre
 	if (k == SIM_MEM_PAGEABLE)
 		return ret(cudaErrorInvalidValue);
 	/* Asynchronous w.r.t. the host unless the target is pinned host memory. */
-	sim_device__memset(&dev, s, dst, value, count, !async && k != SIM_MEM_DEVICE);
+	sim_device__memset(&dev, s, dst, k, value, count, !async && k != SIM_MEM_DEVICE, &(struct sim_work){
+		.api = FAKEGPU_API_RUNTIME, .async = async, .value = (uint32_t)value & 0xff,
+		.cbid = async ? (ptds ? CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000 :
+				 CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020) :
+				(ptds ? CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000 :
+				 CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020) });
 	return cudaSuccess;
 }
 
@@ -693,12 +704,11 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 	pthread_mutex_unlock(&funcs_lock);
 }
 
-cudaError_t cudaFuncGetName(const char **name, const void *func)
+/* Device name registered for host stub `func`, or NULL. Valid until its fat binary goes. */
+static const char *registered_name(const void *func)
 {
 	const char *found = NULL;
 
-	if (!name || !func)
-		return ret(cudaErrorInvalidValue);
 	pthread_mutex_lock(&funcs_lock);
 	for (struct registered_func *f = funcs; f; f = f->next) {
 		if (f->host_fun == func) {
@@ -707,6 +717,16 @@ cudaError_t cudaFuncGetName(const char **name, const void *func)
 		}
 	}
 	pthread_mutex_unlock(&funcs_lock);
+	return found;
+}
+
+cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+	const char *found;
+
+	if (!name || !func)
+		return ret(cudaErrorInvalidValue);
+	found = registered_name(func);
 	if (!found)
 		return ret(cudaErrorInvalidDeviceFunction);
 	*name = found;
@@ -764,7 +784,13 @@ cudaError_t cudart__launch(const void *func, dim3 grid, dim3 block, void **args,
 		return ret(cudaErrorInvalidResourceHandle);
 	if (!launch_dims_ok(grid, block) || shmem > 227 * 1024)
 		return ret(cudaErrorInvalidConfiguration);
-	sim_device__launch(&dev, s, (uint64_t)grid.x * grid.y * grid.z * block.x * block.y * block.z);
+	sim_device__launch(&dev, s, &(struct sim_work){
+		.api = FAKEGPU_API_RUNTIME,
+		.cbid = ptds ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 :
+			       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		.name = sim__activity_on() ? registered_name(func) : NULL,
+		.grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z },
+		.shmem = (uint32_t)shmem });
 	return cudaSuccess;
 }
 

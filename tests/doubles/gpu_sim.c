@@ -3,9 +3,60 @@
 #include "tests/doubles/gpu_sim.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The fake CUPTI's sink (fakegpu_activity.h); NULL while none is installed. */
+static _Atomic(fakegpu_activity_fn) activity_sink;
+
+__attribute__((visibility("default"))) int __fakegpu_set_activity_sink(uint32_t version,
+									 fakegpu_activity_fn fn)
+{
+	if (version != FAKEGPU_ACTIVITY_VERSION)
+		return -EINVAL;
+	atomic_store_explicit(&activity_sink, fn, memory_order_release);
+	return 0;
+}
+
+bool sim__activity_on(void)
+{
+	return atomic_load_explicit(&activity_sink, memory_order_acquire) != NULL;
+}
+
+static fakegpu_activity_fn sink_get(void)
+{
+	return atomic_load_explicit(&activity_sink, memory_order_acquire);
+}
+
+static uint32_t stream_kind(const struct sim_device *d, const struct CUstream_st *s)
+{
+	if (s == &d->legacy)
+		return FAKEGPU_STREAM_LEGACY;
+	return s->per_thread ? FAKEGPU_STREAM_PER_THREAD : FAKEGPU_STREAM_CREATED;
+}
+
+static uint32_t mem_of(enum sim_mem k)
+{
+	if (k == SIM_MEM_DEVICE)
+		return FAKEGPU_MEM_DEVICE;
+	return sim_mem__is_host_pinned(k) ? FAKEGPU_MEM_PINNED : FAKEGPU_MEM_PAGEABLE;
+}
+
+/* The common part of a report: what, by which entry point, when, on which stream. */
+static struct fakegpu_activity activity(const struct sim_device *d, const struct CUstream_st *s,
+					uint32_t op, const struct sim_work *w, uint64_t api_start,
+					uint64_t start, uint64_t end)
+{
+	return (struct fakegpu_activity){
+		.op = op, .api = w->api, .cbid = w->cbid, .result = 0,
+		.api_start_ns = api_start, .api_end_ns = sim__now_ns(),
+		.start_ns = start, .end_ns = end,
+		.device = SIM_DEVICE_ORDINAL, .stream_kind = stream_kind(d, s), .stream = s,
+		.async = w->async,
+	};
+}
 
 uint64_t sim__now_ns(void)
 {
@@ -42,6 +93,11 @@ uint64_t sim__kernel_ns(uint64_t threads)
 	return ns < KERNEL_FLOOR_NS ? KERNEL_FLOOR_NS : ns;
 }
 
+uint64_t sim__threads(const uint32_t grid[3], const uint32_t block[3])
+{
+	return (uint64_t)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
+}
+
 uint64_t sim__bytes_ns(size_t bytes, uint64_t bytes_per_s)
 {
 	/* 128-bit intermediate: bytes * 1e9 overflows 64 bits above 18 GB. */
@@ -59,6 +115,14 @@ void sim_device__add_stream(struct sim_device *d, struct CUstream_st *s)
 
 void sim_device__remove_stream(struct sim_device *d, struct CUstream_st *s)
 {
+	fakegpu_activity_fn sink = sink_get();
+
+	if (sink) {
+		struct fakegpu_activity a = { .op = FAKEGPU_OP_STREAM_DESTROYED,
+					      .stream_kind = stream_kind(d, s), .stream = s };
+
+		sink(&a);
+	}
 	pthread_mutex_lock(&d->lock);
 	for (struct CUstream_st **pp = &d->streams; *pp; pp = &(*pp)->next) {
 		if (*pp == s) {
@@ -107,7 +171,7 @@ uint64_t sim_device__enqueue(struct sim_device *d, struct CUstream_st *s, uint64
 	uint64_t end;
 
 	pthread_mutex_lock(&d->lock);
-	end = ready_locked(d, s, sim__now_ns()) + dur_ns;
+	end = ready_locked(d, s, sim__now_ns() + SUBMIT_LATENCY_NS) + dur_ns;
 	s->busy_until = end;
 	pthread_mutex_unlock(&d->lock);
 	return end;
@@ -243,11 +307,12 @@ size_t sim_ranges__device_bytes(struct sim_ranges *t)
 }
 
 void sim_device__copy(struct sim_device *d, struct CUstream_st *s, void *dst, enum sim_mem dst_kind,
-		      const void *src, enum sim_mem src_kind, size_t bytes, bool async)
+		      const void *src, enum sim_mem src_kind, size_t bytes, const struct sim_work *w)
 {
 	bool dst_dev = dst_kind == SIM_MEM_DEVICE, src_dev = src_kind == SIM_MEM_DEVICE;
-	uint64_t bw, end;
-	bool host_waits = !async;
+	fakegpu_activity_fn sink = sink_get();
+	uint64_t t0 = sink ? sim__now_ns() : 0, bw, dur, end;
+	bool host_waits = !w->async;
 
 	if (bytes == 0)
 		return;
@@ -268,31 +333,63 @@ void sim_device__copy(struct sim_device *d, struct CUstream_st *s, void *dst, en
 			host_waits = true;  /* staged through a driver buffer by the CPU */
 		}
 	}
-	end = sim_device__enqueue(d, s, COPY_LATENCY_NS + sim__bytes_ns(bytes, bw));
+	dur = COPY_LATENCY_NS + sim__bytes_ns(bytes, bw);
+	end = sim_device__enqueue(d, s, dur);
 	memmove(dst, src, bytes);
 	if (host_waits)
 		sim__sleep_until(end);
 	else
 		sim__spin(COPY_HOST_NS);
+	if (sink) {
+		struct fakegpu_activity a = activity(d, s, FAKEGPU_OP_MEMCPY, w, t0, end - dur, end);
+
+		a.src_mem = mem_of(src_kind);
+		a.dst_mem = mem_of(dst_kind);
+		a.bytes = bytes;
+		sink(&a);
+	}
 }
 
-void sim_device__memset(struct sim_device *d, struct CUstream_st *s, void *dst, int value,
-			size_t bytes, bool sync)
+void sim_device__memset(struct sim_device *d, struct CUstream_st *s, void *dst, enum sim_mem dst_kind,
+			int value, size_t bytes, bool sync, const struct sim_work *w)
 {
-	uint64_t end;
+	fakegpu_activity_fn sink = sink_get();
+	uint64_t t0 = sink ? sim__now_ns() : 0, dur, end;
 
 	if (bytes == 0)
 		return;
-	end = sim_device__enqueue(d, s, COPY_LATENCY_NS + sim__bytes_ns(bytes, BW_MEMSET_BYTES_PER_S));
+	dur = COPY_LATENCY_NS + sim__bytes_ns(bytes, BW_MEMSET_BYTES_PER_S);
+	end = sim_device__enqueue(d, s, dur);
 	memset(dst, value, bytes);
 	if (sync)
 		sim__sleep_until(end);
 	else
 		sim__spin(COPY_HOST_NS);
+	if (sink) {
+		struct fakegpu_activity a = activity(d, s, FAKEGPU_OP_MEMSET, w, t0, end - dur, end);
+
+		a.dst_mem = mem_of(dst_kind);
+		a.bytes = bytes;
+		a.value = w->value;
+		sink(&a);
+	}
 }
 
-void sim_device__launch(struct sim_device *d, struct CUstream_st *s, uint64_t threads)
+void sim_device__launch(struct sim_device *d, struct CUstream_st *s, const struct sim_work *w)
 {
-	sim_device__enqueue(d, s, sim__kernel_ns(threads));
+	fakegpu_activity_fn sink = sink_get();
+	uint64_t t0 = sink ? sim__now_ns() : 0;
+	uint64_t dur = sim__kernel_ns(sim__threads(w->grid, w->block));
+	uint64_t end = sim_device__enqueue(d, s, dur);
+
 	sim__spin(LAUNCH_HOST_NS);
+	if (sink) {
+		struct fakegpu_activity a = activity(d, s, FAKEGPU_OP_KERNEL, w, t0, end - dur, end);
+
+		a.name = w->name;
+		memcpy(a.grid, w->grid, sizeof(a.grid));
+		memcpy(a.block, w->block, sizeof(a.block));
+		a.shmem = w->shmem;
+		sink(&a);
+	}
 }

@@ -6,8 +6,10 @@
  *
  * Device memory is host memory; data really moves. Time is simulated per stream: every
  * stream keeps `busy_until`, a CLOCK_MONOTONIC timestamp in ns. Enqueuing work of duration
- * d on a stream sets busy_until = max(now, busy_until, implicit dependencies) + d and
- * returns at once; synchronising sleeps until busy_until.
+ * d on a stream sets busy_until = max(now + SUBMIT_LATENCY_NS, busy_until, implicit
+ * dependencies) + d and returns at once; synchronising sleeps until busy_until. (Work on
+ * an idle stream starts SUBMIT_LATENCY_NS after it was enqueued, as on a real GPU, where
+ * a kernel never starts within nanoseconds of its launch call.)
  *
  * Timing model (constants below):
  *   kernel      max(KERNEL_FLOOR_NS, threads * KERNEL_NS_PER_THREAD), threads = grid * block;
@@ -21,6 +23,10 @@
  * streams are idle, and work on a blocking stream starts after the legacy stream is idle.
  * Streams created non-blocking and per-thread default streams do not take part.
  * The model has unlimited parallelism between streams (no engine contention).
+ *
+ * Activity: while the fake CUPTI has installed its sink (fakegpu_activity.h), every
+ * kernel, copy and memset is reported to it with its simulated start and end on the
+ * stream, described by the `struct sim_work` the entry point passes in.
  */
 #ifndef AIPROF_TESTS_GPU_SIM_H
 #define AIPROF_TESTS_GPU_SIM_H
@@ -30,11 +36,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tests/doubles/fakegpu_activity.h"
+
 #pragma GCC visibility push(hidden)
 
 #define KERNEL_NS_PER_THREAD     1ULL
 #define KERNEL_FLOOR_NS          5000ULL
 #define LAUNCH_HOST_NS           3000ULL
+#define SUBMIT_LATENCY_NS        2000ULL
 #define COPY_LATENCY_NS          5000ULL
 #define COPY_HOST_NS             2000ULL
 #define BW_PINNED_BYTES_PER_S    12000000000ULL
@@ -67,7 +76,9 @@ struct CUevent_st {
 	unsigned int flags;
 };
 
-/* One simulated device per library. */
+/* One simulated device per library; to the program it is device 0 of both. */
+#define SIM_DEVICE_ORDINAL 0u
+
 struct sim_device {
 	pthread_mutex_t lock;
 	struct CUstream_st legacy;
@@ -85,7 +96,27 @@ void sim__sleep_until(uint64_t when_ns);
 void sim__spin(uint64_t ns);
 
 uint64_t sim__kernel_ns(uint64_t threads);
+/* Threads of a launch: grid * block. */
+uint64_t sim__threads(const uint32_t grid[3], const uint32_t block[3]);
 uint64_t sim__bytes_ns(size_t bytes, uint64_t bytes_per_s);
+
+/*
+ * The entry point behind a piece of work, for the activity sink; only read while a sink is
+ * installed (and for the launch geometry).
+ */
+struct sim_work {
+	uint32_t api;              /* enum fakegpu_api */
+	uint32_t cbid;             /* CUPTI callback id of the entry point */
+	const char *name;          /* kernels: registered name, NULL if unknown */
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shmem;
+	uint32_t value;            /* memsets: the value written */
+	bool async;                /* an *Async entry point */
+};
+
+/* Whether a sink is installed: entry points look kernel names up only then. */
+bool sim__activity_on(void);
 
 /* Streams: the stream is allocated by the caller, then registered. */
 void sim_device__add_stream(struct sim_device *d, struct CUstream_st *s);
@@ -139,16 +170,16 @@ static inline bool sim_mem__is_host_pinned(enum sim_mem k)
 
 /*
  * Performs a copy between classified memories and models its time on stream `s`.
- * `async` is the API flavour; copies that touch pageable host memory are synchronous
- * anyway. Host-to-host copies take no device time.
+ * `w->async` is the API flavour; copies that touch pageable host memory are synchronous
+ * anyway. Host-to-host copies take no device time (and are not reported).
  */
 void sim_device__copy(struct sim_device *d, struct CUstream_st *s, void *dst, enum sim_mem dst_kind,
-		      const void *src, enum sim_mem src_kind, size_t bytes, bool async);
-/* memset of device memory: asynchronous w.r.t. the host unless `sync`. */
-void sim_device__memset(struct sim_device *d, struct CUstream_st *s, void *dst, int value,
-			size_t bytes, bool sync);
-/* Kernel of `threads` threads: spins the host launch cost and enqueues its duration. */
-void sim_device__launch(struct sim_device *d, struct CUstream_st *s, uint64_t threads);
+		      const void *src, enum sim_mem src_kind, size_t bytes, const struct sim_work *w);
+/* memset of `bytes` at `dst` (of kind `dst_kind`): asynchronous w.r.t. the host unless `sync`. */
+void sim_device__memset(struct sim_device *d, struct CUstream_st *s, void *dst, enum sim_mem dst_kind,
+			int value, size_t bytes, bool sync, const struct sim_work *w);
+/* Kernel of w->grid * w->block threads: spins the host launch cost and enqueues its duration. */
+void sim_device__launch(struct sim_device *d, struct CUstream_st *s, const struct sim_work *w);
 
 #pragma GCC visibility pop
 

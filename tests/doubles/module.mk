@@ -2,6 +2,7 @@
 # library with the real soname and exported names, compiled against the real headers:
 #   libcudart.so.13 (fake CUDA runtime)  libcuda.so.1 (fake driver)
 #   libnccl.so.2    (fake NCCL)          libibverbs.so.1 (fake verbs)
+#   cupti/libcupti.so.13 (fake CUPTI, in a folder of its own: see below)
 # plus the unversioned symlinks (libcudart.so -> libcudart.so.13, ...) to link against.
 # Only tests link them; nothing in the product does.
 DOUBLES_DIR := $(BUILD)/tests/doubles
@@ -15,6 +16,7 @@ EXTRA_CFLAGS_tests_doubles_fake_cuda := $(DOUBLES_CUDA)
 EXTRA_CFLAGS_tests_doubles_fake_cuda_ptds := $(DOUBLES_CUDA)
 EXTRA_CFLAGS_tests_doubles_fake_nccl := $(DOUBLES_CUDA)
 EXTRA_CFLAGS_tests_doubles_fake_ibverbs := $(DOUBLES_PIC)
+EXTRA_CFLAGS_tests_doubles_fake_cupti := $(DOUBLES_CUDA)
 
 # Links $@ from the objects among the prerequisites, exporting what the .map file lists.
 DOUBLES_LINK = $(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(notdir $@) -Wl,-z,defs \
@@ -38,6 +40,23 @@ $(DOUBLES_DIR)/libibverbs.so.1: tests/doubles/libibverbs.map $(DOUBLES_DIR)/fake
 	$(call msg,LD,$@)
 	$(Q)$(DOUBLES_LINK) -lpthread
 
+# The fake CUPTI is not next to libcudart.so.13: libaiprof.so looks for libcupti there (and in
+# the loader's search path) when the target has not loaded one, and it must only find the
+# double in processes that loaded it themselves (trainer --cupti, through its RUNPATH).
+DOUBLES_CUPTI_DIR := $(DOUBLES_DIR)/cupti
+DOUBLES_CUPTI := $(DOUBLES_CUPTI_DIR)/libcupti.so.13 $(DOUBLES_CUPTI_DIR)/libcupti.so
+
+$(DOUBLES_CUPTI_DIR)/libcupti.so.13: tests/doubles/libcupti.map $(DOUBLES_DIR)/fake_cupti.o
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(DOUBLES_LINK) -Wl,-z,nodelete -ldl -lpthread
+
+$(DOUBLES_CUPTI_DIR)/libcupti.so: $(DOUBLES_CUPTI_DIR)/libcupti.so.13
+	$(call msg,LN,$@)
+	$(Q)ln -sfn libcupti.so.13 $@
+
+TEST_PROGRAMS += $(DOUBLES_CUPTI)
+
 DOUBLES_SONAMES := libcudart.so.13 libcuda.so.1 libnccl.so.2 libibverbs.so.1
 DOUBLES_LIBS := $(addprefix $(DOUBLES_DIR)/,$(DOUBLES_SONAMES))
 # libX.so.N -> libX.so
@@ -55,9 +74,9 @@ TEST_PROGRAMS += $(DOUBLES_LIBS) $(DOUBLES_LINKS)
 # selftest: checks the doubles themselves (run it directly; it takes about a second).
 EXTRA_CFLAGS_tests_doubles_selftest := -I$(CUDA_HOME)/include
 
-$(DOUBLES_DIR)/selftest: $(DOUBLES_DIR)/selftest.o $(DOUBLES_LIBS) $(DOUBLES_LINKS)
+$(DOUBLES_DIR)/selftest: $(DOUBLES_DIR)/selftest.o $(DOUBLES_LIBS) $(DOUBLES_LINKS) $(DOUBLES_CUPTI)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -L$(DOUBLES_DIR) -Wl,-rpath,'$$ORIGIN' \
-		-lcudart -lcuda -lnccl -libverbs -lpthread -ldl
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -L$(DOUBLES_DIR) -L$(DOUBLES_CUPTI_DIR) \
+		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/cupti' -lcudart -lcuda -lnccl -libverbs -lcupti -lpthread -ldl
 
 TEST_PROGRAMS += $(DOUBLES_DIR)/selftest

@@ -6,7 +6,9 @@
  * rank loads a batch, copies it to the device, launches kernels (runtime API through
  * nvcc-style host stubs, and one driver API launch), all-reduces its gradients, copies the
  * result back and synchronises its stream. Faults that later diagnosis tests must find can
- * be planted with --fault.
+ * be planted with --fault. --cupti loads libcupti.so.13 (the fake one, through the RUNPATH)
+ * at start without using it, as a framework that links CUPTI does; --cupti-subscribe also
+ * holds the CUPTI subscription for the whole run, as Kineto or Nsight Systems do.
  *
  * Output contract (tests rely on it):
  *   stdout  "ready pid=<pid>" once every rank is initialised (flushed);
@@ -16,7 +18,7 @@
  * The checksum hashes, per rank and step, the bytes that came back from the device after
  * the all-reduce (and through the RDMA loopback with --rdma). It depends on --ranks,
  * --steps (or the step count reached with --run-seconds), --batch-bytes, --grad-bytes and
- * --rdma only: never on timing, pinned/pageable memory, --stress or the faults.
+ * --rdma only: never on timing, pinned/pageable memory, --stress, --cupti* or the faults.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +40,8 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <cupti.h>
+#include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <nccl.h>
 
@@ -92,6 +96,8 @@ struct config {
 	bool rdma;
 	bool pageable;
 	bool stress;
+	bool cupti;              /* load libcupti.so.13 at start */
+	bool cupti_subscribe;    /* ... and subscribe to it for the whole run */
 	unsigned int faults;
 	int fault_rank;          /* -1: not given */
 	int fault_step;          /* -1: not given */
@@ -1005,6 +1011,8 @@ static void usage(FILE *f)
 		"  --pinned              pinned host buffers (default)\n"
 		"  --pageable            pageable host buffers\n"
 		"  --stress              allocator churn threads and a SIGALRM/SIGUSR1 storm\n"
+		"  --cupti               load libcupti.so.13 at start, as a framework linking CUPTI does\n"
+		"  --cupti-subscribe     --cupti, and hold the CUPTI subscription (like Kineto/Nsight)\n"
 		"  --fault NAME          plant a fault (repeatable):\n",
 		MAX_RANKS);
 	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
@@ -1057,7 +1065,8 @@ static int parse_bytes(const char *s, size_t *ret)
 static int parse_args(int argc, char **argv, struct config *cfg)
 {
 	enum { O_RANKS = 256, O_STEPS, O_KERNELS, O_BATCH, O_GRAD, O_CKPT_EVERY, O_CKPT_DIR, O_RDMA, O_PINNED,
-	       O_PAGEABLE, O_STRESS, O_FAULT, O_FAULT_RANK, O_FAULT_STEP, O_RUN_SECONDS, O_HELP };
+	       O_PAGEABLE, O_STRESS, O_FAULT, O_FAULT_RANK, O_FAULT_STEP, O_RUN_SECONDS, O_CUPTI,
+	       O_CUPTI_SUBSCRIBE, O_HELP };
 	static const struct option opts[] = {
 		{ "ranks", required_argument, NULL, O_RANKS },
 		{ "steps", required_argument, NULL, O_STEPS },
@@ -1074,6 +1083,8 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 		{ "fault-rank", required_argument, NULL, O_FAULT_RANK },
 		{ "fault-step", required_argument, NULL, O_FAULT_STEP },
 		{ "run-seconds", required_argument, NULL, O_RUN_SECONDS },
+		{ "cupti", no_argument, NULL, O_CUPTI },
+		{ "cupti-subscribe", no_argument, NULL, O_CUPTI_SUBSCRIBE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -1094,6 +1105,8 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 		case O_PINNED: cfg->pageable = false; break;
 		case O_PAGEABLE: cfg->pageable = true; break;
 		case O_STRESS: cfg->stress = true; break;
+		case O_CUPTI: cfg->cupti = true; break;
+		case O_CUPTI_SUBSCRIBE: cfg->cupti = cfg->cupti_subscribe = true; break;
 		case O_FAULT_RANK: bad = parse_int(optarg, 0, MAX_RANKS - 1, &cfg->fault_rank); break;
 		case O_FAULT_STEP: bad = parse_int(optarg, 0, 100000000, &cfg->fault_step); break;
 		case O_RUN_SECONDS: {
@@ -1164,6 +1177,48 @@ static unsigned int rank_faults(const struct config *cfg, int rank)
 	return f;
 }
 
+/* No-op callback of the --cupti-subscribe subscription: it enables no callbacks. */
+static void CUPTIAPI cupti_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+				    const void *data)
+{
+}
+
+/*
+ * --cupti: dlopen("libcupti.so.13") by soname, found through the RUNPATH, and keep it
+ * loaded. --cupti-subscribe: take the (single) CUPTI subscription and hold it until exit.
+ * Returns 0, or -1 after printing why.
+ */
+static int cupti_load(const struct config *cfg)
+{
+	__typeof__(cuptiSubscribe) *subscribe;
+	__typeof__(cuptiGetResultString) *result_string;
+	CUpti_SubscriberHandle sub;
+	const char *why = NULL;
+	CUptiResult cr;
+	void *lib;
+
+	lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "trainer: --cupti: %s\n", dlerror());
+		return -1;
+	}
+	if (!cfg->cupti_subscribe)
+		return 0;
+	subscribe = (__typeof__(cuptiSubscribe) *)dlsym(lib, "cuptiSubscribe");
+	result_string = (__typeof__(cuptiGetResultString) *)dlsym(lib, "cuptiGetResultString");
+	if (!subscribe || !result_string) {
+		fprintf(stderr, "trainer: --cupti-subscribe: libcupti.so.13 lacks cuptiSubscribe\n");
+		return -1;
+	}
+	cr = subscribe(&sub, cupti_callback, NULL);
+	if (cr != CUPTI_SUCCESS) {
+		result_string(cr, &why);
+		fprintf(stderr, "trainer: --cupti-subscribe: cuptiSubscribe: %s\n", why ? why : "error");
+		return -1;
+	}
+	return 0;
+}
+
 static int remove_checkpoint_dir(const struct config *cfg)
 {
 	char path[4096];
@@ -1198,6 +1253,8 @@ int main(int argc, char **argv)
 	if (r != 0)
 		return r > 0 ? 0 : 2;
 	signal(SIGPIPE, SIG_IGN);
+	if (cfg.cupti && cupti_load(&cfg) < 0)
+		return 1;
 
 	if (cfg.checkpoint_every > 0 && !cfg.checkpoint_dir) {
 		if (!mkdtemp(tmpdir)) {
