@@ -9,7 +9,9 @@ PACKAGES=(
 	libelf-dev zlib1g-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
 	libwebsockets-dev libibverbs-dev libbpf-dev bpftool linux-libc-dev
 	# tests
-	libcmocka-dev util-linux procps strace python3-pytest
+	libcmocka-dev util-linux procps strace python3-pytest python3-yaml
+	# report.html is rendered in headless Chromium by tests/integration/test_artifacts.py
+	chromium
 	# S3 upload: libcrypto for SigV4; a real S3 server (Ceph radosgw) and independent clients
 	libssl-dev openssl radosgw ceph-mon ceph-osd ceph-common awscli python3-boto3 python3-botocore
 	# demo workload: a real PyTorch training loop (CPU)

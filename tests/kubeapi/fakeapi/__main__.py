@@ -1,0 +1,4 @@
+# SPDX-License-Identifier: MIT
+from .main import main
+
+main()
