@@ -49,7 +49,9 @@ all: everything
 include common/module.mk
 include injector/module.mk
 include bpf/gpuprobes.mk
+include bpf/module.mk
 include tests/module.mk
+include tests/workloads/ebpf_workloads.mk
 
 everything: $(PROGRAMS) $(LIBRARIES) $(TEST_PROGRAMS)
 

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * On-CPU sampling: a perf_event program on every CPU's cpu-clock at the requested
+ * frequency. When the interrupted task belongs to a target it records kernel and user
+ * stacks (frame pointers) and, for a Python thread, the interpreter's frames.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "cpu.h"
+#include "pystack.bpf.h"
+
+const volatile bool want_python = false;
+
+bool running = false;   /* user space turns recording on and off */
+__u64 lost = 0;         /* records the ring buffer had no room for */
+
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct cpu_sample *e;
+
+	if (!running || !is_target(id >> 32))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, EBPF_REC_CPU_SAMPLE, id, bpf_ktime_get_ns());
+	e->st.kstack_bytes = bpf_get_stack(ctx, e->st.kips, sizeof(e->st.kips), 0);
+	e->st.ustack_bytes = bpf_get_stack(ctx, e->st.uips, sizeof(e->st.uips), BPF_F_USER_STACK);
+	e->st.py_frames = 0;
+	e->st.py_status = EBPF_PY_ST_NONE;
+	if (want_python)
+		py_walk(&e->st, id >> 32, (__u32)id);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

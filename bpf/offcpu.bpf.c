@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Off-CPU time, from two BTF tracepoints only (no kprobes, no trampolines: they need not
+ * exist in the kernel). sched_switch notes when a target thread goes to sleep and, when it
+ * is switched in after a long sleep, takes its kernel stack (bpf_get_task_stack: the thread
+ * is not running yet, its stack is the wait's). The record is written in the thread's own
+ * context, where its user stack and Python frames are readable and unchanged since the
+ * wait: at sys_exit of the syscall it slept in, or at its next sleep. A sleep outside a
+ * syscall (a page fault) is recorded at once, with the user pc as its only user frame.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "offcpu.h"
+#include "pystack.bpf.h"
+
+const volatile bool want_python = false;
+const volatile __u64 min_block_ns = 1000000;
+
+bool running = false;
+__u64 lost = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct offcpu_task);
+} offcpu_task SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, EBPF_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct offcpu_total);
+} offcpu_totals SEC(".maps");
+
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+static __always_inline struct pt_regs *user_regs(struct task_struct *t)
+{
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(t);
+}
+
+static __always_inline struct offcpu_total *totals(__u32 tgid)
+{
+	struct offcpu_total *tot = bpf_map_lookup_elem(&offcpu_totals, &tgid);
+
+	if (!tot) {
+		struct offcpu_total t0 = {};
+
+		bpf_map_update_elem(&offcpu_totals, &tgid, &t0, BPF_NOEXIST);
+		tot = bpf_map_lookup_elem(&offcpu_totals, &tgid);
+	}
+	return tot;
+}
+
+/*
+ * Writes the record of s's finished sleep. Called in the thread's own context (user_stack)
+ * or, for a sleep outside a syscall, at its switch-in with its pc only.
+ */
+static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu_task *s,
+				 __s32 syscall, bool user_stack)
+{
+	struct offcpu_total *tot;
+	struct offcpu_event *e;
+	struct pt_regs *regs;
+	__u32 tgid = BPF_CORE_READ(t, tgid), tid = BPF_CORE_READ(t, pid);
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return;
+	}
+	e->hdr.type = EBPF_REC_OFFCPU;
+	e->hdr.tgid = tgid;
+	e->hdr.tid = tid;
+	e->hdr.cpu = s->cpu;
+	e->hdr.ts = s->ts;
+	BPF_CORE_READ_STR_INTO(&e->hdr.comm, t, comm);
+	e->dur_ns = s->woke - s->ts;
+	e->state = s->state;
+	e->syscall = syscall;
+	e->st.kstack_bytes = s->kstack_bytes;
+	bpf_probe_read_kernel(e->st.kips, sizeof(e->st.kips), s->kips);
+	e->st.py_frames = 0;
+	e->st.py_status = EBPF_PY_ST_NONE;
+	if (user_stack) {
+		e->st.ustack_bytes = bpf_get_stack(ctx, e->st.uips, sizeof(e->st.uips), BPF_F_USER_STACK);
+		if (want_python)
+			py_walk(&e->st, tgid, tid);
+	} else {
+		regs = user_regs(t);
+		e->st.uips[0] = regs ? BPF_CORE_READ(regs, ip) : 0;
+		e->st.ustack_bytes = e->st.uips[0] ? 8 : 0;
+	}
+	bpf_ringbuf_submit(e, 0);
+	tot = totals(tgid);
+	if (tot)
+		tot->emitted++;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct offcpu_task *s;
+	struct offcpu_total *tot;
+	struct pt_regs *regs;
+	__u64 now = 0, dur;
+	__s32 nr;
+	__u32 state;
+
+	if (!running)
+		return 0;
+	/* prev: a long sleep it woke from and has not been recorded (it slept again in the
+	 * same syscall, say) is recorded now, in its context; then a new sleep begins */
+	state = preempt ? 0 : task_state(prev) & 0xff;
+	if (state && is_target(BPF_CORE_READ(prev, tgid))) {
+		s = bpf_task_storage_get(&offcpu_task, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (s) {
+			if (s->woke) {
+				regs = user_regs(prev);
+				emit(ctx, prev, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true);
+			}
+			now = bpf_ktime_get_ns();
+			s->ts = now;
+			s->woke = 0;
+			s->state = state;
+			s->cpu = bpf_get_smp_processor_id();
+		}
+	}
+	/* next: only target threads that slept have storage */
+	s = bpf_task_storage_get(&offcpu_task, next, NULL, 0);
+	if (!s || !s->ts || s->woke)
+		return 0;
+	if (!now)
+		now = bpf_ktime_get_ns();
+	dur = now - s->ts;
+	tot = totals(BPF_CORE_READ(next, tgid));
+	if (tot) {
+		tot->count++;
+		tot->total_ns += dur;
+	}
+	if (dur < min_block_ns) {
+		s->ts = 0;
+		return 0;
+	}
+	s->woke = now;
+	s->kstack_bytes = bpf_get_task_stack(next, s->kips, sizeof(s->kips), 0);
+	regs = user_regs(next);
+	nr = regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1;
+	if (nr < 0) {
+		/* not in a syscall: nothing later tells us it is back in user space */
+		emit(ctx, next, s, -1, false);
+		s->ts = 0;
+		s->woke = 0;
+	}
+	return 0;
+}
+
+/* the end of the syscall a long sleep happened in: the thread's own context */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct offcpu_task *s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
+
+	if (!s || !s->woke)
+		return 0;
+	if (running)
+		emit(ctx, t, s, (__s32)regs->orig_ax, true);
+	s->ts = 0;
+	s->woke = 0;
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Off-CPU time (offcpu.bpf.c <-> injector/ebpf_offcpu.c). When a target thread goes to
+ * sleep (switched out in a sleeping state, not preempted) only the time is noted, in its
+ * task storage. When it is switched in again after at least the threshold, its kernel
+ * stack (still the wait's) is kept there, and the record is completed in the thread's own
+ * context — where its user and Python stacks can be read and are still those of the wait:
+ * at the end of the syscall it slept in, or at its next sleep, whichever comes first.
+ * Short blocks cost two task-storage accesses and nothing else.
+ */
+#ifndef AIPROF_BPF_OFFCPU_H
+#define AIPROF_BPF_OFFCPU_H
+
+#include "stack.h"
+
+/* Per thread (task storage offcpu_task; user space reads it by pidfd at the end). */
+struct offcpu_task {
+	__u64 ts;                 /* when it went to sleep, CLOCK_MONOTONIC ns; 0 if running */
+	__u64 woke;               /* when it woke from a long sleep not yet recorded; else 0 */
+	__u32 state;              /* task state at sleep: 1 S, 2 D, 4/8 stopped/traced */
+	__u32 cpu;
+	__s32 kstack_bytes;       /* kips, taken as it was switched in */
+	__u32 pad;
+	__u64 kips[EBPF_KSTACK_MAX];
+};
+
+struct offcpu_event {
+	struct ebpf_rec_hdr hdr;  /* type EBPF_REC_OFFCPU; ts = went to sleep; cpu = slept on */
+	__u64 dur_ns;             /* time until it was switched in again */
+	__u32 state;
+	__s32 syscall;            /* syscall it slept in (orig_ax), -1 if none/unknown */
+	struct ebpf_stacks st;    /* where it slept */
+};
+
+/* Per target process (map offcpu_totals, per CPU): every block, also the short ones. */
+struct offcpu_total {
+	__u64 count;
+	__u64 total_ns;
+	__u64 emitted;
+};
+
+_Static_assert(sizeof(struct offcpu_task) == 32 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
+_Static_assert(sizeof(struct offcpu_event) == 56 + EBPF_STACKS_SIZE, "offcpu_event layout");
+
+#endif

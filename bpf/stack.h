@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every eBPF collector shares with user space: the record header on the ring buffer,
+ * the stacks block (kernel, user, Python) and the map of target processes. Fixed-width
+ * types only; the sizes are asserted on both sides.
+ *
+ * Include after <linux/types.h> (user space) or vmlinux.h (BPF).
+ */
+#ifndef AIPROF_BPF_STACK_H
+#define AIPROF_BPF_STACK_H
+
+#define EBPF_KSTACK_MAX 48      /* kernel frames kept per stack */
+#define EBPF_USTACK_MAX 96      /* user (native) frames kept per stack */
+#define EBPF_PY_MAX     64      /* Python frames kept per stack */
+#define EBPF_MAX_TARGETS 1024   /* processes (tgids) one session can watch */
+#define EBPF_TARGET_SLOTS 16384 /* slots of the target filter, a power of two */
+#define EBPF_TARGET_PROBES 8    /* a target sits at most this many slots after tgid's own */
+
+enum ebpf_rec_type {
+	EBPF_REC_CPU_SAMPLE = 1,  /* struct cpu_sample (cpu.h) */
+	EBPF_REC_OFFCPU,          /* struct offcpu_event (offcpu.h) */
+	EBPF_REC_SYSCALL,         /* struct syscall_event (syscalls.h) */
+};
+
+/* First bytes of every ring-buffer record. ts is bpf_ktime_get_ns(): CLOCK_MONOTONIC ns. */
+struct ebpf_rec_hdr {
+	__u32 type;               /* enum ebpf_rec_type */
+	__u32 tgid;               /* host pid */
+	__u32 tid;                /* host tid */
+	__u32 cpu;
+	__u64 ts;
+	char comm[16];            /* thread name */
+};
+
+/*
+ * One Python frame as read from the interpreter: the code object (PyCodeObject *) and the
+ * instruction pointer into its bytecode. The byte at bit 48 of instr_flags is the frame's
+ * `owner`, the one at bit 56 its `is_entry` (3.11 only); the low 48 bits are the pointer.
+ */
+struct ebpf_py_frame {
+	__u64 code;
+	__u64 instr_flags;
+};
+
+#define EBPF_PY_INSTR_MASK   0x0000ffffffffffffULL
+#define EBPF_PY_OWNER_SHIFT  48
+#define EBPF_PY_ENTRY_SHIFT  56
+
+enum ebpf_py_status {
+	EBPF_PY_ST_NONE = 0,          /* not a Python thread (or Python not enabled) */
+	EBPF_PY_ST_OK = 1,            /* frames read up to the bottom of the stack */
+	EBPF_PY_ST_TRUNCATED = 2,     /* more frames than EBPF_PY_MAX */
+	EBPF_PY_ST_READ_ERROR = 3,    /* a frame could not be read: stopped there */
+	EBPF_PY_ST_NO_FRAME = 4,      /* Python thread outside any Python code */
+};
+
+struct ebpf_stacks {
+	__s32 kstack_bytes;       /* bpf_get_stack() result: bytes of kips, or -errno */
+	__s32 ustack_bytes;       /* same, for uips */
+	__u32 py_frames;          /* entries of py used, innermost first */
+	__u32 py_status;          /* enum ebpf_py_status */
+	__u64 kips[EBPF_KSTACK_MAX];
+	__u64 uips[EBPF_USTACK_MAX];
+	struct ebpf_py_frame py[EBPF_PY_MAX];
+};
+
+/*
+ * The target filter is an array (lookups the verifier inlines: no helper call on the path
+ * every syscall and context switch of the machine takes) of EBPF_TARGET_SLOTS slots; a
+ * target's tgid is in slot tgid % EBPF_TARGET_SLOTS or in one of the next
+ * EBPF_TARGET_PROBES - 1 (open addressing, placed by user space). tgid 0 = empty.
+ */
+struct ebpf_target {
+	__u32 tgid;
+	__u32 index;              /* position in the session's target list */
+};
+
+#define EBPF_STACKS_SIZE (16 + 8 * (EBPF_KSTACK_MAX + EBPF_USTACK_MAX) + 16 * EBPF_PY_MAX)
+
+_Static_assert(sizeof(struct ebpf_rec_hdr) == 40, "ebpf_rec_hdr layout");
+_Static_assert(sizeof(struct ebpf_py_frame) == 16, "ebpf_py_frame layout");
+_Static_assert(sizeof(struct ebpf_stacks) == EBPF_STACKS_SIZE, "ebpf_stacks layout");
+
+#endif

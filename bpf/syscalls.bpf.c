@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * System calls of the targets from raw_syscalls:sys_enter/sys_exit. Every call of a target
+ * thread updates a per-CPU latency record for (tgid, nr); a call that took at least
+ * slow_ns also becomes a ring-buffer record naming the file, pipe or socket behind its fd
+ * (walked up the dentry and mount tree, so it is the path the target sees) or the path it
+ * was given, with the bytes it moved.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "syscalls.h"
+#include "maps.bpf.h"
+
+#define S_IFMT  00170000
+#define S_IFSOCK 0140000
+
+const volatile __u64 slow_ns = 1000000;
+
+bool running = false;
+__u64 lost = 0;
+
+struct sys_enter_state {
+	__u64 ts;                 /* 0: not in a call we saw start */
+	__u64 args[3];
+	__u32 nr;
+	__u32 pad;
+};
+
+/* per thread: the call it is in (task storage: no hash update on the hot path) */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sys_enter_state);
+} sys_start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct syscall_stat_key);
+	__type(value, struct syscall_stat);
+} sys_stats SEC(".maps");
+
+/* nr -> enum syscall_kind bits, filled by user space */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SYSCALL_NR_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} sys_kinds SEC(".maps");
+
+/* (tgid, fd) -> bytes written through it since its last fsync-like call (or its open) */
+struct sys_fd_key {
+	__u32 tgid;
+	__s32 fd;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct sys_fd_key);
+	__type(value, __u64);
+} sys_written SEC(".maps");
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 b = 0;
+
+	if (v >> 32) { v >>= 32; b += 32; }
+	if (v >> 16) { v >>= 16; b += 16; }
+	if (v >> 8) { v >>= 8; b += 8; }
+	if (v >> 4) { v >>= 4; b += 4; }
+	if (v >> 2) { v >>= 2; b += 2; }
+	if (v >> 1) { b += 1; }
+	return b < SYSCALL_HIST ? b : SYSCALL_HIST - 1;
+}
+
+static __always_inline struct file *fd_file(__u64 fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct file **fds;
+	struct file *f = NULL;
+	unsigned int max;
+
+	max = BPF_CORE_READ(task, files, fdt, max_fds);
+	if (fd >= max)
+		return NULL;
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (!fds)
+		return NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+/*
+ * comps[i] is the name of the i-th dentry up from the file, or "" where the walk crossed
+ * from a mount's root to its mount point. One slot per step keeps the verifier's job linear.
+ */
+static __always_inline void fill_path(struct syscall_event *e, struct file *f)
+{
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	struct mount *m = (struct mount *)((void *)vm - bpf_core_field_offset(struct mount, mnt));
+	__u32 i;
+
+	e->path_src = SYS_PATH_DENTRY;
+	e->path_truncated = 1;
+	for (i = 0; i < SYSCALL_PATH_DEPTH; i++) {
+		struct dentry *parent, *root = BPF_CORE_READ(m, mnt.mnt_root);
+		struct mount *mp;
+
+		e->comps[i][0] = 0;
+		if (d == root) {
+			mp = BPF_CORE_READ(m, mnt_parent);
+			if (mp == m) {  /* the root of the mount tree */
+				e->path_truncated = 0;
+				break;
+			}
+			d = BPF_CORE_READ(m, mnt_mountpoint);
+			m = mp;
+			continue;
+		}
+		parent = BPF_CORE_READ(d, d_parent);
+		bpf_probe_read_kernel_str(e->comps[i], SYSCALL_NAME_LEN, BPF_CORE_READ(d, d_name.name));
+		if (parent == d) {      /* root of a filesystem that is not mounted (pipefs, ...) */
+			e->path_truncated = 0;
+			i++;
+			break;
+		}
+		d = parent;
+	}
+	e->depth = i;
+}
+
+static __always_inline void fill_socket(struct syscall_event *e, struct file *f)
+{
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk)
+		return;
+	e->sk_type = BPF_CORE_READ(sock, type);
+	e->sk_family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	e->sk_proto = BPF_CORE_READ(sk, sk_protocol);
+	e->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (e->sk_family == 2 /* AF_INET */) {
+		bpf_core_read(e->saddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(e->daddr, 4, &sk->__sk_common.skc_daddr);
+	} else if (e->sk_family == 10 /* AF_INET6 */) {
+		bpf_core_read(e->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(e->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+	}
+}
+
+static __always_inline void fill_file(struct syscall_event *e, struct file *f)
+{
+	struct inode *ino = BPF_CORE_READ(f, f_inode);
+
+	e->i_mode = BPF_CORE_READ(ino, i_mode);
+	e->ino = BPF_CORE_READ(ino, i_ino);
+	e->file_size = BPF_CORE_READ(ino, i_size);
+	e->s_magic = BPF_CORE_READ(ino, i_sb, s_magic);
+	if ((e->i_mode & S_IFMT) == S_IFSOCK)
+		fill_socket(e, f);
+	else
+		fill_path(e, f);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct sys_enter_state *s;
+
+	if (!running || !is_target(pid_tgid >> 32))
+		return 0;
+	s = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	s->ts = bpf_ktime_get_ns();
+	s->nr = (__u32)id;
+	s->args[0] = regs->di;    /* a BTF pointer: plain loads, no probe reads */
+	s->args[1] = regs->si;
+	s->args[2] = regs->dx;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), now, dur, *w, written = 0, ts0;
+	__u32 nr;
+	struct syscall_stat_key key;
+	struct sys_fd_key fdk;
+	struct sys_enter_state *s;
+	struct syscall_stat *st;
+	struct syscall_event *e;
+	struct file *f = NULL;
+	__u8 *kindp, kind = 0;
+
+	/* only targets' threads have storage: no need to look the process up again */
+	s = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), NULL, 0);
+	if (!s || !s->ts)
+		return 0;
+	now = bpf_ktime_get_ns();
+	ts0 = s->ts;
+	dur = now - ts0;
+	nr = s->nr;
+	s->ts = 0;
+	if (!running)
+		return 0;
+
+	key.tgid = pid_tgid >> 32;
+	key.nr = nr;
+	st = bpf_map_lookup_elem(&sys_stats, &key);
+	if (!st) {
+		struct syscall_stat z = {};
+
+		bpf_map_update_elem(&sys_stats, &key, &z, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&sys_stats, &key);
+	}
+	if (st) {
+		st->count++;
+		st->total_ns += dur;
+		if (dur > st->max_ns)
+			st->max_ns = dur;
+		if (dur >= slow_ns)
+			st->slow++;
+		st->hist[log2_bucket(dur)]++;
+	}
+
+	if (nr < SYSCALL_NR_MAX) {
+		kindp = bpf_map_lookup_elem(&sys_kinds, &nr);
+		if (kindp)
+			kind = *kindp;
+	}
+	fdk.tgid = pid_tgid >> 32;
+	fdk.fd = (__s32)s->args[0];
+	if ((kind & SYS_K_WRITES) && ret > 0) {
+		w = bpf_map_lookup_elem(&sys_written, &fdk);
+		if (w) {
+			__sync_fetch_and_add(w, (__u64)ret);
+		} else {
+			__u64 v = (__u64)ret;
+
+			bpf_map_update_elem(&sys_written, &fdk, &v, BPF_NOEXIST);
+		}
+	} else if ((kind & SYS_K_SYNCS) && ret == 0) {
+		w = bpf_map_lookup_elem(&sys_written, &fdk);
+		if (w)
+			written = __sync_lock_test_and_set(w, 0);
+	} else if ((kind & SYS_K_CLOSES) && ret == 0) {
+		bpf_map_delete_elem(&sys_written, &fdk);
+	}
+	if (dur < slow_ns)
+		return 0;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, EBPF_REC_SYSCALL, pid_tgid, ts0);
+	e->dur_ns = dur;
+	e->ret = ret;
+	e->args[0] = s->args[0];
+	e->args[1] = s->args[1];
+	e->args[2] = s->args[2];
+	e->nr = nr;
+	e->bytes = (kind & SYS_K_SYNCS) ? written : (ret > 0 ? (__u64)ret : 0);
+	e->file_size = 0;
+	e->ino = 0;
+	e->i_mode = 0;
+	e->s_magic = 0;
+	e->path_src = SYS_PATH_NONE;
+	e->depth = 0;
+	e->sk_family = e->sk_proto = e->sport = e->dport = e->sk_type = e->path_truncated = 0;
+	__builtin_memset(e->saddr, 0, sizeof(e->saddr));
+	__builtin_memset(e->daddr, 0, sizeof(e->daddr));
+	if ((kind & SYS_K_FD0) && !(kind & SYS_K_CLOSES)) {
+		f = fd_file(s->args[0]);
+		if (f)
+			fill_file(e, f);
+	} else if (kind & (SYS_K_PATH0 | SYS_K_PATH1)) {
+		const char *up = (const char *)((kind & SYS_K_PATH0) ? s->args[0] : s->args[1]);
+
+		if (bpf_probe_read_user_str(e->upath, sizeof(e->upath), up) > 0)
+			e->path_src = SYS_PATH_USER;
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * System calls of the targets (syscalls.bpf.c <-> injector/ebpf_syscalls.c): latency per
+ * syscall kind aggregated in the kernel, and one record per slow call with the file or
+ * socket behind its fd (or the path it was given) and its byte count.
+ */
+#ifndef AIPROF_BPF_SYSCALLS_H
+#define AIPROF_BPF_SYSCALLS_H
+
+#include "stack.h"
+
+#define SYSCALL_NR_MAX    512     /* syscall numbers at or above are counted, not classified */
+#define SYSCALL_HIST      40      /* log2(ns) buckets: bucket b holds [2^b, 2^(b+1)) ns */
+#define SYSCALL_PATH_DEPTH 16     /* path components walked up from a dentry */
+#define SYSCALL_NAME_LEN  64      /* bytes kept per component (NUL included) */
+
+/* What user space says about each syscall number (map sys_kinds, one byte per nr). */
+enum syscall_kind {
+	SYS_K_FD0 = 1 << 0,       /* args[0] is a file descriptor */
+	SYS_K_PATH0 = 1 << 1,     /* args[0] is a path string in user memory */
+	SYS_K_PATH1 = 1 << 2,     /* args[1] is a path string in user memory */
+	SYS_K_WRITES = 1 << 3,    /* a positive return is bytes written to fd args[0] */
+	SYS_K_SYNCS = 1 << 4,     /* flushes fd args[0]: report and reset bytes written to it */
+	SYS_K_CLOSES = 1 << 5,    /* closes fd args[0] */
+};
+
+struct syscall_stat_key {
+	__u32 tgid;
+	__u32 nr;
+};
+
+struct syscall_stat {          /* per CPU; user space sums */
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u64 slow;               /* calls at or above the slow threshold */
+	__u32 hist[SYSCALL_HIST];
+};
+
+enum syscall_path_src {
+	SYS_PATH_NONE = 0,
+	SYS_PATH_DENTRY = 1,      /* comps[] leaf first, up to the root of the mount tree; an empty
+				   * component marks a mount point crossed */
+	SYS_PATH_USER = 2,        /* upath: the string the caller passed */
+};
+
+struct syscall_event {
+	struct ebpf_rec_hdr hdr;  /* type EBPF_REC_SYSCALL; ts = entry */
+	__u64 dur_ns;
+	__s64 ret;
+	__u64 args[3];
+	__u64 bytes;              /* ret for reads/writes; for an fsync-like call the bytes written
+				   * to the file since the last one (or since recording began) */
+	__u64 file_size;          /* i_size of the file, 0 if none */
+	__u64 ino;
+	__u32 nr;
+	__u32 i_mode;             /* 0 when there was no file */
+	__u32 s_magic;            /* superblock magic: pipefs, sockfs, anon_inodefs, ... */
+	__u32 path_src;           /* enum syscall_path_src */
+	__u32 depth;              /* comps[] filled (SYS_PATH_DENTRY) */
+	__u16 sk_family, sk_proto;
+	__u16 sport, dport;       /* host order */
+	__u16 sk_type;
+	__u16 path_truncated;     /* deeper than SYSCALL_PATH_DEPTH: comps[] end below the root */
+	__u8 saddr[16], daddr[16];
+	union {
+		char comps[SYSCALL_PATH_DEPTH][SYSCALL_NAME_LEN];
+		char upath[SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN];
+	};
+};
+
+_Static_assert(sizeof(struct syscall_stat) == 32 + 4 * SYSCALL_HIST, "syscall_stat layout");
+_Static_assert(sizeof(struct syscall_event) ==
+	       40 + 8 * 8 + 4 * 5 + 2 * 6 + 32 + SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN,
+	       "syscall_event layout");
+
+#endif

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The eBPF collectors of `aiprof profile`: on-CPU samples and off-CPU intervals with
+ * kernel, native and Python stacks, and system calls, for the target processes only (the
+ * filter is in the kernel). Works next to the interception library or without it.
+ *
+ *   ebpf__new()   open -> configure -> feature-probe -> load -> attach (recording off)
+ *   ebpf__start() recording on           ebpf__poll()  while recording (every few ms)
+ *   ebpf__stop()  recording off, last records, kernel-side totals, symbols resolved
+ *   ebpf__free()
+ *
+ * The artifact builders read the results through ebpf_timeline_write(),
+ * ebpf_summary_write() and ebpf_folded_write().
+ */
+#ifndef AIPROF_EBPF_H
+#define AIPROF_EBPF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct jsonw;
+struct target;
+
+enum {
+	EBPF_COLLECT_CPU = 1u << 0,       /* on-CPU sampling */
+	EBPF_COLLECT_OFFCPU = 1u << 1,    /* blocked time from sched_switch */
+	EBPF_COLLECT_SYSCALLS = 1u << 2,  /* syscall latency, slow calls with their files */
+	EBPF_COLLECT_PYTHON = 1u << 3,    /* Python frames in the stacks of the two above */
+	EBPF_COLLECT_ALL = 0xfu,
+};
+
+struct ebpf_opts {
+	uint32_t collectors;              /* EBPF_COLLECT_* */
+	uint32_t frequency_hz;            /* on-CPU samples per second per CPU; default 99 */
+	uint64_t offcpu_min_ns;           /* shortest block recorded; default 1 ms */
+	uint64_t slow_syscall_ns;         /* a call at least this long is an event; default 1 ms */
+	const char *btf_path;             /* NULL: $AIPROF_VMLINUX_BTF, else /sys/kernel/btf/vmlinux */
+};
+
+#define EBPF_DEFAULT_FREQUENCY 99
+#define EBPF_MAX_FREQUENCY 10000
+
+struct ebpf;
+
+/*
+ * Prepares the collectors for these host pids; nothing is recorded until ebpf__start().
+ * Returns 0 and *ret (free with ebpf__free()) when at least one collector is attached,
+ * else a negative errno and, in why, the reason in words ("the kernel has no BTF ...").
+ * Collectors that could not start while others did are listed by ebpf_summary_write().
+ */
+int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct ebpf **ret,
+	      char *why, size_t whylen);
+void ebpf__start(struct ebpf *e);
+/* Consumes what the kernel side has recorded; keeps the Python thread map current. */
+void ebpf__poll(struct ebpf *e);
+void ebpf__stop(struct ebpf *e);
+void ebpf__free(struct ebpf *e);  /* NULL-safe; detaches everything */
+
+/* Collectors that ran, as EBPF_COLLECT_* bits. */
+uint32_t ebpf__collectors(const struct ebpf *e);
+/* What runs, in words ("cpu at 99 Hz, offcpu from 1ms, python 3.11.2 in pid 42"). */
+const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len);
+
+/* The eBPF events of target t (its cpu_sample, offcpu and syscall events, and names of
+ * threads the library did not see), inside the traceEvents array. */
+void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t);
+/* The top-level "stackFrames" member the events' "sf" ids refer to. */
+void ebpf_timeline_write_frames(struct jsonw *w, struct ebpf *e);
+
+/* The summary's "ebpf" member. e may be NULL: then why_off says why eBPF did not run. */
+void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_off);
+
+/* stacks.folded (on-CPU samples) and offcpu.folded (microseconds blocked) into dir.
+ * Returns 0 or a negative errno. */
+int ebpf_folded_write(const struct ebpf *e, const char *dir);
+
+#endif

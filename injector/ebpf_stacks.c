@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebpf_stacks.h"
+
+/* ---- blobtab: bytes -> dense id -------------------------------------------------------- */
+
+static uint64_t hash_bytes(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ULL;  /* FNV-1a */
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h ^ (h >> 31);
+}
+
+static void blobtab_clear(struct blobtab *t)
+{
+	free(t->slots);
+	free(t->items);
+	free(t->data);
+	memset(t, 0, sizeof(*t));
+}
+
+static const void *blobtab_get(const struct blobtab *t, uint32_t id, size_t *ret_len)
+{
+	if (id >= t->n)
+		return NULL;
+	if (ret_len)
+		*ret_len = t->items[id].len;
+	return t->data + t->items[id].off;
+}
+
+static int blobtab_rehash(struct blobtab *t, size_t nslots)
+{
+	uint32_t *ns = calloc(nslots, sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	for (size_t id = 0; id < t->n; id++) {
+		size_t i = (size_t)t->items[id].hash & (nslots - 1);
+
+		while (ns[i])
+			i = (i + 1) & (nslots - 1);
+		ns[i] = (uint32_t)id + 1;
+	}
+	free(t->slots);
+	t->slots = ns;
+	t->nslots = nslots;
+	return 0;
+}
+
+/* Returns the id of the blob, adding it if new; -ENOMEM. Blobs are 4-byte aligned. */
+static int64_t blobtab_intern(struct blobtab *t, const void *p, size_t len)
+{
+	uint64_t h = hash_bytes(p, len);
+	size_t i, aligned;
+
+	if (t->n >= UINT32_MAX - 1)
+		return -ENOMEM;
+	if ((t->n + 1) * 2 > t->nslots && blobtab_rehash(t, t->nslots ? t->nslots * 2 : 256) < 0)
+		return -ENOMEM;
+	for (i = (size_t)h & (t->nslots - 1); t->slots[i]; i = (i + 1) & (t->nslots - 1)) {
+		const struct blob *b = &t->items[t->slots[i] - 1];
+
+		if (b->hash == h && b->len == len && memcmp(t->data + b->off, p, len) == 0)
+			return t->slots[i] - 1;
+	}
+	if (t->n == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 256;
+		struct blob *nv = realloc(t->items, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		t->items = nv;
+		t->cap = ncap;
+	}
+	aligned = (t->data_len + 3) & ~(size_t)3;
+	if (aligned + len > t->data_cap) {
+		size_t ncap = t->data_cap ? t->data_cap : 4096;
+		uint8_t *nd;
+
+		while (aligned + len > ncap)
+			ncap *= 2;
+		nd = realloc(t->data, ncap);
+		if (!nd)
+			return -ENOMEM;
+		t->data = nd;
+		t->data_cap = ncap;
+	}
+	if (len)
+		memcpy(t->data + aligned, p, len);
+	t->data_len = aligned + len;
+	t->items[t->n] = (struct blob){ .off = aligned, .len = len, .hash = h };
+	t->slots[i] = (uint32_t)t->n + 1;
+	return (int64_t)t->n++;
+}
+
+/* ---- stack store ----------------------------------------------------------------------- */
+
+void stack_store__init(struct stack_store *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+void stack_store__clear(struct stack_store *s)
+{
+	blobtab_clear(&s->frames);
+	blobtab_clear(&s->stacks);
+	for (int k = 0; k < STACK_KINDS; k++)
+		free(s->weight[k]);
+	memset(s, 0, sizeof(*s));
+}
+
+int stack_store__frame(struct stack_store *s, const char *name)
+{
+	char buf[1024];
+	size_t n = 0;
+	int64_t id;
+
+	if (!name || !*name)
+		name = "[unknown]";
+	for (; name[n] && n < sizeof(buf) - 1; n++) {
+		char c = name[n];
+
+		buf[n] = c == ';' ? ':' : (c == '\n' || c == '\r') ? ' ' : c;
+	}
+	buf[n] = 0;
+	id = blobtab_intern(&s->frames, buf, n + 1);
+	return (int)id;
+}
+
+const char *stack_store__frame_name(const struct stack_store *s, uint32_t id)
+{
+	const char *p = blobtab_get(&s->frames, id, NULL);
+
+	return p ? p : "[unknown]";
+}
+
+size_t stack_store__nframes(const struct stack_store *s)
+{
+	return s->frames.n;
+}
+
+int stack_store__stack(struct stack_store *s, const uint32_t *frames, size_t n)
+{
+	int64_t id;
+
+	if (n > STACK_MAX_FRAMES || (n && !frames))
+		return -EINVAL;
+	id = blobtab_intern(&s->stacks, frames, n * sizeof(*frames));
+	return (int)id;
+}
+
+const uint32_t *stack_store__stack_frames(const struct stack_store *s, uint32_t id, size_t *ret_n)
+{
+	size_t len = 0;
+	const void *p = blobtab_get(&s->stacks, id, &len);
+
+	*ret_n = p ? len / sizeof(uint32_t) : 0;
+	return p;
+}
+
+size_t stack_store__nstacks(const struct stack_store *s)
+{
+	return s->stacks.n;
+}
+
+int stack_store__add(struct stack_store *s, uint32_t stack, enum stack_kind kind, uint64_t w)
+{
+	if (kind >= STACK_KINDS || stack >= s->stacks.n)
+		return -EINVAL;
+	if (stack >= s->weight_cap) {
+		size_t ncap = s->weight_cap ? s->weight_cap : 256;
+
+		while (ncap <= stack)
+			ncap *= 2;
+		for (int k = 0; k < STACK_KINDS; k++) {
+			uint64_t *nv = realloc(s->weight[k], ncap * sizeof(*nv));
+
+			if (!nv)
+				return -ENOMEM;
+			memset(nv + s->weight_cap, 0, (ncap - s->weight_cap) * sizeof(*nv));
+			s->weight[k] = nv;
+		}
+		s->weight_cap = ncap;
+	}
+	s->weight[kind][stack] += w;
+	return 0;
+}
+
+uint64_t stack_store__weight(const struct stack_store *s, uint32_t stack, enum stack_kind kind)
+{
+	if (kind >= STACK_KINDS || stack >= s->weight_cap)
+		return 0;
+	return s->weight[kind][stack];
+}
+
+int stack_store__write_folded(const struct stack_store *s, enum stack_kind kind, FILE *f)
+{
+	for (uint32_t id = 0; id < s->stacks.n; id++) {
+		uint64_t w = stack_store__weight(s, id, kind);
+		const uint32_t *fr;
+		size_t n;
+
+		if (!w)
+			continue;
+		fr = stack_store__stack_frames(s, id, &n);
+		if (!n)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			if (i)
+				fputc(';', f);
+			fputs(stack_store__frame_name(s, fr[i]), f);
+		}
+		fprintf(f, " %llu\n", (unsigned long long)w);
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
+/* ---- merging --------------------------------------------------------------------------- */
+
+size_t stack_merge(const struct stack_merge_in *in, uint32_t *out, size_t max)
+{
+	uint32_t tmp[STACK_MAX_FRAMES];
+	size_t n = 0, pi = 0;
+
+#define PUSH(x) do { if (n < STACK_MAX_FRAMES) tmp[n++] = (x); } while (0)
+	for (size_t i = 0; i < in->nk; i++)
+		PUSH(in->kernel[i]);
+	for (size_t i = 0; i < in->nn; i++) {
+		if (in->native_eval && in->native_eval[i] && pi < in->np) {
+			/* one C-level interpreter call: its Python frames, innermost first */
+			do {
+				PUSH(in->py[pi]);
+			} while (!(in->py_seg_end && in->py_seg_end[pi++]) && pi < in->np);
+			continue;
+		}
+		PUSH(in->native[i]);
+	}
+	for (; pi < in->np; pi++)
+		PUSH(in->py[pi]);
+	if (in->root != UINT32_MAX)
+		PUSH(in->root);
+#undef PUSH
+	/* root first; if out is too short, the innermost frames are the ones dropped */
+	for (size_t i = 0; i < n && i < max; i++)
+		out[i] = tmp[n - 1 - i];
+	return n < max ? n : max;
+}
+
+/* ---- frame tree ------------------------------------------------------------------------ */
+
+void stack_tree__init(struct stack_tree *t)
+{
+	memset(t, 0, sizeof(*t));
+}
+
+void stack_tree__clear(struct stack_tree *t)
+{
+	u64map_clear(&t->edges);
+	u64map_clear(&t->leaf_of);
+	free(t->parent);
+	free(t->frame);
+	memset(t, 0, sizeof(*t));
+}
+
+int64_t stack_tree__leaf(struct stack_tree *t, const struct stack_store *s, uint32_t stack)
+{
+	const uint32_t *fr;
+	uint64_t node = 0, v;
+	size_t n;
+
+	if (u64map_get(&t->leaf_of, stack, &v))
+		return (int64_t)v;
+	fr = stack_store__stack_frames(s, stack, &n);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t key = node << 32 | fr[i];
+
+		if (u64map_get(&t->edges, key, &v)) {
+			node = v;
+			continue;
+		}
+		if (t->n + 1 >= t->cap) {
+			size_t ncap = t->cap ? t->cap * 2 : 1024;
+			uint32_t *np = realloc(t->parent, ncap * sizeof(*np));
+
+			if (!np)
+				return -ENOMEM;
+			t->parent = np;
+			np = realloc(t->frame, ncap * sizeof(*np));
+			if (!np)
+				return -ENOMEM;
+			t->frame = np;
+			t->cap = ncap;
+		}
+		t->n++;  /* node ids start at 1 */
+		t->parent[t->n] = (uint32_t)node;
+		t->frame[t->n] = fr[i];
+		if (u64map_put(&t->edges, key, t->n) < 0) {
+			t->n--;
+			return -ENOMEM;
+		}
+		node = t->n;
+	}
+	if (u64map_put(&t->leaf_of, stack, node) < 0)
+		return -ENOMEM;
+	return (int64_t)node;
+}

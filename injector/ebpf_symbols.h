@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbolisation for the eBPF collectors' stacks, in user space. User addresses go through
+ * the target's /proc/PID/maps to the mapped ELF file (opened through
+ * /proc/PID/map_files, so across mount namespaces), whose .symtab/.dynsym name them
+ * (C++ demangled). ELF files are opened once per build-id for the whole session: eight
+ * ranks of one job index libtorch once. Kernel addresses come from /proc/kallsyms.
+ */
+#ifndef AIPROF_EBPF_SYMBOLS_H
+#define AIPROF_EBPF_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct symbolizer;
+struct proc_symbolizer;
+struct ksyms;
+
+int symbolizer__new(struct symbolizer **ret);
+void symbolizer__free(struct symbolizer *z);  /* NULL-safe; frees its proc_symbolizers too */
+
+/* Kernel symbols, loaded on first use. NULL if /proc/kallsyms could not be read. */
+const struct ksyms *symbolizer__ksyms(struct symbolizer *z);
+
+/* A per-process view; owned by z. -ENOENT/-EACCES from reading the maps. */
+int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **ret);
+
+enum usym_flags {
+	USYM_MAPPED = 1 << 0,     /* in an executable mapping of the process */
+	USYM_NAMED = 1 << 1,      /* a symbol was found (not just the module) */
+	USYM_LIBC = 1 << 2,       /* in the C library (where threads and main() are started) */
+};
+
+/*
+ * The function at addr: its demangled name without offset, or "[module]" when the module
+ * has no symbol there, or "[unknown]". Returns enum usym_flags bits (0: not mapped
+ * executable — a bogus return address from a broken frame-pointer chain), or -ENOMEM.
+ */
+int proc_symbolizer__lookup(struct proc_symbolizer *ps, uint64_t addr, char *buf, size_t len);
+
+/* Modules an address was looked up in, with their build-ids, for the artifacts. */
+struct psym_module {
+	const char *path;
+	const char *build_id;     /* lower-case hex, "" if none */
+};
+size_t proc_symbolizer__modules(const struct proc_symbolizer *ps,
+				const struct psym_module **ret);
+
+#endif
