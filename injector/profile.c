@@ -16,15 +16,19 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "diagnosis.h"
+#include "ebpf.h"
 #include "event.h"
 #include "inject.h"
 #include "log.h"
 #include "procsyms.h"
 #include "profile.h"
+#include "report.h"
 #include "session.h"
 #include "target.h"
 #include "upload.h"
 #include "timeutil.h"
+#include "uprobes.h"
 
 #define MAX_TARGETS 256
 
@@ -41,7 +45,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: aiprof profile --pid PID[,PID...] [OPTIONS]\n\n"
 		"Attaches to running processes, records CUDA, NCCL and RDMA activity for a\n"
-		"window, detaches, and writes timeline.json.gz and summary.json.\n\n"
+		"window, detaches, and writes timeline.json.gz and summary.json; with eBPF also\n"
+		"CPU and off-CPU stacks (Python frames merged) and syscalls, and stacks.folded.\n\n"
 		"Options:\n"
 		"  -p, --pid PID[,PID...]     processes to profile (host pids)\n"
 		"  -d, --duration DURATION    window length: 5s (default), 500ms, 2m\n"
@@ -49,7 +54,16 @@ static void usage(FILE *out)
 		"                             artifact folder (default ./aiprof-out/<UTC time>/);\n"
 		"                             with s3:// they are built there, then uploaded\n"
 		"                             (manifest.json last; see 'aiprof upload --help')\n"
-		"      --collectors LIST      cuda,nccl,rdma,cupti or all (default all)\n"
+		"      --collectors LIST      cuda,nccl,rdma,cupti (library) and cpu,offcpu,\n"
+		"                             syscalls,python (eBPF), or all (default all)\n"
+		"      --frequency HZ         on-CPU samples per second (default 99)\n"
+		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
+		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
+		"      --no-ebpf              library only: no eBPF collectors\n"
+		"      --method METHOD        how CUDA, NCCL and RDMA calls are seen: ptrace (default)\n"
+		"                             loads libaiprof.so into the process; ebpf puts uprobes\n"
+		"                             on its libraries instead: nothing is loaded into it and\n"
+		"                             it is never stopped (summary.json lists what it misses)\n"
 		"      --lib PATH             libaiprof.so to inject (default: next to aiprof,\n"
 		"                             or $AIPROF_LIB)\n"
 		"      --inject-timeout DUR   how long to look for a safe point (default 5s)\n"
@@ -93,14 +107,16 @@ static int parse_pids(const char *arg, pid_t *pids, size_t max, size_t *n)
 	return *n ? 0 : -EINVAL;
 }
 
-static int parse_collectors(const char *arg, uint32_t *ret)
+static int parse_collectors(const char *arg, uint32_t *ret, uint32_t *ret_ebpf)
 {
-	static const struct { const char *name; uint32_t bit; } known[] = {
-		{ "cuda", AIPROF_COLLECT_CUDA }, { "nccl", AIPROF_COLLECT_NCCL },
-		{ "rdma", AIPROF_COLLECT_RDMA }, { "cupti", AIPROF_COLLECT_CUPTI },
-		{ "all", AIPROF_COLLECT_ALL },
+	static const struct { const char *name; uint32_t bit, ebpf; } known[] = {
+		{ "cuda", AIPROF_COLLECT_CUDA, 0 }, { "nccl", AIPROF_COLLECT_NCCL, 0 },
+		{ "rdma", AIPROF_COLLECT_RDMA, 0 }, { "cupti", AIPROF_COLLECT_CUPTI, 0 },
+		{ "cpu", 0, EBPF_COLLECT_CPU }, { "offcpu", 0, EBPF_COLLECT_OFFCPU },
+		{ "syscalls", 0, EBPF_COLLECT_SYSCALLS }, { "python", 0, EBPF_COLLECT_PYTHON },
+		{ "all", AIPROF_COLLECT_ALL, EBPF_COLLECT_ALL },
 	};
-	uint32_t mask = 0;
+	uint32_t mask = 0, ebpf_mask = 0;
 
 	for (const char *p = arg; *p;) {
 		size_t n = strcspn(p, ",");
@@ -109,6 +125,7 @@ static int parse_collectors(const char *arg, uint32_t *ret)
 		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 			if (strlen(known[i].name) == n && strncmp(p, known[i].name, n) == 0) {
 				mask |= known[i].bit;
+				ebpf_mask |= known[i].ebpf;
 				ok = true;
 			}
 		if (!ok)
@@ -118,7 +135,8 @@ static int parse_collectors(const char *arg, uint32_t *ret)
 			p++;
 	}
 	*ret = mask;
-	return mask ? 0 : -EINVAL;
+	*ret_ebpf = ebpf_mask;
+	return mask | ebpf_mask ? 0 : -EINVAL;
 }
 
 static int default_lib_path(char *buf, size_t len)
@@ -211,9 +229,29 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 	return 0;
 }
 
+/* --method ebpf: uprobes on the target's CUDA/NCCL/verbs libraries; recording starts now. */
+static int attach_target_uprobes(struct target *t, uint32_t collectors)
+{
+	char desc[512];
+	int r;
+
+	t->uprobe_method = true;
+	t->inj.how = INJECT_NONE;
+	r = uprobe_session__start(t->pid, collectors, &t->uprobes, t->message,
+				  sizeof(t->message));
+	if (r < 0)
+		return r;
+	snprintf(t->cupti_reason, sizeof(t->cupti_reason), "eBPF-only method: API-level "
+		 "timing from uprobes (CUPTI needs code inside the process)");
+	uprobe_session__describe(t->uprobes, desc, sizeof(desc));
+	log_info("pid %d: eBPF method, nothing loaded into the process: %s", t->pid, desc);
+	return 0;
+}
+
 static void free_targets(struct target *ts, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
+		uprobe_session__free(ts[i].uprobes);
 		session__free(ts[i].session);
 		event_store__clear(&ts[i].store);
 		proc_syms__free(ts[i].syms);
@@ -242,6 +280,11 @@ int cmd_profile(int argc, char **argv)
 		{ "collectors", required_argument, NULL, 'C' },
 		{ "lib", required_argument, NULL, 'L' },
 		{ "inject-timeout", required_argument, NULL, 'T' },
+		{ "frequency", required_argument, NULL, 'F' },
+		{ "offcpu-min", required_argument, NULL, 'M' },
+		{ "slow-syscall", required_argument, NULL, 'S' },
+		{ "no-ebpf", no_argument, NULL, 'N' },
+		{ "method", required_argument, NULL, 'm' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -254,8 +297,16 @@ int cmd_profile(int argc, char **argv)
 	struct inject_opts io = { .timeout_ns = 5 * NSEC_PER_SEC };
 	char lib[PATH_MAX], outdir[PATH_MAX] = "", path[PATH_MAX + 32], s3url[PATH_MAX] = "";
 	struct profile prof = { 0 };
+	struct timeline_stats tl_stats = { 0 };
 	struct target *targets = NULL;
 	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct ebpf_opts eo = {
+		.collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
+		.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
+	};
+	struct ebpf *ebpf = NULL;
+	char ebpf_why[256] = "";
+	bool no_ebpf = false, uprobe_method = false;
 	int c, r, first_err = 0, rc;
 
 	optind = 1;
@@ -280,11 +331,44 @@ int cmd_profile(int argc, char **argv)
 			snprintf(outdir, sizeof(outdir), "%s", optarg);
 			break;
 		case 'C':
-			if (parse_collectors(optarg, &collectors) < 0) {
+			if (parse_collectors(optarg, &collectors, &eo.collectors) < 0) {
 				log_error("--collectors '%s': use a comma-separated list of cuda, nccl, "
-					  "rdma, cupti, or all", optarg);
+					  "rdma, cupti, cpu, offcpu, syscalls, python, or all", optarg);
 				return EXIT_USAGE;
 			}
+			break;
+		case 'F': {
+			char *end;
+			unsigned long hz;
+
+			errno = 0;
+			hz = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || hz == 0 || hz > EBPF_MAX_FREQUENCY) {
+				log_error("--frequency '%s' is not a sampling rate from 1 to %d Hz",
+					  optarg, EBPF_MAX_FREQUENCY);
+				return EXIT_USAGE;
+			}
+			eo.frequency_hz = (uint32_t)hz;
+			break;
+		}
+		case 'M':
+		case 'S':
+			if (parse_duration_ns(optarg, c == 'M' ? &eo.offcpu_min_ns :
+					      &eo.slow_syscall_ns) < 0) {
+				log_error("--%s '%s' is not a duration such as 1ms or 500us",
+					  c == 'M' ? "offcpu-min" : "slow-syscall", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'N':
+			no_ebpf = true;
+			break;
+		case 'm':
+			if (strcmp(optarg, "ebpf") != 0 && strcmp(optarg, "ptrace") != 0) {
+				log_error("--method '%s': use ptrace or ebpf", optarg);
+				return EXIT_USAGE;
+			}
+			uprobe_method = strcmp(optarg, "ebpf") == 0;
 			break;
 		case 'L':
 			snprintf(lib, sizeof(lib), "%s", optarg);
@@ -331,7 +415,7 @@ int cmd_profile(int argc, char **argv)
 		default_lib_path(lib, sizeof(lib));
 		io.lib_path = lib;
 	}
-	if (access(io.lib_path, R_OK) < 0) {
+	if (!uprobe_method && access(io.lib_path, R_OK) < 0) {
 		log_error("cannot read the interception library %s: %m (build it with 'make', or "
 			  "point --lib / AIPROF_LIB at libaiprof.so)", io.lib_path);
 		return EXIT_FAILURE_;
@@ -345,6 +429,8 @@ int cmd_profile(int argc, char **argv)
 
 		targets[i].pid = pids[i];
 		r = target_preflight(pids[i], msg, sizeof(msg));
+		if (r == -ENOEXEC && uprobe_method)
+			r = 0;  /* static binary: nothing to dlopen into, but uprobes need nothing */
 		if (r < 0) {
 			log_error("%s", msg);
 			rc = exit_code_for(r);
@@ -366,7 +452,15 @@ int cmd_profile(int argc, char **argv)
 	for (size_t i = 0; i < npids; i++) {
 		struct target *t = &targets[i];
 
-		r = attach_target(t, &io);
+		if (!collectors) {
+			/* eBPF collectors only: nothing to inject */
+			snprintf(t->cupti_reason, sizeof(t->cupti_reason), "the interception library "
+				 "was not injected (--collectors asked for eBPF collectors only)");
+			target_refresh_threads(t);
+			nok++;
+			continue;
+		}
+		r = uprobe_method ? attach_target_uprobes(t, collectors) : attach_target(t, &io);
 		if (r < 0) {
 			t->error = r;
 			log_error("pid %d: %s", t->pid, t->message);
@@ -381,28 +475,66 @@ int cmd_profile(int argc, char **argv)
 		rc = exit_code_for(first_err);
 		goto out;
 	}
+	if (no_ebpf || !eo.collectors) {
+		snprintf(ebpf_why, sizeof(ebpf_why), no_ebpf ? "disabled by --no-ebpf" :
+			 "not requested (--collectors has no cpu, offcpu, syscalls or python)");
+	} else {
+		pid_t ok_pids[MAX_TARGETS];
+		size_t n_ok = 0;
+
+		for (size_t i = 0; i < npids; i++)
+			if (!targets[i].error)
+				ok_pids[n_ok++] = targets[i].pid;
+		r = ebpf__new(&eo, ok_pids, n_ok, &ebpf, ebpf_why, sizeof(ebpf_why));
+		if (r < 0)
+			log_notice("eBPF collectors off: %s", ebpf_why);
+		else
+			log_info("eBPF collectors on: %s", ebpf__describe(ebpf, path, sizeof(path)));
+	}
+	if (!collectors && !ebpf) {
+		log_error("nothing to record: the eBPF collectors are off (%s) and --collectors "
+			  "asked for no library collector", ebpf_why);
+		rc = EXIT_INJECT;
+		goto out;
+	}
 
 	prof.start_realtime_ns = now_realtime_ns();
 	prof.start_ns = now_monotonic_ns();
 	for (size_t i = 0; i < npids; i++)
 		if (targets[i].session)
 			session__start(targets[i].session, collectors);
+	if (ebpf)
+		ebpf__start(ebpf);
 	log_info("recording %zu process%s for %.3gs", nok, nok == 1 ? "" : "es",
 		 (double)duration / 1e9);
 	while (!stop_requested && now_monotonic_ns() - prof.start_ns < duration) {
 		for (size_t i = 0; i < npids; i++) {
+			if (targets[i].uprobes)
+				uprobe_session__drain(targets[i].uprobes, &targets[i].store);
 			if (!targets[i].session)
 				continue;
 			session__drain(targets[i].session, &targets[i].store);
 			session__heartbeat(targets[i].session);
 		}
+		ebpf__poll(ebpf);
 		sleep_ns(5 * NSEC_PER_MSEC);
 	}
+	ebpf__stop(ebpf);
 	for (size_t i = 0; i < npids; i++) {
 		struct target *t = &targets[i];
 
-		if (!t->session)
+		if (t->uprobes) {
+			uprobe_session__stop(t->uprobes, &t->store);
+			target_refresh_threads(t);
+			if (proc_syms__new(t->pid, &t->syms) < 0)
+				t->syms = NULL;
 			continue;
+		}
+		if (!t->session) {
+			if (!t->error)
+				target_refresh_threads(t);
+			continue;
+		}
 		session__stop(t->session, &t->store);
 		copy_lib_status(t);
 		target_refresh_threads(t);
@@ -416,6 +548,14 @@ int cmd_profile(int argc, char **argv)
 	prof.ntargets = npids;
 	prof.requested_ns = duration;
 	prof.outdir = outdir;
+	prof.ebpf = ebpf;
+	snprintf(prof.ebpf_reason, sizeof(prof.ebpf_reason), "%s", ebpf_why);
+	prof.timeline = &tl_stats;
+	/* analysis and findings, read by the summary and the report; artifacts without them
+	 * are still worth writing */
+	r = diagnosis__new(&prof, &prof.diag);
+	if (r < 0)
+		log_warning_errno(r, "no diagnosis for this window: %m");
 
 	rc = first_err ? exit_code_for(first_err) : EXIT_OK;
 	snprintf(path, sizeof(path), "%s/timeline.json.gz", outdir);
@@ -432,6 +572,23 @@ int cmd_profile(int argc, char **argv)
 		rc = EXIT_OUTPUT;
 		goto out;
 	}
+	r = ebpf_folded_write(ebpf, outdir);
+	if (r < 0) {
+		log_error_errno(r, "cannot write the folded stacks into %s: %m", outdir);
+		rc = EXIT_OUTPUT;
+		goto out;
+	}
+	r = report_write(&prof, outdir, path, sizeof(path));
+	if (r < 0) {
+		log_error_errno(r, "cannot write the flame graphs and report into %s: %m", outdir);
+		rc = EXIT_OUTPUT;
+		goto out;
+	}
+	for (size_t i = 0; prof.diag && i < prof.diag->findings->n; i++)
+		log_notice("finding: %s (%s): %s", prof.diag->findings->v[i].category,
+			   finding_severity_name(prof.diag->findings->v[i].severity),
+			   prof.diag->findings->v[i].summary);
+	log_notice("report: %s", path);
 	for (size_t i = 0; i < npids; i++) {
 		const struct target *t = &targets[i];
 
@@ -457,6 +614,8 @@ int cmd_profile(int argc, char **argv)
 	}
 	printf("%s\n", outdir);
 out:
+	diagnosis__free(prof.diag);
+	ebpf__free(ebpf);
 	free_targets(targets, npids);
 	return rc;
 }

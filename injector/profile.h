@@ -12,6 +12,9 @@
 #include "session.h"
 
 struct proc_syms;
+struct uprobe_session;
+struct ebpf;
+struct diagnosis;
 
 struct tid_name {
 	uint32_t ns_tid;    /* as the library saw it */
@@ -25,6 +28,8 @@ struct target {
 	char cmdline[256];
 	struct inject_report inj;
 	struct session *session;
+	bool uprobe_method;             /* --method ebpf: uprobes, nothing loaded into it */
+	struct uprobe_session *uprobes; /* --method ebpf, once attached */
 	struct event_store store;
 	struct proc_syms *syms;         /* for kernel names from host stubs */
 	struct tid_name *threads;
@@ -44,6 +49,23 @@ struct profile {
 	uint64_t start_realtime_ns;
 	uint64_t requested_ns;
 	const char *outdir;
+	struct ebpf *ebpf;              /* the eBPF collectors' results; NULL when they did not run */
+	char ebpf_reason[256];          /* why not, when ebpf is NULL */
+	struct diagnosis *diag;         /* analysis + findings (diagnosis.h); NULL if not computed */
+	struct timeline_stats *timeline; /* when set, timeline_write() reports its size here */
+};
+
+/* What timeline_write() wrote, for the summary (the size budget and what it aggregated). */
+struct timeline_stats {
+	uint64_t budget_bytes;          /* uncompressed budget for the whole file */
+	uint64_t bytes;                 /* uncompressed bytes written */
+	uint64_t events_in;             /* events considered (library + eBPF) */
+	uint64_t events_written;        /* trace events written, metadata and flows excluded */
+	uint64_t events_aggregated;     /* events folded into aggregate slices */
+	uint64_t aggregate_slices;      /* slices that stand for several events */
+	uint64_t flows;                 /* launch -> kernel arrows */
+	uint64_t bucket_ns;             /* 0, or the time bucket of the second aggregation level */
+	bool written;
 };
 
 /* Re-reads /proc/PID/task so library tids (pid namespace) map to host tids and names. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * summary.json: the numbers a person or a controller reads without opening the
- * timeline. Schema "aiprof.summary/v1", documented in README.md.
+ * timeline. Schema "aiprof.summary/v2", documented in README.md.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +9,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "diagnosis.h"
+#include "ebpf.h"
 #include "jsonw.h"
 #include "profile.h"
+#include "uprobes.h"
 
 #ifndef AIPROF_VERSION
 #define AIPROF_VERSION "0.1.0"
@@ -74,6 +77,7 @@ static void write_target(struct jsonw *w, const struct target *t)
 	jsonw_kv_str(w, "state", t->error ? "failed" : "profiled");
 	if (t->error)
 		jsonw_kv_str(w, "message", t->message);
+	jsonw_kv_str(w, "method", t->uprobe_method ? "ebpf" : "ptrace");
 	jsonw_kv_str(w, "injection", how[t->inj.how]);
 	write_us(w, "stopped_us", t->inj.stop_ns);
 	jsonw_kv_uint(w, "safe_point_attempts", t->inj.attempts);
@@ -94,6 +98,7 @@ static void write_target(struct jsonw *w, const struct target *t)
 			     "no CUDA activity seen in the process");
 	}
 	jsonw_obj_close(w);
+	uprobe_session__summary(t->uprobes, w);   /* "uprobes" and "limits"; NULL-safe */
 	jsonw_obj_close(w);
 }
 
@@ -174,10 +179,15 @@ int summary_write(const struct profile *p, const char *path)
 			}
 		}
 	}
-	qsort(kernels.v, kernels.n, sizeof(*kernels.v), by_ns_desc);
-	qsort(copies.v, copies.n, sizeof(*copies.v), by_ns_desc);
-	qsort(nccl.v, nccl.n, sizeof(*nccl.v), by_ns_desc);
-	qsort(syncs.v, syncs.n, sizeof(*syncs.v), by_ns_desc);
+	/* qsort(NULL, 0, ...) is undefined: a process without CUDA has no aggregates */
+	if (kernels.n)
+		qsort(kernels.v, kernels.n, sizeof(*kernels.v), by_ns_desc);
+	if (copies.n)
+		qsort(copies.v, copies.n, sizeof(*copies.v), by_ns_desc);
+	if (nccl.n)
+		qsort(nccl.v, nccl.n, sizeof(*nccl.v), by_ns_desc);
+	if (syncs.n)
+		qsort(syncs.v, syncs.n, sizeof(*syncs.v), by_ns_desc);
 
 	f = fopen(path, "we");
 	if (!f)
@@ -191,7 +201,7 @@ int summary_write(const struct profile *p, const char *path)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 
 	jsonw_obj_open(w);
-	jsonw_kv_str(w, "schema", "aiprof.summary/v1");
+	jsonw_kv_str(w, "schema", "aiprof.summary/v2");
 	jsonw_kv_str(w, "aiprof_version", AIPROF_VERSION);
 	jsonw_key(w, "window");
 	jsonw_obj_open(w);
@@ -215,6 +225,7 @@ int summary_write(const struct profile *p, const char *path)
 	jsonw_obj_open(w);
 	for (size_t i = 0; i < 6; i++)
 		jsonw_kv_uint(w, cats[i], cat_counts[i]);
+	summary_write_counts_ebpf(w, p);
 	jsonw_obj_close(w);
 
 	jsonw_key(w, "kernels");
@@ -275,13 +286,19 @@ int summary_write(const struct profile *p, const char *path)
 	jsonw_kv_uint(w, "frees", free_count);
 	jsonw_obj_close(w);
 
-	jsonw_key(w, "findings");
-	jsonw_arr_open(w);
-	jsonw_arr_close(w);
+	ebpf_summary_write(w, p->ebpf, p->ebpf_reason);
+	summary_write_analysis(w, p);
+	summary_write_findings(w, p);
 	jsonw_key(w, "not_collected");
 	jsonw_arr_open(w);
-	jsonw_str(w, "cpu and off-CPU stacks, syscalls, python frames: eBPF collectors not implemented yet");
-	jsonw_str(w, "findings: the diagnosis rules are not implemented yet");
+	if (!p->ebpf) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "cpu and off-CPU stacks, syscalls, python frames: eBPF "
+			 "collectors off (%s)", p->ebpf_reason[0] ? p->ebpf_reason : "not requested");
+		jsonw_str(w, why);
+	}
+	summary_write_not_collected(w, p);
 	jsonw_arr_close(w);
 	jsonw_obj_close(w);
 	jsonw_newline(w);

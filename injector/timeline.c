@@ -14,11 +14,13 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "ebpf.h"
 #include "jsonw.h"
 #include "procsyms.h"
 #include "profile.h"
+#include "timeline_plan.h"
 
-#define GPU_TRACK_BASE 1000000u /* tid of GPU stream tracks: base + device*1000 + stream */
+#define GPU_TRACK_BASE TL_GPU_TRACK_BASE /* tid of GPU stream tracks: base + device*1000 + stream */
 
 /* ---- kernel names from host stubs, cached per (pid, address) ------------------------- */
 
@@ -302,45 +304,79 @@ static void write_metadata(struct jsonw *w, const char *what, pid_t pid, uint32_
 	jsonw_obj_close(w);
 }
 
-static void write_target(struct jsonw *w, const struct target *t)
-{
-	char label[320];
-	uint32_t gpu_tracks[64];
-	size_t ngpu = 0;
+/* counts what is written, for struct timeline_stats */
+struct counted_gz {
+	gzFile gz;
+	uint64_t bytes;
+};
 
-	snprintf(label, sizeof(label), "%s (pid %d)", t->comm, t->pid);
-	write_metadata(w, "process_name", t->pid, 0, label);
+static int sink_counted_gz(void *ctx, const char *buf, size_t len)
+{
+	struct counted_gz *c = ctx;
+
+	c->bytes += len;
+	return jsonw_sink_gz(c->gz, buf, len);
+}
+
+static void write_target(struct jsonw *w, const struct target *t, const struct tl_plan *pl,
+			 struct timeline_stats *st)
+{
+	write_metadata(w, "process_name", t->pid, 0, pl->process_label);
+	if (pl->first_rank >= 0) {
+		/* processes ordered by rank in the UI */
+		jsonw_newline(w);
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "ph", "M");
+		jsonw_kv_str(w, "name", "process_sort_index");
+		jsonw_kv_int(w, "pid", t->pid);
+		jsonw_kv_uint(w, "tid", 0);
+		jsonw_kv_uint(w, "ts", 0);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		jsonw_kv_int(w, "sort_index", pl->first_rank);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+	}
 	for (size_t i = 0; i < t->nthreads; i++) {
 		uint32_t tid = t->threads[i].host_tid ? t->threads[i].host_tid : t->threads[i].ns_tid;
+		const char *nm = tl_plan__track_name(pl, tid);
 
-		write_metadata(w, "thread_name", t->pid, tid, t->threads[i].comm);
+		write_metadata(w, "thread_name", t->pid, tid, nm ? nm : t->threads[i].comm);
 	}
-	for (size_t i = 0; i < t->store.n; i++) {
-		const struct aiprof_event *e = &t->store.v[i];
-		const char *cat = category(e);
-		uint32_t tid;
+	for (size_t i = 0; i < pl->nnames; i++)
+		if (pl->names[i].track >= GPU_TRACK_BASE)
+			write_metadata(w, "thread_name", t->pid, pl->names[i].track, pl->names[i].name);
+	for (size_t k = 0; k < pl->n; k++) {
+		const struct tl_item *it = &pl->items[k];
+		const struct aiprof_event *e;
+		const char *cat;
+		uint32_t tid = it->track;
 
+		if (tl_item_kind(it) == TL_LINE) {
+			tl_plan__write_line(w, pl, it);
+			st->events_written++;
+			continue;
+		}
+		if (tl_item_kind(it) == TL_AGG) {
+			const struct aiprof_event *f = &t->store.v[pl->aggs[tl_item_index(it)].first];
+			const char *kn = f->type == AIPROF_EV_GPU_KERNEL ?
+				event_store__string(&t->store, f->u.gpu.name_id) :
+				f->type == AIPROF_EV_CUDA_LAUNCH ? launch_kernel_name(t, f) : NULL;
+			char nm[320];
+
+			if (f->type == AIPROF_EV_CUDA_LAUNCH)
+				snprintf(nm, sizeof(nm), "%s %s", api_name(f->api), kn);
+			else
+				snprintf(nm, sizeof(nm), "%s", kn ? kn : api_name(f->api));
+			tl_plan__write_agg(w, t, pl, it, nm, category(f));
+			st->events_written++;
+			st->aggregate_slices++;
+			continue;
+		}
+		e = &t->store.v[tl_item_index(it)];
+		cat = category(e);
 		if (!cat)
 			continue;
-		if (e->type == AIPROF_EV_GPU_KERNEL || e->type == AIPROF_EV_GPU_MEMCPY) {
-			tid = GPU_TRACK_BASE + e->u.gpu.device * 1000 + (e->u.gpu.stream % 1000);
-			if (ngpu < 64) {
-				bool seen = false;
-
-				for (size_t k = 0; k < ngpu; k++)
-					seen |= gpu_tracks[k] == tid;
-				if (!seen) {
-					char nm[64];
-
-					gpu_tracks[ngpu++] = tid;
-					snprintf(nm, sizeof(nm), "GPU %u stream %u", e->u.gpu.device,
-						 e->u.gpu.stream);
-					write_metadata(w, "thread_name", t->pid, tid, nm);
-				}
-			}
-		} else {
-			tid = target_host_tid(t, e->tid);
-		}
 		if (e->type == AIPROF_EV_GPU_KERNEL) {
 			const char *kn = event_store__string(&t->store, e->u.gpu.name_id);
 
@@ -352,15 +388,26 @@ static void write_target(struct jsonw *w, const struct target *t)
 		jsonw_fixed3(w, e->dur);
 		write_args(w, t, e);
 		jsonw_obj_close(w);
+		st->events_written++;
 
-		/* flow arrow from a launch to the kernel it started (CUPTI correlation) */
-		if (e->type == AIPROF_EV_CUDA_LAUNCH && e->u.launch.correlation) {
+		/* flow arrow from a launch to the kernel it started (CUPTI correlation); only
+		 * when both ends are in the file, so every "s" has its "f" */
+		if (e->type == AIPROF_EV_CUDA_LAUNCH && e->u.launch.correlation &&
+		    tl_plan__flow_ok(pl, e->u.launch.correlation)) {
+			char id[48];
+
+			tl_flow_id(id, sizeof(id), t->pid, e->u.launch.correlation);
 			begin_event(w, "s", "cuda_kernel", "launch", t->pid, tid, e->ts);
-			jsonw_kv_uint(w, "id", e->u.launch.correlation);
+			jsonw_kv_str(w, "id", id);
 			jsonw_obj_close(w);
-		} else if (e->type == AIPROF_EV_GPU_KERNEL && e->u.gpu.correlation) {
+			st->flows++;
+		} else if (e->type == AIPROF_EV_GPU_KERNEL && e->u.gpu.correlation &&
+			   tl_plan__flow_ok(pl, e->u.gpu.correlation)) {
+			char id[48];
+
+			tl_flow_id(id, sizeof(id), t->pid, e->u.gpu.correlation);
 			begin_event(w, "f", "cuda_kernel", "launch", t->pid, tid, e->ts);
-			jsonw_kv_uint(w, "id", e->u.gpu.correlation);
+			jsonw_kv_str(w, "id", id);
 			jsonw_kv_str(w, "bp", "e");
 			jsonw_obj_close(w);
 		}
@@ -369,24 +416,46 @@ static void write_target(struct jsonw *w, const struct target *t)
 
 int timeline_write(const struct profile *p, const char *path)
 {
+	struct timeline_stats local = { 0 }, *st = p->timeline ? p->timeline : &local;
+	struct tl_plan *plans;
+	struct counted_gz cg = { 0 };
+	uint64_t per_rank = tl_budget_per_rank(), window = p->end_ns - p->start_ns;
 	struct jsonw *w;
-	gzFile gz;
 	int r, zr;
 
-	gz = gzopen(path, "wb6");
-	if (!gz)
-		return errno ? -errno : -EIO;
-	w = jsonw__new(jsonw_sink_gz, gz);
-	if (!w) {
-		gzclose(gz);
+	*st = (struct timeline_stats){ 0 };
+	plans = calloc(p->ntargets ? p->ntargets : 1, sizeof(*plans));
+	if (!plans)
 		return -ENOMEM;
+	for (size_t i = 0; i < p->ntargets; i++) {
+		r = tl_plan__build(&plans[i], &p->targets[i], p->ebpf, per_rank, window);
+		if (r < 0)
+			goto out;
+		st->budget_bytes += plans[i].budget_bytes;
+		st->events_in += plans[i].events_in;
+		st->events_aggregated += plans[i].events_aggregated;
+		if (plans[i].bucket_ns > st->bucket_ns)
+			st->bucket_ns = plans[i].bucket_ns;
+	}
+	/* large files: the fastest zlib level (they compress well anyway) */
+	cg.gz = gzopen(path, st->events_in > 1000000 ? "wb1" : "wb6");
+	if (!cg.gz) {
+		r = errno ? -errno : -EIO;
+		goto out;
+	}
+	w = jsonw__new(sink_counted_gz, &cg);
+	if (!w) {
+		gzclose(cg.gz);
+		r = -ENOMEM;
+		goto out;
 	}
 	jsonw_obj_open(w);
 	jsonw_key(w, "traceEvents");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < p->ntargets; i++)
-		write_target(w, &p->targets[i]);
+		write_target(w, &p->targets[i], &plans[i], st);
 	jsonw_arr_close(w);
+	ebpf_timeline_write_frames(w, p->ebpf);
 	jsonw_kv_str(w, "displayTimeUnit", "ms");
 	jsonw_key(w, "otherData");
 	jsonw_obj_open(w);
@@ -394,12 +463,20 @@ int timeline_write(const struct profile *p, const char *path)
 	jsonw_kv_str(w, "clock", "CLOCK_MONOTONIC, microseconds");
 	jsonw_kv_uint(w, "window_start_ns", p->start_ns);
 	jsonw_kv_uint(w, "window_end_ns", p->end_ns);
+	jsonw_kv_uint(w, "budget_bytes", st->budget_bytes);
+	jsonw_kv_uint(w, "events_aggregated", st->events_aggregated);
 	jsonw_obj_close(w);
 	jsonw_obj_close(w);
 	jsonw_newline(w);
 	r = jsonw__finish(w);
-	zr = gzclose(gz);
+	zr = gzclose(cg.gz);
 	if (!r && zr != Z_OK)
 		r = -EIO;
+	st->bytes = cg.bytes;
+	st->written = r == 0;
+out:
+	for (size_t i = 0; i < p->ntargets; i++)
+		tl_plan__clear(&plans[i]);
+	free(plans);
 	return r;
 }

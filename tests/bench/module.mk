@@ -22,3 +22,12 @@ $(BENCH_DIR)/bench_hooks: $(BUILD)/tests/bench/bench_hooks.o $(BENCH_DIR)/libben
 		-Wl,-rpath,'$$ORIGIN' -ldl -lpthread
 
 TEST_PROGRAMS += $(BENCH_DIR)/bench_hooks $(BENCH_DIR)/libbench_caller.so $(BENCH_DIR)/libbench_cuda.so
+
+# bench_artifacts: artifact-build throughput (timeline + summary + findings) on a synthetic
+# window of 5 M events, one core.
+$(BENCH_DIR)/bench_artifacts: $(BUILD)/tests/bench/bench_artifacts.o $(BUILD)/libinjector.a \
+		$(BUILD)/libcommon.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(INJECTOR_LDLIBS)
+
+TEST_PROGRAMS += $(BENCH_DIR)/bench_artifacts

@@ -5,7 +5,11 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 echo "== hook overhead (ns per hooked call)"
 "$BUILD/tests/bench/bench_hooks"
+echo "== artifact build: synthetic 5 M event window (timeline + summary + findings)"
+"$BUILD/tests/bench/bench_artifacts"
 echo "== injection"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_inject.py
 echo "== S3 upload: 256 MiB to radosgw, aiprof vs awscli"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_s3.py
+echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_ebpf.py

@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: MIT
+"""The artifacts a person opens: the timeline passes a Chrome Trace Event schema check,
+stays within its size budget, and report.html renders in headless Chromium with the
+findings in it."""
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import defaultdict
+
+import pytest
+
+from conftest import BUILD, load_summary, load_timeline, require_root, run_aiprof, start_trainer
+
+CATEGORIES = {"cuda_api", "cuda_kernel", "cuda_memcpy", "cuda_memory", "nccl", "rdma",
+              "syscall", "cpu_sample", "offcpu", "python"}
+BENCH = os.path.join(BUILD, "tests", "bench", "bench_artifacts")
+
+
+def check_timeline(tl):
+    """Schema: every event has ph/ts/pid/tid and a known category, metadata names its
+    track, flows pair up, timestamps never go back within a track."""
+    last = {}
+    flows = defaultdict(lambda: {"s": 0, "f": 0})
+    counts = defaultdict(int)
+    for e in tl["traceEvents"]:
+        assert {"ph", "ts", "pid", "tid"} <= set(e), e
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name", "process_sort_index"), e
+            assert "args" in e
+            continue
+        assert e["ph"] in ("X", "i", "s", "f"), e
+        assert e.get("cat") in CATEGORIES, e
+        assert isinstance(e["name"], str) and e["name"], e
+        if e["ph"] == "X":
+            assert e["dur"] >= 0, e
+        if e["ph"] in ("s", "f"):
+            flows[e["id"]][e["ph"]] += 1
+            if e["ph"] == "f":
+                assert e.get("bp") == "e", e
+        track = (e["pid"], e["tid"])
+        assert e["ts"] >= last.get(track, 0), (track, last.get(track), e)
+        last[track] = e["ts"]
+        counts[e["cat"]] += 1
+    for fid, n in flows.items():
+        assert n == {"s": 1, "f": 1}, (fid, n)
+    assert tl["otherData"]["clock"].startswith("CLOCK_MONOTONIC")
+    return counts, len(flows)
+
+
+def test_timeline_schema_on_the_trainer(procs, tmp_path):
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60")
+    out = tmp_path / "o"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    tl = load_timeline(out)
+    counts, _ = check_timeline(tl)
+    for cat in ("cuda_api", "cuda_memcpy", "nccl"):
+        assert counts[cat] > 0, counts
+    names = {e["args"]["name"] for e in tl["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert any("[rank 0]" in n for n in names) and any("[rank 1]" in n for n in names), names
+    s = load_summary(out)
+    assert s["timeline"]["events_aggregated"] == 0
+    assert s["timeline"]["bytes"] <= 50 << 20
+
+
+def test_timeline_flows_and_aggregation_synthetic(tmp_path):
+    """CUPTI-style kernels with correlation ids (synthetic window): flows pair up; over
+    the size budget events are folded, never dropped silently."""
+    if not os.path.exists(BENCH):
+        pytest.skip("bench_artifacts not built")
+    out = tmp_path / "full"
+    r = subprocess.run([BENCH, "--events", "60000", "--ranks", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    counts, nflows = check_timeline(load_timeline(out))
+    assert nflows > 1000 and counts["cuda_kernel"] > 1000
+    s = load_summary(out)
+    assert s["timeline"]["events_aggregated"] == 0
+    assert s["analysis"]["gpu_timing"] == "cupti"
+    assert s["analysis"]["gpu_busy"][0]["busy_pct"] > 0
+
+    small = tmp_path / "budget"
+    r = subprocess.run([BENCH, "--events", "300000", "--ranks", "2", "--out", str(small),
+                        "--budget-mb", "4"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    check_timeline(load_timeline(small))
+    s = load_summary(small)
+    t = s["timeline"]
+    assert t["events_aggregated"] > 0 and "over the size budget" in t["note"]
+    assert t["bytes"] <= t["budget_bytes"], t
+    assert t["events_in"] == s["events"]
+
+
+def test_ten_second_window_stays_within_budget(procs, tmp_path):
+    """The launch-heaviest trainer variant, 10 s: at most 50 MB uncompressed per rank."""
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--fault", "small-kernels")
+    out = tmp_path / "ten"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "10s", "-o", str(out)], timeout=180)
+    assert r.returncode == 0, r.stderr
+    s = load_summary(out)
+    with gzip.open(out / "timeline.json.gz", "rb") as f:
+        size = len(f.read())
+    assert size == s["timeline"]["bytes"]
+    assert size <= 2 * (50 << 20), size
+    if s["timeline"]["events_aggregated"]:
+        assert "over the size budget" in s["timeline"]["note"]
+    check_timeline(load_timeline(out))
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("chromium is not installed (scripts/install-deps.sh installs it)")
+
+
+def headless(url, *extra):
+    profile = tempfile.mkdtemp(prefix="aiprof-chromium-")
+    try:
+        return subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                               "--no-first-run", "--disable-background-networking",
+                               "--disable-component-update", "--disable-sync",
+                               f"--user-data-dir={profile}", "--window-size=1280,2000"]
+                              + list(extra) + [url], capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_report_renders_in_headless_chromium(procs, tmp_path):
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--fault", "excessive-sync")
+    out = tmp_path / "rep"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    report = out / "report.html"
+    assert f"report: {report}" in r.stderr
+    for name in ("flamegraph-gpu.svg", "summary.json", "timeline.json.gz"):
+        assert (out / name).exists(), name
+    s = load_summary(out)
+    assert s["findings"]
+    shot = tmp_path / "report.png"
+    res = headless(f"file://{report}", f"--screenshot={shot}")
+    assert shot.exists(), res.stderr
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000, len(png)
+    dom = headless(f"file://{report}", "--dump-dom").stdout
+    for f in s["findings"]:
+        assert f["category"] in dom
+        assert f["remedy"].split(":")[0] in dom
+    assert "Open the timeline" in dom and "ui.perfetto.dev" in dom
+    # the flame graphs are inline and their script ran without breaking the page
+    assert dom.count('class="aiprof-flamegraph"') >= 1
+    shutil.copy(shot, os.environ.get("AIPROF_REPORT_SHOT", str(tmp_path / "kept.png")))
+
+
+def test_timeline_with_gpu_timing(procs, tmp_path):
+    """With CUPTI records (the trainer's fake CUPTI): kernels on GPU stream tracks named
+    with their rank, a flow from every launch to its kernel, GPU busy per stream."""
+    require_root()
+    helptext = subprocess.run([os.path.join(BUILD, "tests", "workloads", "trainer"), "--help"],
+                              capture_output=True, text=True).stdout
+    if "--cupti" not in helptext:
+        pytest.skip("this trainer has no fake CUPTI (--cupti)")
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--cupti")
+    out = tmp_path / "cupti"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    s = load_summary(out)
+    if s["analysis"]["gpu_timing"] != "cupti":
+        pytest.skip("CUPTI did not start: " + s["targets"][0]["gpu_timing"].get("reason", ""))
+    tl = load_timeline(out)
+    counts, nflows = check_timeline(tl)
+    assert counts["cuda_kernel"] > 0 and nflows > 0
+    assert s["timeline"]["flows"] == nflows
+    names = {e["args"]["name"] for e in tl["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert any(n.startswith("GPU 0 stream") and "[rank" in n for n in names), names
+    busy = s["analysis"]["gpu_busy"]
+    assert busy and all(0 < b["busy_pct"] <= 100 and b["rank"] in (0, 1) for b in busy)
+    assert s["analysis"]["top_kernels"]["by"] == "gpu_time"
