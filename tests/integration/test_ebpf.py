@@ -27,6 +27,13 @@ PYNESTED = os.path.join(ROOT, "tests", "workloads", "python_nested.py")
 EBPF_ONLY = ["--collectors", "cpu,offcpu,syscalls,python"]
 
 
+def cpu_seconds(pid):
+    """CPU time (user + system) the process has used so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def kv(line):
     return dict(x.split("=", 1) for x in line.split()[1:])
 
@@ -141,8 +148,10 @@ def test_python_frames_in_order(procs, tmp_path, name, python):
     p, line = procs.start([python, PYNESTED, "--seconds", "60"], ready="ready")
     pid = int(kv(line)["pid"])
     out = tmp_path / "out"
+    cpu0 = cpu_seconds(pid)
     r = run_aiprof(["profile", "--pid", str(pid), "-d", "3s", "-o", str(out),
                     "--collectors", "cpu,python"])
+    cpu = cpu_seconds(pid) - cpu0
     assert r.returncode == 0, r.stderr
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True).stdout.strip()
@@ -166,7 +175,9 @@ def test_python_frames_in_order(procs, tmp_path, name, python):
                 merged += n
     print(f"python {version}: {in_order}/{total} samples with outer>middle>inner, "
           f"{merged} with native frames merged on top")
-    assert total >= 50
+    # a loaded machine gives the workload less CPU: expect samples for the CPU it got
+    assert total >= min(50, 0.5 * 99 * cpu), (total, cpu)
+    assert total >= 10, total
     assert in_order >= 0.9 * total, (in_order, total, st[:5])
     assert merged >= 0.1 * total, (merged, total)
 
@@ -265,13 +276,16 @@ def test_cli_flags(procs, tmp_path):
     p, line = procs.start([HOT, "--seconds", "60"], ready="ready")
     pid = int(kv(line)["pid"])
     out = tmp_path / "o"
+    cpu0 = cpu_seconds(pid)
     r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out), "--frequency", "400",
                     "--collectors", "cpu", "--slow-syscall", "50ms"])
+    cpu = cpu_seconds(pid) - cpu0
     assert r.returncode == 0, r.stderr
     s = load_summary(out)["ebpf"]
     assert s["frequency_hz"] == 400 and s["collectors"] == ["cpu"] and s["slow_syscall_us"] == 50000
-    # two busy threads at 400 Hz for 2 s: far more than 99 Hz would give
-    assert s["cpu_samples"] > 2 * 99 * 2 * 0.9, s["cpu_samples"]
+    # 400 samples per CPU-second the workload got: far more than 99 Hz would give
+    # (measured against the CPU time it really had, so a busy machine does not matter)
+    assert s["cpu_samples"] > 0.6 * 400 * cpu > 1.5 * 99 * cpu, (s["cpu_samples"], cpu)
     assert not os.path.exists(out / "offcpu.folded")
 
 
