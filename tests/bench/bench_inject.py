@@ -55,7 +55,7 @@ def stop_times(n):
     return res
 
 
-def step_ratio(pairs, steps):
+def step_ratio(pairs, steps, extra=()):
     ratios = []
     with tempfile.TemporaryDirectory() as d:
         for i in range(pairs):
@@ -63,7 +63,7 @@ def step_ratio(pairs, steps):
             b, bpid = start_trainer("--ranks", "2", "--steps", str(steps))
             profiled, plain, ppid = (a, b, apid) if i % 2 == 0 else (b, a, bpid)
             prof = subprocess.Popen([AIPROF, "profile", "--pid", str(ppid), "-d", "600s", "-q",
-                                     "-o", f"{d}/{i}"], stdout=subprocess.DEVNULL,
+                                     *extra, "-o", f"{d}/{i}"], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True)
             t_plain, t_prof = step_ms(plain), step_ms(profiled)
             prof.terminate()  # ends the window early; artifacts are still written
@@ -78,9 +78,13 @@ def main():
     print(f"ptrace stop per injection: median {statistics.median(st):.0f} us, "
           f"max {max(st):.0f} us over {n} injections (target <= 5000 us)")
     pairs = int(os.environ.get("BENCH_PAIRS", "4"))
-    r = step_ratio(pairs, int(os.environ.get("BENCH_STEPS", "150")))
-    print(f"trainer step time profiled/unprofiled: median ratio {statistics.median(r):.4f} "
-          f"over {pairs} side-by-side pairs ({', '.join(f'{x:.4f}' for x in r)}) (target <= 1.01)")
+    steps = int(os.environ.get("BENCH_STEPS", "150"))
+    for label, extra in (("library only (--no-ebpf)", ("--no-ebpf",)),
+                         ("library + all eBPF collectors", ())):
+        r = step_ratio(pairs, steps, extra)
+        print(f"trainer step time profiled/unprofiled, {label}: median ratio "
+              f"{statistics.median(r):.4f} over {pairs} side-by-side pairs "
+              f"({', '.join(f'{x:.4f}' for x in r)}) (target <= 1.01)")
     return 0
 
 
