@@ -48,6 +48,7 @@ all: everything
 
 include common/module.mk
 include injector/module.mk
+include controller/module.mk
 include bpf/gpuprobes.mk
 include bpf/module.mk
 include tests/module.mk

@@ -1,0 +1,1291 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+#include "api.h"
+#include "controller.h"
+#include "informer.h"
+#include "kjson.h"
+#include "ktime.h"
+#include "kubeclient.h"
+#include "timeutil.h"
+#include "workqueue.h"
+
+#define MAX_PASSES 6            /* re-plans within one reconcile (finalizer, conflicts) */
+#define LOOKUP_TTL_NS (60 * NSEC_PER_SEC)
+
+/* RuntimeClass -> handler and node -> kernel version, looked up on demand and kept a minute. */
+struct lookup {
+	struct lookup *next;
+	char name[254];
+	char value[128];
+	bool found;
+	uint64_t at;
+};
+
+/* The last status written per session: the server may prune fields its schema lacks, so an
+ * equal recomputation over the same resourceVersion is not written again. */
+struct memo {
+	struct memo *next;
+	uint64_t hash;
+	char rv[64];
+	char key[];
+};
+
+#define MEMO_BUCKETS 1024
+
+struct controller {
+	struct controller_config cfg;
+	pthread_mutex_t memo_lock;
+	struct memo *memo[MEMO_BUCKETS];
+	struct informer_ops session_ops, pod_ops;
+	struct informer *sessions, *pods;
+	struct workqueue *queue;
+	pthread_t *workers;
+	unsigned n_workers;
+	pthread_mutex_t lookup_lock;
+	struct lookup *runtime_classes, *nodes;
+	atomic_bool stopping;               /* aborts the workers' requests in flight */
+	atomic_uint_fast64_t reconciles, reconcile_errors, conflicts, injectors_created,
+		status_writes, events_emitted;
+	bool started;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void ctl_log(struct controller *c, int level, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	if (!c->cfg.hooks.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	c->cfg.hooks.log(c->cfg.hooks.ctx, level, buf);
+}
+
+/* ---- status memo ------------------------------------------------------------------------ */
+
+static uint64_t fnv(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static uint64_t status_hash(const json_t *st)
+{
+	char *d = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
+	uint64_t h = d ? fnv(d, strlen(d)) : 0;
+
+	free(d);
+	return h;
+}
+
+static struct memo **memo_find(struct controller *c, const char *key)
+{
+	struct memo **pm = &c->memo[fnv(key, strlen(key)) % MEMO_BUCKETS];
+
+	for (; *pm; pm = &(*pm)->next)
+		if (strcmp((*pm)->key, key) == 0)
+			break;
+	return pm;
+}
+
+static bool memo_same(struct controller *c, const char *key, const char *rv, uint64_t hash)
+{
+	struct memo *m;
+	bool same;
+
+	pthread_mutex_lock(&c->memo_lock);
+	m = *memo_find(c, key);
+	same = m && m->hash == hash && strcmp(m->rv, rv) == 0;
+	pthread_mutex_unlock(&c->memo_lock);
+	return same;
+}
+
+static void memo_put(struct controller *c, const char *key, const char *rv, uint64_t hash)
+{
+	struct memo **pm, *m;
+
+	pthread_mutex_lock(&c->memo_lock);
+	pm = memo_find(c, key);
+	m = *pm;
+	if (!m && (m = calloc(1, sizeof(*m) + strlen(key) + 1))) {
+		memcpy(m->key, key, strlen(key) + 1);
+		*pm = m;
+	}
+	if (m) {
+		m->hash = hash;
+		snprintf(m->rv, sizeof(m->rv), "%s", rv);
+	}
+	pthread_mutex_unlock(&c->memo_lock);
+}
+
+static void memo_del(struct controller *c, const char *key)
+{
+	struct memo **pm, *m;
+
+	pthread_mutex_lock(&c->memo_lock);
+	pm = memo_find(c, key);
+	m = *pm;
+	if (m) {
+		*pm = m->next;
+		free(m);
+	}
+	pthread_mutex_unlock(&c->memo_lock);
+}
+
+/* ---- cache glue ------------------------------------------------------------------------ */
+
+static const char *session_key(const void *o) { return ((const struct session *)o)->key; }
+static void session_ref(void *o) { session__ref(o); }
+static void session_unref(void *o) { session__unref(o); }
+static const char *session_rv(const void *o) { return ((const struct session *)o)->rv; }
+static int session_decode(const json_t *j, void **ret)
+{
+	return session__from_json(j, (struct session **)ret);
+}
+
+static const char *pod_key(const void *o) { return kpod__key(o); }
+static void pod_ref(void *o) { kpod__ref(o); }
+static void pod_unref(void *o) { kpod__unref(o); }
+static const char *pod_rv(const void *o) { return kpod__rv(o); }
+static int pod_decode(const json_t *j, void **ret)
+{
+	return kpod__from_json(j, (struct kpod **)ret);
+}
+
+static const struct store_ops session_store_ops = {
+	offsetof(struct session, node), session_key, session_ref, session_unref,
+};
+static const struct store_ops pod_store_ops = {
+	offsetof(struct kpod, node), pod_key, pod_ref, pod_unref,
+};
+
+static void enqueue(struct controller *c, const char *key)
+{
+	(void)workqueue__add(c->queue, key);
+}
+
+/* The feed message for a session: who, phase, targets' states, artifacts. */
+static char *feed_message(const struct session *s, const char *type)
+{
+	json_t *targets = json_array(), *j;
+	const json_t *ts = json_object_get(s->status, "targets"), *e;
+	char *out = NULL;
+	size_t i;
+
+	if (!targets)
+		return NULL;
+	json_array_foreach(ts, i, e)
+		json_array_append_new(targets, json_pack("{s:s?,s:s?,s:s?}", "pod", kj_str(e, "pod"),
+							 "state", kj_str(e, "state"), "message",
+							 kj_str(e, "message")));
+	j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:o,s:I,s:s?}", "type", type, "namespace", s->ns,
+		      "name", s->name, "uid", s->uid, "phase", session_phase_name(s->phase),
+		      "observedGeneration",
+		      json_integer_value(json_object_get(s->status, "observedGeneration")),
+		      "targets", targets, "artifacts",
+		      (json_int_t)json_array_size(json_object_get(s->status, "artifacts")),
+		      "message", kj_str(s->status, "message"));
+	if (j)
+		out = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return out;
+}
+
+static void on_session_upsert(void *ctx, const void *old_, const void *obj_)
+{
+	struct controller *c = ctx;
+	const struct session *old = old_, *s = obj_;
+
+	enqueue(c, s->key);
+	if (c->cfg.hooks.feed && (!old || !json_equal(old->status, s->status) ||
+				  (old->status == NULL) != (s->status == NULL))) {
+		char *m = feed_message(s, "status");
+
+		if (m)
+			c->cfg.hooks.feed(c->cfg.hooks.ctx, m, strlen(m));
+		free(m);
+	}
+}
+
+static void on_session_delete(void *ctx, const void *obj)
+{
+	struct controller *c = ctx;
+	const struct session *s = obj;
+
+	memo_del(c, s->key);
+	if (c->cfg.hooks.feed) {
+		char *m = feed_message(s, "deleted");
+
+		if (m)
+			c->cfg.hooks.feed(c->cfg.hooks.ctx, m, strlen(m));
+		free(m);
+	}
+}
+
+struct pod_match {
+	struct controller *c;
+	const struct kpod *pod;
+	char **keys;
+	size_t n, cap;
+};
+
+static bool session_targets_pod(const struct session *s, const struct kpod *p)
+{
+	const json_t *ts = json_object_get(s->status, "targets"), *e;
+	size_t i;
+
+	if (strcmp(s->ns, kpod__ns(p)) != 0)
+		return false;
+	if (s->spec.pod_name && strcmp(s->spec.pod_name, kpod__name(p)) == 0)
+		return true;
+	if (s->spec.has_selector && !kpod__session_uid(p)[0] && kpod__matches(p, &s->spec.selector))
+		return true;
+	json_array_foreach(ts, i, e) {
+		const char *n = kj_str(e, "pod");
+
+		if (n && strcmp(n, kpod__name(p)) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void match_session(void *ctx, void *obj)
+{
+	struct pod_match *m = ctx;
+	const struct session *s = obj;
+	char **k;
+
+	if (session_phase_terminal(s->phase) && !s->deleting)
+		return;
+	if (!session_targets_pod(s, m->pod))
+		return;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 8;
+
+		k = realloc(m->keys, cap * sizeof(*k));
+		if (!k)
+			return;
+		m->keys = k;
+		m->cap = cap;
+	}
+	m->keys[m->n] = strdup(s->key);
+	if (m->keys[m->n])
+		m->n++;
+}
+
+/* A pod changed: its session if it is an injector, else the sessions that target it. */
+static void pod_changed(struct controller *c, const struct kpod *p)
+{
+	struct pod_match m = { .c = c, .pod = p };
+
+	if (kpod__session_uid(p)[0]) {
+		char key[600];
+
+		if (kpod__session_name(p)[0]) {
+			snprintf(key, sizeof(key), "%s/%s", kpod__ns(p), kpod__session_name(p));
+			enqueue(c, key);
+		}
+		return;
+	}
+	store__foreach(informer__store(c->sessions), match_session, &m);
+	for (size_t i = 0; i < m.n; i++) {
+		enqueue(c, m.keys[i]);
+		free(m.keys[i]);
+	}
+	free(m.keys);
+}
+
+static void on_pod_upsert(void *ctx, const void *old, const void *obj)
+{
+	struct controller *c = ctx;
+
+	if (!atomic_load(&c->started) || !informer__synced(c->sessions))
+		return;                 /* the first list of sessions enqueues every session */
+	if (kpod__differs(old, obj))
+		pod_changed(c, obj);
+}
+
+static void on_pod_delete(void *ctx, const void *obj)
+{
+	struct controller *c = ctx;
+
+	if (informer__synced(c->sessions))
+		pod_changed(c, obj);
+}
+
+static void on_informer_event(void *ctx, const char *what, int err)
+{
+	struct controller *c = ctx;
+
+	ctl_log(c, err < 0 ? 1 : 3, "informer %s%s%s", what, err < 0 ? ": " : "",
+	     err < 0 ? strerror(-err) : "");
+}
+
+/* ---- lookups --------------------------------------------------------------------------- */
+
+/* The value cached for name in *list, if fresh: 1 found, 0 known absent, -ENOENT unknown. */
+static int lookup_get(struct controller *c, struct lookup *list, const char *name, char *out,
+		      size_t outlen)
+{
+	uint64_t now = now_monotonic_ns();
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&c->lookup_lock);
+	for (struct lookup *l = list; l; l = l->next)
+		if (strcmp(l->name, name) == 0 && now - l->at < LOOKUP_TTL_NS) {
+			snprintf(out, outlen, "%s", l->value);
+			r = l->found;
+			break;
+		}
+	pthread_mutex_unlock(&c->lookup_lock);
+	return r;
+}
+
+static void lookup_put(struct controller *c, struct lookup **list, const char *name,
+		       const char *value, bool found)
+{
+	struct lookup *l;
+
+	pthread_mutex_lock(&c->lookup_lock);
+	for (l = *list; l; l = l->next)
+		if (strcmp(l->name, name) == 0)
+			break;
+	if (!l && (l = calloc(1, sizeof(*l)))) {
+		l->next = *list;
+		*list = l;
+		snprintf(l->name, sizeof(l->name), "%s", name);
+	}
+	if (l) {
+		snprintf(l->value, sizeof(l->value), "%s", value ? value : "");
+		l->found = found;
+		l->at = now_monotonic_ns();
+	}
+	pthread_mutex_unlock(&c->lookup_lock);
+}
+
+/* GET path and the string at field; -ENOENT when the object or the field is absent. */
+static int get_field(struct kube_client *kc, const char *path, const char *field, char *out,
+		     size_t outlen)
+{
+	struct kube_status st;
+	char *body = NULL;
+	size_t len = 0;
+	json_t *j;
+	const char *v;
+	int r = kube_client__request(kc, "GET", path, NULL, NULL, 0, &body, &len, &st);
+
+	if (r < 0)
+		return r;
+	j = json_loadb(body, len, 0, NULL);
+	free(body);
+	v = kj_str(j, field);
+	if (v)
+		snprintf(out, outlen, "%s", v);
+	json_decref(j);
+	return v ? 0 : -ENOENT;
+}
+
+/* The RuntimeClass's handler; the class's name itself when it cannot be read. */
+static void runtime_handler(struct controller *c, struct kube_client *kc, const char *rc,
+			    char *out, size_t outlen)
+{
+	char path[400];
+	int r;
+
+	out[0] = '\0';
+	if (!rc || !rc[0])
+		return;
+	if (lookup_get(c, c->runtime_classes, rc, out, outlen) >= 0)
+		return;
+	snprintf(path, sizeof(path), "/apis/node.k8s.io/v1/runtimeclasses/%s", rc);
+	r = get_field(kc, path, "handler", out, outlen);
+	if (r < 0)
+		snprintf(out, outlen, "%s", rc);
+	lookup_put(c, &c->runtime_classes, rc, out, r == 0);
+}
+
+static bool node_needs_sys_admin(struct controller *c, struct kube_client *kc, const char *node)
+{
+	char path[400], kv[128] = "";
+	int r;
+
+	if (!node || !node[0])
+		return false;
+	if (lookup_get(c, c->nodes, node, kv, sizeof(kv)) < 0) {
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s", node);
+		r = get_field(kc, path, "status.nodeInfo.kernelVersion", kv, sizeof(kv));
+		if (r < 0)
+			kv[0] = '\0';
+		lookup_put(c, &c->nodes, node, kv, r == 0);
+	}
+	return kernel_needs_sys_admin(kv);
+}
+
+/* ---- one reconcile ------------------------------------------------------------------- */
+
+struct gather {
+	char **names;
+	size_t n_names;
+	struct target_obs *targets;
+	struct kpod **pods, **injs;     /* refs held for targets[i].pod / .injector */
+	char (*handlers)[128];
+	struct kpod **all_inj;          /* every injector of the session */
+	size_t n_all_inj, cap_all_inj;
+	const char *uid;
+};
+
+static void gather_release(struct gather *g)
+{
+	for (size_t i = 0; i < g->n_names; i++) {
+		kpod__unref(g->pods ? g->pods[i] : NULL);
+		kpod__unref(g->injs ? g->injs[i] : NULL);
+	}
+	for (size_t i = 0; i < g->n_all_inj; i++)
+		kpod__unref(g->all_inj[i]);
+	free_strv(g->names, g->n_names);
+	free(g->targets);
+	free(g->pods);
+	free(g->injs);
+	free(g->handlers);
+	free(g->all_inj);
+	memset(g, 0, sizeof(*g));
+}
+
+struct ns_scan {
+	const struct session *s;
+	struct gather *g;
+	char **names;
+	size_t n, cap;
+	int err;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void scan_pod(void *ctx, void *obj)
+{
+	struct ns_scan *sc = ctx;
+	struct kpod *p = obj;
+
+	if (sc->err || strcmp(kpod__ns(p), sc->s->ns) != 0)
+		return;
+	if (kpod__session_uid(p)[0]) {
+		if (strcmp(kpod__session_uid(p), sc->s->uid) == 0) {
+			struct gather *g = sc->g;
+
+			if (g->n_all_inj == g->cap_all_inj) {
+				size_t cap = g->cap_all_inj ? g->cap_all_inj * 2 : 4;
+				struct kpod **v = realloc(g->all_inj, cap * sizeof(*v));
+
+				if (!v) {
+					sc->err = -ENOMEM;
+					return;
+				}
+				g->all_inj = v;
+				g->cap_all_inj = cap;
+			}
+			g->all_inj[g->n_all_inj++] = kpod__ref(p);
+		}
+		return;                 /* an injector is never a target */
+	}
+	if (!sc->s->spec.has_selector || sc->s->spec_err ||
+	    !kpod__matches(p, &sc->s->spec.selector))
+		return;
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 8;
+		char **v = realloc(sc->names, cap * sizeof(*v));
+
+		if (!v) {
+			sc->err = -ENOMEM;
+			return;
+		}
+		sc->names = v;
+		sc->cap = cap;
+	}
+	sc->names[sc->n] = strdup(kpod__name(p));
+	if (!sc->names[sc->n])
+		sc->err = -ENOMEM;
+	else
+		sc->n++;
+}
+
+/* Live GET of a pod into the cache (the informer may not have delivered it yet). */
+static struct kpod *fetch_pod(struct controller *c, struct kube_client *kc, const char *ns,
+			      const char *name)
+{
+	struct kube_status st;
+	char path[600], key[600];
+	char *body = NULL;
+	size_t len = 0;
+	json_t *j;
+
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+	if (kube_client__request(kc, "GET", path, NULL, NULL, 0, &body, &len, &st) < 0)
+		return NULL;
+	j = json_loadb(body, len, 0, NULL);
+	free(body);
+	if (j)
+		informer__update(c->pods, j);
+	json_decref(j);
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	return store__get(informer__store(c->pods), key);
+}
+
+static int gather(struct controller *c, struct kube_client *kc, const struct session *s,
+		  struct gather *g)
+{
+	struct store *pods = informer__store(c->pods);
+	struct ns_scan sc = { .s = s, .g = g };
+	char key[600];
+	int r;
+
+	memset(g, 0, sizeof(*g));
+	r = reconcile__target_names(s, &g->names, &g->n_names);
+	if (r < 0)
+		return r;
+	store__foreach(pods, scan_pod, &sc);
+	if (sc.err) {
+		free_strv(sc.names, sc.n);
+		return sc.err;
+	}
+	if (!g->names) {
+		if (s->spec.pod_name) {
+			free_strv(sc.names, sc.n);
+			snprintf(key, sizeof(key), "%s/%s", s->ns, s->spec.pod_name);
+			struct kpod *p = store__get(pods, key);
+
+			if (p) {
+				g->names = calloc(1, sizeof(char *));
+				if (!g->names || !(g->names[0] = strdup(kpod__name(p)))) {
+					kpod__unref(p);
+					return -ENOMEM;
+				}
+				g->n_names = 1;
+				kpod__unref(p);
+			}
+		} else {
+			qsort(sc.names, sc.n, sizeof(char *), cmp_str);
+			g->names = sc.names;
+			g->n_names = sc.n;
+		}
+	} else {
+		free_strv(sc.names, sc.n);
+	}
+	if (!g->n_names)
+		return 0;
+	g->targets = calloc(g->n_names, sizeof(*g->targets));
+	g->pods = calloc(g->n_names, sizeof(*g->pods));
+	g->injs = calloc(g->n_names, sizeof(*g->injs));
+	g->handlers = calloc(g->n_names, sizeof(*g->handlers));
+	if (!g->targets || !g->pods || !g->injs || !g->handlers)
+		return -ENOMEM;
+	for (size_t i = 0; i < g->n_names; i++) {
+		struct target_obs *o = &g->targets[i];
+		char inj[INJECTOR_POD_NAME_MAX + 1], ename[32];
+		const json_t *old = NULL, *e;
+		const char *state = NULL;
+		size_t k;
+
+		o->name = g->names[i];
+		snprintf(key, sizeof(key), "%s/%s", s->ns, o->name);
+		g->pods[i] = store__get(pods, key);
+		json_array_foreach(json_object_get(s->status, "targets"), k, e)
+			if (kj_str(e, "pod") && strcmp(kj_str(e, "pod"), o->name) == 0)
+				old = e;
+		state = kj_str(old, "state");
+		injspec__pod_name(s, o->name, inj);
+		snprintf(key, sizeof(key), "%s/%s", s->ns, inj);
+		g->injs[i] = store__get(pods, key);
+		if (g->pods[i])
+			runtime_handler(c, kc, kpod__runtime_class(g->pods[i]), g->handlers[i],
+					sizeof(g->handlers[i]));
+		/* in flight per the status, but not in the cache: ask the API server */
+		if (state && (!strcmp(state, "Injecting") || !strcmp(state, "Profiling") ||
+			      !strcmp(state, "Uploading"))) {
+			bool ephemeral = s->spec.mode == INJ_EPHEMERAL ||
+					 (s->spec.mode == INJ_AUTO && runtime_is_kata(g->handlers[i]));
+
+			if (!ephemeral && !g->injs[i])
+				g->injs[i] = fetch_pod(c, kc, s->ns, inj);
+			injspec__ephemeral_name(s, ename);
+			struct kcontainer ec;
+
+			if (ephemeral && (!g->pods[i] || !kpod__ephemeral(g->pods[i], ename, &ec))) {
+				kpod__unref(g->pods[i]);
+				g->pods[i] = fetch_pod(c, kc, s->ns, o->name);
+			}
+		}
+		o->pod = g->pods[i];
+		o->injector = g->injs[i];
+		if (o->pod)
+			o->need_sys_admin = node_needs_sys_admin(c, kc, kpod__node(o->pod));
+		o->runtime_handler = g->handlers[i];
+	}
+	return 0;
+}
+
+static void session_path(const struct session *s, char *buf, size_t len, const char *sub)
+{
+	snprintf(buf, len, SESSION_API_PREFIX "/namespaces/%s/" SESSION_RESOURCE "/%s%s", s->ns,
+		 s->name, sub ? sub : "");
+}
+
+/* Sends a patch of the session (or its status) with resourceVersion as the precondition and
+ * replaces *s with what the server returned. -ESTALE on a conflict. */
+static int patch_session(struct controller *c, struct kube_client *kc, struct session **s,
+			 const char *sub, json_t *patch, struct kube_status *st)
+{
+	char path[700], *body = NULL, *out = NULL;
+	size_t len = 0;
+	json_t *j = NULL;
+	struct session *ns = NULL;
+	int r;
+
+	json_t *meta = json_object_get(patch, "metadata");
+
+	if (!meta) {
+		meta = json_object();
+		if (!meta || json_object_set_new(patch, "metadata", meta))
+			return -ENOMEM;
+	}
+	if (json_object_set_new(meta, "resourceVersion", json_string((*s)->rv)))
+		return -ENOMEM;
+	body = json_dumps(patch, JSON_COMPACT);
+	if (!body)
+		return -ENOMEM;
+	session_path(*s, path, sizeof(path), sub);
+	r = kube_client__request(kc, "PATCH", path, "application/merge-patch+json", body,
+				 strlen(body), &out, &len, st);
+	free(body);
+	if (r < 0)
+		return r;
+	j = json_loadb(out, len, 0, NULL);
+	free(out);
+	if (!j || session__from_json(j, &ns) < 0) {
+		json_decref(j);
+		return -EBADMSG;
+	}
+	/* the last finalizer removed: the object is gone, its DELETED event may be too */
+	if (!(ns->deleting && !ns->has_finalizer))
+		informer__update(c->sessions, j);
+	json_decref(j);
+	session__unref(*s);
+	*s = ns;
+	return 0;
+}
+
+/* Re-reads the session from the API server. -ENOENT when it is gone. */
+static int refresh_session(struct controller *c, struct kube_client *kc, struct session **s)
+{
+	struct kube_status st;
+	char path[700], *out = NULL;
+	size_t len = 0;
+	struct session *ns = NULL;
+	json_t *j;
+	int r;
+
+	session_path(*s, path, sizeof(path), NULL);
+	r = kube_client__request(kc, "GET", path, NULL, NULL, 0, &out, &len, &st);
+	if (r < 0)
+		return r;
+	j = json_loadb(out, len, 0, NULL);
+	free(out);
+	if (!j || session__from_json(j, &ns) < 0) {
+		json_decref(j);
+		return -EBADMSG;
+	}
+	informer__update(c->sessions, j);
+	json_decref(j);
+	session__unref(*s);
+	*s = ns;
+	return 0;
+}
+
+static json_t *finalizers_with(const struct session *s, bool with)
+{
+	json_t *out = json_array(), *e;
+	size_t i;
+
+	if (!out)
+		return NULL;
+	json_array_foreach(s->finalizers, i, e)
+		if (!json_is_string(e) || strcmp(json_string_value(e), SESSION_FINALIZER) != 0)
+			json_array_append(out, e);
+	if (with)
+		json_array_append_new(out, json_string(SESSION_FINALIZER));
+	return out;
+}
+
+static void emit_event(struct controller *c, struct kube_client *kc, const struct session *s,
+		       const struct plan_event *e)
+{
+	struct kube_status st;
+	char path[400], now[KTIME_LEN], micro[KTIME_MICRO_LEN], gen[300];
+	int64_t t = (int64_t)now_realtime_ns();
+	json_t *ev;
+	char *body;
+	int r;
+
+	snprintf(gen, sizeof(gen), "%.200s.", s->name);
+	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},"
+		       "s:s,s:s,s:I,s:s,s:s,s:s}",
+		       "apiVersion", "v1", "kind", "Event",
+		       "metadata", "generateName", gen, "namespace", s->ns,
+		       "involvedObject", "apiVersion", AIPROF_API_VERSION, "kind", SESSION_KIND,
+		       "name", s->name, "namespace", s->ns, "uid", s->uid, "resourceVersion", s->rv,
+		       "reason", e->reason, "message", e->message,
+		       "type", e->warning ? "Warning" : "Normal",
+		       "source", "component", MANAGED_BY,
+		       "firstTimestamp", ktime_format(t, now), "lastTimestamp", now,
+		       "count", (json_int_t)1, "eventTime", ktime_format_micro(t, micro),
+		       "reportingComponent", MANAGED_BY, "reportingInstance",
+		       c->cfg.identity ? c->cfg.identity : MANAGED_BY);
+	if (ev && json_object_set_new(ev, "action", json_string("Reconcile"))) {
+		json_decref(ev);
+		ev = NULL;
+	}
+	body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	json_decref(ev);
+	if (!body)
+		return;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", s->ns);
+	r = kube_client__request(kc, "POST", path, NULL, body, strlen(body), NULL, NULL, &st);
+	free(body);
+	if (r < 0)
+		ctl_log(c, 4, "session %s: cannot record event %s: %s", s->key, e->reason, st.message);
+	else
+		atomic_fetch_add(&c->events_emitted, 1);
+}
+
+/* A failure another try cannot fix (the request itself is wrong or not allowed). */
+static bool permanent(int r)
+{
+	return r == -EINVAL || r == -EACCES || r == -ENOENT || r == -EOPNOTSUPP || r == -EPROTO;
+}
+
+static int do_create_pod(struct controller *c, struct kube_client *kc, const struct session *s,
+			 const struct action *a, struct target_obs *o)
+{
+	struct kube_status st;
+	char path[400], *body = json_dumps(a->body, JSON_COMPACT), *out = NULL;
+	size_t len = 0;
+	int r;
+
+	if (!body)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", s->ns);
+	r = kube_client__request(kc, "POST", path, NULL, body, strlen(body), &out, &len, &st);
+	free(body);
+	if (r == 0) {
+		json_t *j = json_loadb(out, len, 0, NULL);
+
+		if (j)
+			informer__update(c->pods, j);
+		json_decref(j);
+		atomic_fetch_add(&c->injectors_created, 1);
+		ctl_log(c, 3, "session %s: created injector pod %s for pod %s on node %s", s->key,
+		     a->name, o->name, o->pod ? kpod__node(o->pod) : "?");
+	} else if (r == -EEXIST) {
+		r = 0;                  /* made by an earlier pass or a previous controller */
+	} else if (permanent(r)) {
+		o->create_err = r;
+		snprintf(o->create_msg, sizeof(o->create_msg), "%s", st.message);
+		r = 1;                  /* re-plan */
+	} else {
+		ctl_log(c, 1, "session %s: cannot create injector pod %s: %s", s->key, a->name,
+		     st.message);
+	}
+	free(out);
+	return r;
+}
+
+static int do_add_ephemeral(struct controller *c, struct kube_client *kc,
+			    const struct session *s, const struct action *a, struct target_obs *o)
+{
+	struct kube_status st;
+	char path[600], ename[32], *body = NULL, *out = NULL;
+	struct kcontainer ec;
+	struct kpod *fresh;
+	json_t *patch;
+	size_t len = 0;
+	int r;
+
+	/* never twice: look at the pod as the API server has it now */
+	injspec__ephemeral_name(s, ename);
+	fresh = fetch_pod(c, kc, s->ns, a->name);
+	if (fresh && kpod__ephemeral(fresh, ename, &ec)) {
+		kpod__unref(fresh);
+		return 0;
+	}
+	kpod__unref(fresh);
+	patch = json_pack("{s:{s:[O]}}", "spec", "ephemeralContainers", a->body);
+	body = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+	json_decref(patch);
+	if (!body)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/ephemeralcontainers", s->ns,
+		 a->name);
+	r = kube_client__request(kc, "PATCH", path, "application/strategic-merge-patch+json", body,
+				 strlen(body), &out, &len, &st);
+	free(body);
+	if (r == 0) {
+		json_t *j = json_loadb(out, len, 0, NULL);
+
+		if (j)
+			informer__update(c->pods, j);
+		json_decref(j);
+		atomic_fetch_add(&c->injectors_created, 1);
+		ctl_log(c, 3, "session %s: added ephemeral container %s to pod %s", s->key, ename,
+		     a->name);
+	} else if (permanent(r)) {
+		o->create_err = r;
+		snprintf(o->create_msg, sizeof(o->create_msg), "%s", st.message);
+		r = 1;
+	} else {
+		ctl_log(c, 1, "session %s: cannot add ephemeral container to pod %s: %s", s->key,
+		     a->name, st.message);
+	}
+	free(out);
+	return r;
+}
+
+static int do_delete(struct kube_client *kc, const char *path, struct kube_status *st)
+{
+	int r = kube_client__request(kc, "DELETE", path, NULL, NULL, 0, NULL, NULL, st);
+
+	return r == -ENOENT ? 0 : r;
+}
+
+/* One reconcile of key. Returns 0 and *requeue_at (wall clock ns, 0 = none), or -errno. */
+static int reconcile_key(struct controller *c, struct kube_client *kc, const char *key,
+			 int64_t *requeue_at)
+{
+	struct session *s = store__get(informer__store(c->sessions), key);
+	struct gather g = { 0 };
+	struct reconcile_plan p = { 0 };
+	struct kube_status st;
+	char path[700];
+	int r = 0;
+
+	*requeue_at = 0;
+	if (!s)
+		return 0;               /* deleted; its finalizer ran before */
+	for (int pass = 0; pass < MAX_PASSES; pass++) {
+		struct reconcile_input in;
+		bool replan = false;
+
+		gather_release(&g);
+		reconcile_plan__release(&p);
+		r = gather(c, kc, s, &g);
+		if (r < 0)
+			goto out;
+		in = (struct reconcile_input){
+			.s = s, .targets = g.targets, .n_targets = g.n_names,
+			.injectors = (const struct kpod *const *)g.all_inj,
+			.n_injectors = g.n_all_inj, .now_ns = (int64_t)now_realtime_ns(),
+			.cfg = &c->cfg.rc,
+		};
+		/* create errors found in the previous pass carry over */
+		r = reconcile__plan(&in, &p);
+		if (r < 0)
+			goto out;
+
+		for (size_t i = 0; i < p.n_actions && !replan; i++) {
+			struct action *a = &p.actions[i];
+			json_t *patch;
+
+			switch (a->kind) {
+			case ACT_ADD_FINALIZER:
+			case ACT_REMOVE_FINALIZER:
+				patch = json_pack("{s:{s:o}}", "metadata", "finalizers",
+						  finalizers_with(s, a->kind == ACT_ADD_FINALIZER));
+				if (!patch) {
+					r = -ENOMEM;
+					goto out;
+				}
+				r = patch_session(c, kc, &s, NULL, patch, &st);
+				json_decref(patch);
+				if (r == -ENOENT && a->kind == ACT_REMOVE_FINALIZER)
+					r = 0;
+				if (r == -ESTALE)
+					r = refresh_session(c, kc, &s);
+				if (r < 0) {
+					ctl_log(c, 1, "session %s: cannot update finalizers: %s", key,
+					     st.message);
+					goto out;
+				}
+				replan = a->kind == ACT_ADD_FINALIZER;
+				break;
+			case ACT_CREATE_POD:
+				r = do_create_pod(c, kc, s, a, &g.targets[a->target]);
+				if (r < 0)
+					goto out;
+				if (r > 0) {
+					replan = true;
+					/* keep the error for the next pass's input */
+				}
+				break;
+			case ACT_ADD_EPHEMERAL:
+				r = do_add_ephemeral(c, kc, s, a, &g.targets[a->target]);
+				if (r < 0)
+					goto out;
+				replan |= r > 0;
+				break;
+			case ACT_DELETE_POD:
+				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", s->ns, a->name);
+				r = do_delete(kc, path, &st);
+				if (r < 0) {
+					ctl_log(c, 1, "session %s: cannot delete injector pod %s: %s", key,
+					     a->name, st.message);
+					goto out;
+				}
+				ctl_log(c, 3, "session %s: deleted injector pod %s", key, a->name);
+				break;
+			case ACT_DELETE_SESSION:
+				session_path(s, path, sizeof(path), NULL);
+				r = do_delete(kc, path, &st);
+				if (r < 0)
+					goto out;
+				ctl_log(c, 3, "session %s: deleted %lds after it finished "
+				     "(ttlSecondsAfterFinished)", key, (long)s->spec.ttl_s);
+				break;
+			}
+		}
+		if (replan) {
+			/* a create failed for good: plan again with the error in the input */
+			bool errs = false;
+
+			for (size_t i = 0; i < g.n_names; i++)
+				errs |= g.targets[i].create_err != 0;
+			if (errs) {
+				struct target_obs *saved = g.targets;
+				struct reconcile_input in2 = in;
+
+				in2.targets = saved;
+				reconcile_plan__release(&p);
+				r = reconcile__plan(&in2, &p);
+				if (r < 0)
+					goto out;
+				/* only the status and events of this plan: no new actions */
+				for (size_t i = 0; i < p.n_actions; i++)
+					json_decref(p.actions[i].body);
+				p.n_actions = 0;
+			} else {
+				continue;       /* finalizer added: plan with the fresh object */
+			}
+		}
+		if (p.status && memo_same(c, key, s->rv, status_hash(p.status))) {
+			json_decref(p.status);          /* written before; the server pruned some */
+			p.status = NULL;
+			p.n_events = 0;
+		}
+		if (p.status) {
+			uint64_t h = status_hash(p.status);
+			json_t *patch = json_pack("{s:O}", "status", p.status);
+
+			if (!patch) {
+				r = -ENOMEM;
+				goto out;
+			}
+			r = patch_session(c, kc, &s, "/status", patch, &st);
+			json_decref(patch);
+			if (r == -ESTALE) {
+				atomic_fetch_add(&c->conflicts, 1);
+				r = refresh_session(c, kc, &s);
+				if (r < 0)
+					goto out;
+				continue;       /* plan again on the fresh object */
+			}
+			if (r == -ENOENT) {
+				r = 0;
+				goto out;
+			}
+			if (r < 0) {
+				ctl_log(c, 1, "session %s: cannot write status: %s", key, st.message);
+				goto out;
+			}
+			atomic_fetch_add(&c->status_writes, 1);
+			memo_put(c, key, s->rv, h);
+			ctl_log(c, 4, "session %s: %s", key, session_phase_name(s->phase));
+		}
+		for (size_t i = 0; i < p.n_events; i++)
+			emit_event(c, kc, s, &p.events[i]);
+		*requeue_at = p.requeue_at_ns;
+		r = 0;
+		goto out;
+	}
+	r = -EAGAIN;                    /* too many conflicts: later */
+out:
+	gather_release(&g);
+	reconcile_plan__release(&p);
+	session__unref(s);
+	return r;
+}
+
+static void *worker(void *arg)
+{
+	struct controller *c = arg;
+	struct kube_client *kc = NULL;
+	char *key = NULL;
+
+	if (kube_client__new(c->cfg.kube, &kc) < 0)
+		return NULL;
+	kube_client__set_stop(kc, &c->stopping);
+	while (workqueue__get(c->queue, &key) == 0) {
+		int64_t at = 0;
+		int r = reconcile_key(c, kc, key, &at);
+
+		atomic_fetch_add(&c->reconciles, 1);
+		if (r < 0) {
+			atomic_fetch_add(&c->reconcile_errors, 1);
+			ctl_log(c, r == -ESTALE || r == -EAGAIN ? 3 : 1, "session %s: reconcile failed: %s "
+			     "(retrying)", key, strerror(-r));
+			(void)workqueue__add_rate_limited(c->queue, key);
+		} else {
+			int64_t now = (int64_t)now_realtime_ns();
+
+			workqueue__forget(c->queue, key);
+			if (at > 0)
+				(void)workqueue__add_after(c->queue, key,
+							   at > now ? (uint64_t)(at - now) + NSEC_PER_MSEC
+								    : 1);
+		}
+		workqueue__done(c->queue, key);
+		free(key);
+		key = NULL;
+	}
+	kube_client__free(kc);
+	return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+int controller__new(const struct controller_config *cfg, struct controller **ret)
+{
+	struct controller *c = calloc(1, sizeof(*c));
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	c->cfg = *cfg;
+	if (!c->cfg.workers)
+		c->cfg.workers = 1;
+	pthread_mutex_init(&c->lookup_lock, NULL);
+	pthread_mutex_init(&c->memo_lock, NULL);
+
+	c->session_ops = (struct informer_ops){
+		.resource = SESSION_RESOURCE, .decode = session_decode, .rv = session_rv,
+		.store_ops = &session_store_ops, .on_upsert = on_session_upsert,
+		.on_delete = on_session_delete, .on_event = on_informer_event, .ctx = c,
+		.watch_timeout_s = cfg->watch_timeout_s,
+	};
+	c->pod_ops = (struct informer_ops){
+		.resource = "pods", .decode = pod_decode, .rv = pod_rv, .store_ops = &pod_store_ops,
+		.on_upsert = on_pod_upsert, .on_delete = on_pod_delete,
+		.on_event = on_informer_event, .ctx = c, .watch_timeout_s = cfg->watch_timeout_s,
+	};
+	if (cfg->namespace) {
+		snprintf(c->session_ops.path, sizeof(c->session_ops.path),
+			 SESSION_API_PREFIX "/namespaces/%s/" SESSION_RESOURCE, cfg->namespace);
+		snprintf(c->pod_ops.path, sizeof(c->pod_ops.path), "/api/v1/namespaces/%s/pods",
+			 cfg->namespace);
+	} else {
+		snprintf(c->session_ops.path, sizeof(c->session_ops.path),
+			 SESSION_API_PREFIX "/" SESSION_RESOURCE);
+		snprintf(c->pod_ops.path, sizeof(c->pod_ops.path), "/api/v1/pods");
+	}
+	err = -ENOMEM;
+	c->queue = workqueue__new(NULL, NULL);
+	if (!c->queue)
+		goto fail;
+	err = informer__new(cfg->kube, &c->session_ops, &c->sessions);
+	if (err < 0)
+		goto fail;
+	err = informer__new(cfg->kube, &c->pod_ops, &c->pods);
+	if (err < 0)
+		goto fail;
+	*ret = c;
+	return 0;
+fail:
+	controller__free(c);
+	return err;
+}
+
+bool controller__synced(struct controller *c)
+{
+	return c->started && informer__synced(c->sessions) && informer__synced(c->pods);
+}
+
+int controller__start(struct controller *c)
+{
+	int r;
+
+	/* pods first: when sessions arrive, their targets are known */
+	r = informer__start(c->pods);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < 6000 && !informer__synced(c->pods); i++)
+		sleep_ns(10 * NSEC_PER_MSEC);
+	r = informer__start(c->sessions);
+	if (r < 0)
+		return r;
+	c->workers = calloc(c->cfg.workers, sizeof(*c->workers));
+	if (!c->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < c->cfg.workers; i++) {
+		r = pthread_create(&c->workers[i], NULL, worker, c);
+		if (r)
+			return -r;
+		c->n_workers++;
+	}
+	c->started = true;
+	return 0;
+}
+
+void controller__stop(struct controller *c)
+{
+	if (!c)
+		return;
+	atomic_store(&c->stopping, true);
+	workqueue__shutdown(c->queue);
+	for (unsigned i = 0; i < c->n_workers; i++)
+		pthread_join(c->workers[i], NULL);
+	c->n_workers = 0;
+	informer__stop(c->sessions);
+	informer__stop(c->pods);
+}
+
+static void free_lookups(struct lookup *l)
+{
+	while (l) {
+		struct lookup *n = l->next;
+
+		free(l);
+		l = n;
+	}
+}
+
+void controller__free(struct controller *c)
+{
+	if (!c)
+		return;
+	controller__stop(c);
+	informer__free(c->sessions);
+	informer__free(c->pods);
+	workqueue__free(c->queue);
+	free(c->workers);
+	free_lookups(c->runtime_classes);
+	free_lookups(c->nodes);
+	pthread_mutex_destroy(&c->lookup_lock);
+	for (size_t i = 0; i < MEMO_BUCKETS; i++)
+		while (c->memo[i]) {
+			struct memo *m = c->memo[i];
+
+			c->memo[i] = m->next;
+			free(m);
+		}
+	pthread_mutex_destroy(&c->memo_lock);
+	free(c);
+}
+
+/* ---- metrics and feed snapshot ----------------------------------------------------------- */
+
+struct phase_count {
+	size_t n[PHASE__MAX];
+};
+
+static void count_phase(void *ctx, void *obj)
+{
+	struct phase_count *pc = ctx;
+	const struct session *s = obj;
+
+	pc->n[s->phase < PHASE__MAX ? s->phase : PHASE_NONE]++;
+}
+
+void controller__metrics(struct controller *c, struct strbuf *b)
+{
+	struct phase_count pc = { { 0 } };
+
+	strbuf_addf(b, "# HELP aiprof_reconciles_total Reconciles of ProfilingSessions.\n"
+		    "# TYPE aiprof_reconciles_total counter\naiprof_reconciles_total %llu\n",
+		    (unsigned long long)atomic_load(&c->reconciles));
+	strbuf_addf(b, "# HELP aiprof_reconcile_errors_total Reconciles that failed and were "
+		    "retried.\n# TYPE aiprof_reconcile_errors_total counter\n"
+		    "aiprof_reconcile_errors_total %llu\n",
+		    (unsigned long long)atomic_load(&c->reconcile_errors));
+	strbuf_addf(b, "# HELP aiprof_conflicts_total Status writes refused with 409 Conflict.\n"
+		    "# TYPE aiprof_conflicts_total counter\naiprof_conflicts_total %llu\n",
+		    (unsigned long long)atomic_load(&c->conflicts));
+	strbuf_addf(b, "# HELP aiprof_injectors_created_total Injector pods and ephemeral "
+		    "containers created.\n# TYPE aiprof_injectors_created_total counter\n"
+		    "aiprof_injectors_created_total %llu\n",
+		    (unsigned long long)atomic_load(&c->injectors_created));
+	strbuf_addf(b, "# HELP aiprof_status_writes_total Status subresource updates.\n"
+		    "# TYPE aiprof_status_writes_total counter\naiprof_status_writes_total %llu\n",
+		    (unsigned long long)atomic_load(&c->status_writes));
+	strbuf_addf(b, "# HELP aiprof_events_total Events recorded.\n"
+		    "# TYPE aiprof_events_total counter\naiprof_events_total %llu\n",
+		    (unsigned long long)atomic_load(&c->events_emitted));
+	strbuf_addf(b, "# HELP aiprof_workqueue_depth Session keys ready to reconcile.\n"
+		    "# TYPE aiprof_workqueue_depth gauge\naiprof_workqueue_depth %zu\n",
+		    workqueue__len(c->queue));
+	strbuf_addf(b, "# HELP aiprof_workqueue_waiting Session keys waiting for a delay.\n"
+		    "# TYPE aiprof_workqueue_waiting gauge\naiprof_workqueue_waiting %zu\n",
+		    workqueue__waiting(c->queue));
+	strbuf_addf(b, "# HELP aiprof_watch_restarts_total Watches that ended with an error "
+		    "or 410 Gone.\n# TYPE aiprof_watch_restarts_total counter\n"
+		    "aiprof_watch_restarts_total{resource=\"profilingsessions\"} %llu\n"
+		    "aiprof_watch_restarts_total{resource=\"pods\"} %llu\n",
+		    (unsigned long long)informer__watch_restarts(c->sessions),
+		    (unsigned long long)informer__watch_restarts(c->pods));
+	strbuf_addf(b, "# HELP aiprof_relists_total Full lists (the first, and after 410 Gone).\n"
+		    "# TYPE aiprof_relists_total counter\n"
+		    "aiprof_relists_total{resource=\"profilingsessions\"} %llu\n"
+		    "aiprof_relists_total{resource=\"pods\"} %llu\n",
+		    (unsigned long long)informer__relists(c->sessions),
+		    (unsigned long long)informer__relists(c->pods));
+	strbuf_addf(b, "# HELP aiprof_cached_objects Objects in the informers' caches.\n"
+		    "# TYPE aiprof_cached_objects gauge\n"
+		    "aiprof_cached_objects{resource=\"profilingsessions\"} %zu\n"
+		    "aiprof_cached_objects{resource=\"pods\"} %zu\n",
+		    store__len(informer__store(c->sessions)), store__len(informer__store(c->pods)));
+	store__foreach(informer__store(c->sessions), count_phase, &pc);
+	strbuf_adds(b, "# HELP aiprof_sessions ProfilingSessions by phase.\n"
+		    "# TYPE aiprof_sessions gauge\n");
+	for (int i = 0; i < PHASE__MAX; i++)
+		strbuf_addf(b, "aiprof_sessions{phase=\"%s\"} %zu\n",
+			    i == PHASE_NONE ? "New" : session_phase_name((enum session_phase)i),
+			    pc.n[i]);
+}
+
+static void snapshot_one(void *ctx, void *obj)
+{
+	struct strbuf *b = ctx;
+	char *m = feed_message(obj, "status");
+
+	if (m) {
+		strbuf_adds(b, m);
+		strbuf_addc(b, '\n');
+	}
+	free(m);
+}
+
+void controller__snapshot(struct controller *c, struct strbuf *b)
+{
+	store__foreach(informer__store(c->sessions), snapshot_one, b);
+}

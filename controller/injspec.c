@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "api.h"
+#include "injspec.h"
+#include "timeutil.h"
+
+void injspec__pod_name(const struct session *s, const char *target_pod,
+		       char out[INJECTOR_POD_NAME_MAX + 1])
+{
+	char id[11];
+	size_t n = strlen(s->name);
+
+	session__short_id(s->uid, target_pod, id);
+	if (n > 40)
+		n = 40;
+	while (n > 0 && (s->name[n - 1] == '-' || s->name[n - 1] == '.'))
+		n--;
+	snprintf(out, INJECTOR_POD_NAME_MAX + 1, "aiprof-%.*s-%s", (int)n, s->name, id);
+}
+
+void injspec__ephemeral_name(const struct session *s, char out[32])
+{
+	char id[11];
+
+	session__short_id(s->uid, "", id);
+	snprintf(out, 32, EPHEMERAL_PREFIX "%s", id);
+}
+
+int injspec__output_url(const struct session *s, const char *target_pod, char **ret)
+{
+	const struct session_s3 *o = &s->spec.s3;
+	char *u;
+
+	if (asprintf(&u, "s3://%s/%s%s%s/%s/%s", o->bucket, o->prefix ? o->prefix : "",
+		     o->prefix && o->prefix[0] ? "/" : "", s->ns, s->name, target_pod) < 0)
+		return -ENOMEM;
+	*ret = u;
+	return 0;
+}
+
+bool kernel_needs_sys_admin(const char *v)
+{
+	unsigned major = 0, minor = 0;
+
+	if (!v || sscanf(v, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major < 5 || (major == 5 && minor < 8);
+}
+
+static int add_str(json_t *arr, const char *s)
+{
+	return json_array_append_new(arr, json_string(s));
+}
+
+static json_t *injector_args(const struct injector_target *t, bool ephemeral)
+{
+	const struct session_spec *sp = &t->s->spec;
+	json_t *a = json_array();
+	char *url = NULL;
+	char hz[16];
+	int r = 0;
+
+	if (!a || injspec__output_url(t->s, kpod__name(t->pod), &url) < 0)
+		goto fail;
+	r |= add_str(a, "profile");
+	if (ephemeral) {
+		r |= add_str(a, "--container-name");
+		r |= add_str(a, t->container);
+	} else {
+		r |= add_str(a, "--container-id");
+		r |= add_str(a, t->container_id);
+	}
+	r |= add_str(a, "--duration");
+	r |= add_str(a, sp->duration);
+	r |= add_str(a, "-o");
+	r |= add_str(a, url);
+	if (sp->process_match) {
+		r |= add_str(a, "--match");
+		r |= add_str(a, sp->process_match);
+	}
+	if (sp->collectors) {
+		r |= add_str(a, "--collectors");
+		r |= add_str(a, sp->collectors);
+	}
+	if (sp->cpu_hz) {
+		snprintf(hz, sizeof(hz), "%u", sp->cpu_hz);
+		r |= add_str(a, "--frequency");
+		r |= add_str(a, hz);
+	}
+	if (sp->method == METHOD_EBPF_ONLY) {
+		r |= add_str(a, "--method");
+		r |= add_str(a, "ebpf");
+	}
+	r |= add_str(a, "--termination-log");
+	r |= add_str(a, "/dev/termination-log");
+	if (r)
+		goto fail;
+	free(url);
+	return a;
+fail:
+	free(url);
+	json_decref(a);
+	return NULL;
+}
+
+static json_t *env_var(const char *name, const char *value)
+{
+	return json_pack("{s:s,s:s}", "name", name, "value", value);
+}
+
+static json_t *env_secret(const char *name, const char *secret, const char *key)
+{
+	return json_pack("{s:s,s:{s:{s:s,s:s}}}", "name", name, "valueFrom", "secretKeyRef",
+			 "name", secret, "key", key);
+}
+
+static json_t *injector_env(const struct injector_target *t, bool ephemeral)
+{
+	const struct session_s3 *o = &t->s->spec.s3;
+	json_t *env = json_array();
+	int r = 0;
+
+	if (!env)
+		return NULL;
+	r |= json_array_append_new(env, env_var("AIPROF_SESSION", t->s->key));
+	r |= json_array_append_new(env, env_var("AIPROF_TARGET_POD", kpod__name(t->pod)));
+	r |= json_array_append_new(env, env_var("AIPROF_TARGET_CONTAINER", t->container));
+	if (o->endpoint)
+		r |= json_array_append_new(env, env_var("AWS_ENDPOINT_URL_S3", o->endpoint));
+	if (o->region)
+		r |= json_array_append_new(env, env_var("AWS_REGION", o->region));
+	if (o->secret_name && !ephemeral) {
+		r |= json_array_append_new(env, env_var("AIPROF_S3_SECRET_DIR", INJECTOR_SECRET_DIR));
+	} else if (o->secret_name) {
+		r |= json_array_append_new(env, env_secret("AWS_ACCESS_KEY_ID", o->secret_name,
+							   o->key_id_key));
+		r |= json_array_append_new(env, env_secret("AWS_SECRET_ACCESS_KEY", o->secret_name,
+							   o->secret_key_key));
+		if (o->token_key)
+			r |= json_array_append_new(env, env_secret("AWS_SESSION_TOKEN",
+								   o->secret_name, o->token_key));
+	}
+	if (r) {
+		json_decref(env);
+		return NULL;
+	}
+	return env;
+}
+
+static json_t *security_context(const struct injector_target *t)
+{
+	json_t *add = json_pack("[sss]", "SYS_PTRACE", "BPF", "PERFMON");
+
+	if (add && t->need_sys_admin && add_str(add, "SYS_ADMIN")) {
+		json_decref(add);
+		return NULL;
+	}
+	/* ptrace, bpf and perf_event_open are outside the runtimes' default seccomp profiles */
+	return json_pack("{s:b,s:I,s:{s:[s],s:o},s:{s:s}}", "privileged", 0, "runAsUser",
+			 (json_int_t)0, "capabilities", "drop", "ALL", "add", add,
+			 "seccompProfile", "type", "Unconfined");
+}
+
+static json_t *container(const struct injector_config *cfg, const struct injector_target *t,
+			 const char *name, bool ephemeral)
+{
+	json_t *args = injector_args(t, ephemeral), *env = injector_env(t, ephemeral);
+	json_t *sc = security_context(t), *c = NULL;
+
+	if (!args || !env || !sc)
+		goto fail;
+	c = json_pack("{s:s,s:s,s:s,s:[s],s:O,s:O,s:O,s:s,s:s}", "name", name, "image", cfg->image,
+		      "imagePullPolicy", cfg->pull_policy ? cfg->pull_policy : "IfNotPresent",
+		      "command", "aiprof", "args", args, "env", env, "securityContext", sc,
+		      "terminationMessagePath", "/dev/termination-log",
+		      "terminationMessagePolicy", "File");
+	if (!c)
+		goto fail;
+	if (ephemeral) {
+		if (json_object_set_new(c, "targetContainerName", json_string(t->container)))
+			goto fail;
+	} else {
+		json_t *res = json_pack("{s:{s:s,s:s},s:{s:s}}", "requests", "cpu", "100m", "memory",
+					"128Mi", "limits", "memory", "1Gi");
+
+		if (!res || json_object_set_new(c, "resources", res))
+			goto fail;
+		if (t->s->spec.s3.secret_name &&
+		    json_object_set_new(c, "volumeMounts",
+					json_pack("[{s:s,s:s,s:b}]", "name", "s3-credentials",
+						  "mountPath", INJECTOR_SECRET_DIR, "readOnly", 1)))
+			goto fail;
+	}
+	json_decref(args);
+	json_decref(env);
+	json_decref(sc);
+	return c;
+fail:
+	json_decref(c);
+	json_decref(args);
+	json_decref(env);
+	json_decref(sc);
+	return NULL;
+}
+
+json_t *injspec__ephemeral_container(const struct injector_config *cfg,
+				     const struct injector_target *t)
+{
+	char name[32];
+
+	injspec__ephemeral_name(t->s, name);
+	return container(cfg, t, name, true);
+}
+
+json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct injector_target *t)
+{
+	const struct session *s = t->s;
+	const struct session_s3 *o = &s->spec.s3;
+	char name[INJECTOR_POD_NAME_MAX + 1];
+	json_t *pod = NULL, *c, *spec, *vols = NULL;
+	json_int_t deadline = (json_int_t)((s->spec.duration_ns + cfg->grace_ns + NSEC_PER_SEC - 1) /
+					   NSEC_PER_SEC);
+	char target[600];
+
+	injspec__pod_name(s, kpod__name(t->pod), name);
+	snprintf(target, sizeof(target), "%s/%s/%s", s->ns, kpod__name(t->pod), t->container);
+	c = container(cfg, t, INJECTOR_CONTAINER, false);
+	if (!c)
+		return NULL;
+	pod = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s},s:{s:s},s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},"
+			"s:{s:s,s:b,s:s,s:b,s:b,s:I,s:I,s:[{s:s}],s:[o]}}",
+			"apiVersion", "v1", "kind", "Pod",
+			"metadata",
+			"name", name, "namespace", s->ns,
+			"labels", LABEL_SESSION_UID, s->uid, LABEL_SESSION, s->name,
+			LABEL_TARGET_POD, kpod__name(t->pod), LABEL_COMPONENT, COMPONENT_INJECTOR,
+			LABEL_MANAGED_BY, MANAGED_BY,
+			"annotations", "aiprof.io/target", target,
+			"ownerReferences", "apiVersion", AIPROF_API_VERSION, "kind", SESSION_KIND,
+			"name", s->name, "uid", s->uid, "controller", 1, "blockOwnerDeletion", 1,
+			"spec",
+			"nodeName", kpod__node(t->pod), "hostPID", 1, "restartPolicy", "Never",
+			"automountServiceAccountToken", 0, "enableServiceLinks", 0,
+			"activeDeadlineSeconds", deadline, "terminationGracePeriodSeconds",
+			(json_int_t)10, "tolerations", "operator", "Exists", "containers", c);
+	if (!pod)
+		return NULL;           /* json_pack stole c */
+	spec = json_object_get(pod, "spec");
+	if (cfg->priority_class &&
+	    json_object_set_new(spec, "priorityClassName", json_string(cfg->priority_class)))
+		goto fail;
+	if (o->secret_name) {
+		json_t *items = json_pack("[{s:s,s:s},{s:s,s:s}]", "key", o->key_id_key, "path",
+					  "AWS_ACCESS_KEY_ID", "key", o->secret_key_key, "path",
+					  "AWS_SECRET_ACCESS_KEY");
+
+		if (!items)
+			goto fail;
+		if (o->token_key &&
+		    json_array_append_new(items, json_pack("{s:s,s:s}", "key", o->token_key, "path",
+							   "AWS_SESSION_TOKEN"))) {
+			json_decref(items);
+			goto fail;
+		}
+		vols = json_pack("[{s:s,s:{s:s,s:o,s:I}}]", "name", "s3-credentials", "secret",
+				 "secretName", o->secret_name, "items", items, "defaultMode",
+				 (json_int_t)0400);
+		if (!vols || json_object_set_new(spec, "volumes", vols))
+			goto fail;
+	}
+	return pod;
+fail:
+	json_decref(pod);
+	return NULL;
+}

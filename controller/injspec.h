@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the controller asks the cluster to run: the injector as a pod on the target's node
+ * (runc) or as an ephemeral container inside the target's pod (Kata, or when the session
+ * asks). Pure builders of JSON from a session, a target pod and the controller's settings.
+ *
+ * The node-agent pod: nodeName = the target's node, hostPID (the host's pid namespace holds
+ * the target container's processes; the injector reaches the container's mount namespace
+ * through /proc/PID/root and never writes into it), restartPolicy Never, no service-account
+ * token, capabilities dropped to SYS_PTRACE, BPF and PERFMON (plus SYS_ADMIN only for a
+ * kernel older than 5.8, which has no CAP_BPF/CAP_PERFMON), tolerating every taint, an
+ * activeDeadlineSeconds of duration + grace, and an ownerReference to the session.
+ * The ephemeral container: targetContainerName = the target container, so it shares that
+ * container's pid namespace; the same capabilities.
+ *
+ * S3 credentials are passed by reference only: a secret volume (pod) or env valueFrom
+ * secretKeyRef (ephemeral containers cannot add volumes). No literal env value is ever a
+ * credential; endpoint and region are not secrets.
+ *
+ * The injector's command line (the contract with injector/, see controller/README.md):
+ *   aiprof profile --container-id ID | --container-name NAME  --duration D -o s3://...
+ *                  [--match RE] [--collectors LIST] [--frequency HZ] [--method ebpf]
+ *                  --termination-log /dev/termination-log
+ */
+#ifndef AIPROF_INJSPEC_H
+#define AIPROF_INJSPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "kpod.h"
+#include "session.h"
+
+#define INJECTOR_CONTAINER "injector"
+#define INJECTOR_SECRET_DIR "/var/run/secrets/aiprof/s3"
+#define INJECTOR_POD_NAME_MAX 63
+
+struct injector_config {
+	const char *image;          /* the aiprof injector image */
+	const char *pull_policy;    /* NULL: IfNotPresent */
+	const char *priority_class; /* NULL: none */
+	uint64_t grace_ns;          /* beyond the duration: attach, build artifacts, upload */
+};
+
+struct injector_target {
+	const struct session *s;
+	const struct kpod *pod;     /* the target pod */
+	const char *container;      /* the target container's name */
+	const char *container_id;   /* "containerd://..." */
+	bool need_sys_admin;        /* the node's kernel predates CAP_BPF / CAP_PERFMON */
+};
+
+/* The node-agent pod's name: "aiprof-<session>-<10 hex of uid+target>", <= 63 characters,
+ * the same for the same session and target on every controller (a restarted controller
+ * finds it instead of making a second). */
+void injspec__pod_name(const struct session *s, const char *target_pod,
+		       char out[INJECTOR_POD_NAME_MAX + 1]);
+/* The ephemeral container's name: "aiprof-<10 hex of uid>". */
+void injspec__ephemeral_name(const struct session *s, char out[32]);
+
+/* "s3://bucket/prefix/namespace/session/pod": where one target's artifacts go. */
+int injspec__output_url(const struct session *s, const char *target_pod, char **ret);
+
+/* Each returns a new JSON object, or NULL when out of memory. */
+json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct injector_target *t);
+json_t *injspec__ephemeral_container(const struct injector_config *cfg,
+				     const struct injector_target *t);
+
+/* True if a kernel version string ("5.4.0-150-generic") is older than 5.8. Unknown: false. */
+bool kernel_needs_sys_admin(const char *kernel_version);
+
+#endif

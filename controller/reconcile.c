@@ -1,0 +1,755 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "api.h"
+#include "kjson.h"
+#include "ktime.h"
+#include "reconcile.h"
+#include "termination.h"
+#include "timeutil.h"
+
+void free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+bool runtime_is_kata(const char *h)
+{
+	return h && strncmp(h, "kata", 4) == 0 && (h[4] == '\0' || h[4] == '-' || h[4] == '_');
+}
+
+int reconcile__target_names(const struct session *s, char ***ret, size_t *ret_n)
+{
+	const json_t *ts = json_object_get(s->status, "targets"), *e;
+	char **v;
+	size_t i, n = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!kj_str(s->status, "startTime") || !json_is_array(ts) || json_array_size(ts) == 0)
+		return 0;
+	v = calloc(json_array_size(ts), sizeof(char *));
+	if (!v)
+		return -ENOMEM;
+	json_array_foreach(ts, i, e) {
+		const char *p = kj_str(e, "pod");
+
+		if (!p)
+			continue;
+		v[n] = strdup(p);
+		if (!v[n++]) {
+			free_strv(v, n);
+			return -ENOMEM;
+		}
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+void reconcile_plan__release(struct reconcile_plan *p)
+{
+	for (size_t i = 0; i < p->n_actions; i++)
+		json_decref(p->actions[i].body);
+	free(p->actions);
+	json_decref(p->status);
+	memset(p, 0, sizeof(*p));
+}
+
+static int add_action(struct reconcile_plan *p, enum action_kind kind, size_t target,
+		      const char *name, json_t *body)
+{
+	struct action *a = realloc(p->actions, (p->n_actions + 1) * sizeof(*a));
+
+	if (!a) {
+		json_decref(body);
+		return -ENOMEM;
+	}
+	p->actions = a;
+	a = &p->actions[p->n_actions++];
+	memset(a, 0, sizeof(*a));
+	a->kind = kind;
+	a->target = target;
+	snprintf(a->name, sizeof(a->name), "%s", name ? name : "");
+	a->body = body;
+	return 0;
+}
+
+__attribute__((format(printf, 4, 5)))
+static void add_event(struct reconcile_plan *p, bool warning, const char *reason,
+		      const char *fmt, ...)
+{
+	struct plan_event *e;
+	va_list ap;
+
+	if (p->n_events >= RECONCILE_MAX_EVENTS)
+		return;
+	e = &p->events[p->n_events++];
+	e->warning = warning;
+	snprintf(e->reason, sizeof(e->reason), "%s", reason);
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+}
+
+static void requeue_at(struct reconcile_plan *p, int64_t t)
+{
+	if (t > 0 && (p->requeue_at_ns == 0 || t < p->requeue_at_ns))
+		p->requeue_at_ns = t;
+}
+
+static const json_t *old_target(const struct session *s, const char *pod)
+{
+	const json_t *ts = json_object_get(s->status, "targets"), *e;
+	size_t i;
+
+	json_array_foreach(ts, i, e) {
+		const char *p = kj_str(e, "pod");
+
+		if (p && strcmp(p, pod) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static enum session_phase old_target_state(const struct session *s, const char *pod)
+{
+	return session_phase_parse(kj_str(old_target(s, pod), "state"));
+}
+
+/* ---- one target ---------------------------------------------------------------------- */
+
+struct tres {
+	enum session_phase state;
+	char reason[48];
+	char message[600];
+	const char *container;
+	const char *mode;          /* "NodeAgent" / "EphemeralContainer" */
+	const char *runtime;
+	const char *node;
+	char injector[64];
+	int64_t started_at, finished_at;
+	struct termination *term;  /* a parsed termination message, or NULL */
+	bool carried;              /* terminal before this pass: copied from the old status */
+	bool created;              /* this plan creates its injector */
+	bool delete_injector;      /* this plan deletes its injector pod */
+};
+
+__attribute__((format(printf, 4, 5)))
+static void tset(struct tres *t, enum session_phase st, const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	t->state = st;
+	snprintf(t->reason, sizeof(t->reason), "%s", reason);
+	va_start(ap, fmt);
+	vsnprintf(t->message, sizeof(t->message), fmt, ap);
+	va_end(ap);
+}
+
+/* The injector container's state -> the target's. */
+static int from_container(const struct reconcile_input *in, struct tres *t,
+			  const struct kcontainer *c, const char *pod_phase)
+{
+	const struct session *s = in->s;
+	char why[200];
+	int r;
+
+	if (!c || c->state == KC_UNKNOWN || c->state == KC_WAITING) {
+		if (pod_phase && strcmp(pod_phase, "Failed") == 0) {
+			tset(t, PHASE_FAILED, "InjectorFailed", "injector %s failed before it ran%s%s",
+			     t->injector, c && c->reason[0] ? ": " : "", c ? c->reason : "");
+			return 0;
+		}
+		tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting%s%s", t->injector,
+		     c && c->reason[0] ? ": " : "", c ? c->reason : "");
+		return 0;
+	}
+	t->started_at = c->started_at;
+	if (c->state == KC_RUNNING) {
+		int64_t end = c->started_at + (int64_t)s->spec.duration_ns;
+
+		if (c->started_at && in->now_ns >= end) {
+			tset(t, PHASE_UPLOADING, "Uploading", "the window is over: injector %s is "
+			     "building and uploading the artifacts", t->injector);
+		} else {
+			tset(t, PHASE_PROFILING, "Profiling", "injector %s is recording for %s",
+			     t->injector, s->spec.duration);
+		}
+		return 0;
+	}
+	/* terminated */
+	t->finished_at = c->finished_at;
+	t->term = malloc(sizeof(*t->term));
+	if (!t->term)
+		return -ENOMEM;
+	r = c->message[0] ? termination__parse(c->message, strlen(c->message), t->term, why,
+					       sizeof(why)) : -ENODATA;
+	if (r < 0) {
+		free(t->term);
+		t->term = NULL;
+	}
+	if (c->exit_code == 0 && r == 0 && !t->term->error[0]) {
+		tset(t, PHASE_SUCCEEDED, "Succeeded", "%zu artifact%s", t->term->n_artifacts,
+		     t->term->n_artifacts == 1 ? "" : "s");
+	} else if (r == 0 && t->term->error[0]) {
+		tset(t, PHASE_FAILED, "InjectorFailed", "injector exited with code %d: %s",
+		     c->exit_code, t->term->error);
+	} else if (r == -ENODATA) {
+		tset(t, PHASE_FAILED, "InjectorFailed", "injector exited with code %d%s%s and left "
+		     "no termination message", c->exit_code, c->reason[0] ? ", " : "", c->reason);
+	} else {
+		tset(t, PHASE_FAILED, "InjectorFailed", "injector exited with code %d; its termination "
+		     "message is unusable: %s", c->exit_code, why);
+	}
+	return 0;
+}
+
+static int eval_target(const struct reconcile_input *in, size_t idx, bool started,
+		       int64_t deadline, struct tres *t, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	const struct target_obs *o = &in->targets[idx];
+	const struct kpod *pod = o->pod;
+	const struct kcontainer *tc = NULL;
+	enum session_phase prev = old_target_state(s, o->name);
+	bool inflight = prev == PHASE_INJECTING || prev == PHASE_PROFILING || prev == PHASE_UPLOADING;
+	int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+	bool waited_out = in->now_ns >= wait_end;
+	struct kcontainer first, tcs, ics, ecs;
+	bool ephemeral;
+
+	t->runtime = o->runtime_handler && o->runtime_handler[0] ? o->runtime_handler : "runc";
+	ephemeral = s->spec.mode == INJ_EPHEMERAL ||
+		    (s->spec.mode == INJ_AUTO && runtime_is_kata(o->runtime_handler));
+	t->mode = ephemeral ? "EphemeralContainer" : "NodeAgent";
+	t->node = pod ? kpod__node(pod) : "";
+	t->container = s->spec.container ? s->spec.container :
+		       pod && kpod__container_at(pod, 0, &first) ? first.name : "";
+	if (ephemeral)
+		injspec__ephemeral_name(s, t->injector);
+	else
+		injspec__pod_name(s, o->name, t->injector);
+
+	if (!pod || pod->deleting) {
+		if (inflight) {
+			tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+			     "profiled", o->name);
+			t->delete_injector = !ephemeral && o->injector;
+		} else if (started || waited_out) {
+			tset(t, PHASE_FAILED, "TargetNotFound", "pod %s/%s does not exist", s->ns, o->name);
+		} else {
+			tset(t, PHASE_PENDING, "TargetNotFound", "waiting for pod %s/%s to exist",
+			     s->ns, o->name);
+			requeue_at(p, wait_end);
+		}
+		return 0;
+	}
+	tc = t->container[0] && kpod__container(pod, t->container, &tcs) ? &tcs : NULL;
+	if (!tc) {
+		tset(t, PHASE_FAILED, "ContainerNotFound", "pod %s has no container '%s'", o->name,
+		     t->container);
+		return 0;
+	}
+
+	if (!ephemeral) {
+		const struct kpod *inj = o->injector;
+
+		if (inj)
+			return from_container(in, t, kpod__container(inj, INJECTOR_CONTAINER, &ics) ?
+					      &ics : NULL, kpod__phase(inj));
+		if (o->create_err) {
+			tset(t, PHASE_FAILED, "InjectorCreateFailed", "cannot create injector pod %s: %s",
+			     t->injector, o->create_msg);
+			return 0;
+		}
+		if (inflight) {
+			tset(t, PHASE_FAILED, "InjectorDeleted", "injector pod %s was deleted before it "
+			     "reported a result", t->injector);
+			return 0;
+		}
+	} else {
+		if (kpod__ephemeral(pod, t->injector, &ecs))
+			return from_container(in, t, &ecs, NULL);
+		if (o->create_err) {
+			tset(t, PHASE_FAILED, "InjectorCreateFailed", "cannot add ephemeral container %s "
+			     "to pod %s: %s", t->injector, o->name, o->create_msg);
+			return 0;
+		}
+		if (inflight) {        /* added, not yet seen: ephemeral containers stay */
+			tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting", t->injector);
+			return 0;
+		}
+	}
+
+	/* no injector yet: is the target ready for one? */
+	if (!kpod__node(pod)[0] || tc->state != KC_RUNNING || !tc->container_id[0]) {
+		if (waited_out) {
+			tset(t, PHASE_FAILED, "TargetNotRunning", "container %s of pod %s is not running",
+			     t->container, o->name);
+		} else {
+			tset(t, PHASE_PENDING, "TargetNotRunning", "waiting for container %s of pod %s "
+			     "to run", t->container, o->name);
+			requeue_at(p, wait_end);
+		}
+		return 0;
+	}
+	if (started && in->now_ns >= deadline)
+		return 0;              /* too late to start: the deadline fails it */
+
+	{
+		struct injector_target it = {
+			.s = s, .pod = pod, .container = t->container,
+			.container_id = tc->container_id, .need_sys_admin = o->need_sys_admin,
+		};
+		json_t *body = ephemeral ? injspec__ephemeral_container(&in->cfg->inj, &it) :
+					   injspec__node_agent_pod(&in->cfg->inj, &it);
+		int r;
+
+		if (!body)
+			return -ENOMEM;
+		r = add_action(p, ephemeral ? ACT_ADD_EPHEMERAL : ACT_CREATE_POD, idx,
+			       ephemeral ? o->name : t->injector, body);
+		if (r < 0)
+			return r;
+	}
+	t->created = true;
+	tset(t, PHASE_INJECTING, "Injecting", ephemeral ?
+	     "ephemeral container %s added to pod %s" : "injector pod %s created on node %s",
+	     t->injector, ephemeral ? o->name : kpod__node(pod));
+	return 0;
+}
+
+/* ---- status ---------------------------------------------------------------------------- */
+
+static const json_t *old_condition(const struct session *s, const char *type)
+{
+	const json_t *cs = json_object_get(s->status, "conditions"), *c;
+	size_t i;
+
+	json_array_foreach(cs, i, c) {
+		const char *ty = kj_str(c, "type");
+
+		if (ty && strcmp(ty, type) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+static int add_condition(json_t *conds, const struct session *s, const char *type, bool status,
+			 const char *reason, const char *message, int64_t now)
+{
+	const json_t *old = old_condition(s, type);
+	const char *st = status ? "True" : "False";
+	const char *ltt = kj_str(old, "lastTransitionTime");
+	char buf[KTIME_LEN];
+	json_t *c;
+
+	if (!old || !ltt || !kj_str(old, "status") || strcmp(kj_str(old, "status"), st) != 0)
+		ltt = ktime_format(now, buf);
+	c = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "status", st, "reason", reason,
+		      "message", message, "lastTransitionTime", ltt, "observedGeneration",
+		      (json_int_t)s->generation);
+	return c && json_array_append_new(conds, c) == 0 ? 0 : -ENOMEM;
+}
+
+static json_t *target_entry(const struct target_obs *o, const struct tres *t)
+{
+	json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "pod", o->name,
+			      "container", t->container, "node", t->node, "runtime", t->runtime,
+			      "mode", t->mode, "injector", t->injector,
+			      "state", session_phase_name(t->state), "reason", t->reason,
+			      "message", t->message);
+	char buf[KTIME_LEN];
+
+	if (!e)
+		return NULL;
+	if (t->started_at && json_object_set_new(e, "startedAt",
+						 json_string(ktime_format(t->started_at, buf))))
+		goto fail;
+	if (t->finished_at && json_object_set_new(e, "finishedAt",
+						  json_string(ktime_format(t->finished_at, buf))))
+		goto fail;
+	if (t->term && t->term->n_summary) {
+		json_t *sum = json_object();
+
+		if (!sum || json_object_set_new(e, "summary", sum))
+			goto fail;
+		for (size_t i = 0; i < t->term->n_summary; i++)
+			if (json_object_set_new(sum, t->term->summary[i].key,
+						json_integer((json_int_t)t->term->summary[i].value)))
+				goto fail;
+	}
+	return e;
+fail:
+	json_decref(e);
+	return NULL;
+}
+
+static int add_results(json_t *arts, json_t *finds, const char *pod, const struct termination *t)
+{
+	for (size_t i = 0; t && i < t->n_artifacts; i++) {
+		const struct term_artifact *a = &t->artifacts[i];
+		json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "target", pod, "name", a->name, "url", a->url,
+				      "size", (json_int_t)a->size);
+
+		if (!o || (a->sha256[0] && json_object_set_new(o, "sha256", json_string(a->sha256))) ||
+		    json_array_append_new(arts, o))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; t && i < t->n_findings; i++) {
+		json_t *o = json_pack("{s:s,s:s,s:s}", "target", pod, "category", t->findings[i].category,
+				      "severity", t->findings[i].severity);
+
+		if (!o || json_array_append_new(finds, o))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Copies the old status's artifacts and findings of pod into arts / finds. */
+static int carry_results(const struct session *s, json_t *arts, json_t *finds, const char *pod)
+{
+	static const char *const keys[] = { "artifacts", "findings" };
+	json_t *dst[] = { arts, finds };
+
+	for (size_t k = 0; k < 2; k++) {
+		const json_t *a = json_object_get(s->status, keys[k]), *e;
+		size_t i;
+
+		json_array_foreach(a, i, e) {
+			const char *p = kj_str(e, "target");
+
+			if (p && strcmp(p, pod) == 0 && json_array_append_new(dst[k], json_deep_copy(e)))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* A status for a session that fails as a whole before any target ran. */
+static int fail_session(const struct reconcile_input *in, struct reconcile_plan *p,
+			const char *reason, const char *message, const char *resolved_reason)
+{
+	const struct session *s = in->s;
+	json_t *st = json_object(), *conds = json_array();
+	char buf[KTIME_LEN];
+	int r = -ENOMEM;
+
+	if (!st || !conds)
+		goto out;
+	if (add_condition(conds, s, "TargetsResolved", false, resolved_reason, message, in->now_ns) ||
+	    add_condition(conds, s, "Failed", true, reason, message, in->now_ns))
+		goto out;
+	if (json_object_set_new(st, "phase", json_string("Failed")) ||
+	    json_object_set_new(st, "observedGeneration", json_integer(s->generation)) ||
+	    json_object_set_new(st, "message", json_string(message)) ||
+	    json_object_set_new(st, "targetCount", json_integer(0)) ||
+	    json_object_set_new(st, "findingCount", json_integer(0)) ||
+	    json_object_set_new(st, "completionTime", json_string(ktime_format(in->now_ns, buf))) ||
+	    json_object_set_new(st, "targets", json_array()) ||
+	    json_object_set_new(st, "artifacts", json_array()) ||
+	    json_object_set_new(st, "findings", json_array()) ||
+	    json_object_set(st, "conditions", conds))
+		goto out;
+	add_event(p, true, reason, "%s", message);
+	p->status = st;
+	st = NULL;
+	r = 0;
+out:
+	json_decref(st);
+	json_decref(conds);
+	return r;
+}
+
+/* An injector pod that is being deleted, or whose injector has exited. */
+static bool injector_done(const struct kpod *inj)
+{
+	struct kcontainer c;
+
+	return inj->deleting || (kpod__container(inj, INJECTOR_CONTAINER, &c) &&
+				 c.state == KC_TERMINATED) ||
+	       strcmp(kpod__phase(inj), "Succeeded") == 0 || strcmp(kpod__phase(inj), "Failed") == 0;
+}
+
+static int plan_terminal(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	int64_t done = 0;
+	int r;
+
+	/* injectors still running after the end (deadline, a failed sibling): stop them */
+	for (size_t i = 0; i < in->n_injectors; i++) {
+		const struct kpod *inj = in->injectors[i];
+
+		if (injector_done(inj))
+			continue;
+		r = add_action(p, ACT_DELETE_POD, 0, kpod__name(inj), NULL);
+		if (r < 0)
+			return r;
+	}
+	if (s->spec.ttl_s >= 0) {
+		const char *ct = kj_str(s->status, "completionTime");
+
+		if (!ct || ktime_parse(ct, &done) < 0)
+			done = in->now_ns;
+		done += s->spec.ttl_s * (int64_t)NSEC_PER_SEC;
+		if (in->now_ns >= done)
+			return add_action(p, ACT_DELETE_SESSION, 0, s->name, NULL);
+		requeue_at(p, done);
+	}
+	return 0;
+}
+
+int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	json_t *st = NULL, *targets = NULL, *arts = NULL, *finds = NULL, *conds = NULL;
+	struct tres *res = NULL;
+	const char *start_s = kj_str(s->status, "startTime");
+	bool started = start_s != NULL, any_created = false, all_done = true, all_ok = true;
+	enum session_phase phase = PHASE__MAX;
+	const struct tres *first_fail = NULL;
+	int64_t start_ns = 0, deadline;
+	size_t n_done = 0, n_arts = 0;
+	char buf[KTIME_LEN], msg[600];
+	int r = -ENOMEM;
+
+	memset(p, 0, sizeof(*p));
+	if (s->deleting) {
+		for (size_t i = 0; i < in->n_injectors; i++) {
+			if (in->injectors[i]->deleting)
+				continue;
+			r = add_action(p, ACT_DELETE_POD, 0, kpod__name(in->injectors[i]), NULL);
+			if (r < 0)
+				goto fail;
+		}
+		if (s->has_finalizer && (r = add_action(p, ACT_REMOVE_FINALIZER, 0, NULL, NULL)) < 0)
+			goto fail;
+		return 0;
+	}
+	if (!s->has_finalizer && !session_phase_terminal(s->phase))
+		return add_action(p, ACT_ADD_FINALIZER, 0, NULL, NULL);
+	if (session_phase_terminal(s->phase)) {
+		r = plan_terminal(in, p);
+		if (r < 0)
+			goto fail;
+		return 0;
+	}
+	if (s->spec_err) {
+		r = fail_session(in, p, "InvalidSpec", s->spec_msg, "InvalidSpec");
+		if (r < 0)
+			goto fail;
+		return 0;
+	}
+	if (s->spec.target_namespace && strcmp(s->spec.target_namespace, s->ns) != 0) {
+		snprintf(msg, sizeof(msg), "spec.targets.namespace '%.100s' is not the session's own "
+			 "namespace '%.100s': a session may only profile pods in its own namespace",
+			 s->spec.target_namespace, s->ns);
+		r = fail_session(in, p, "TargetOutsideNamespace", msg, "TargetOutsideNamespace");
+		if (r < 0)
+			goto fail;
+		return 0;
+	}
+	if (started && ktime_parse(start_s, &start_ns) < 0)
+		start_ns = in->now_ns;
+	deadline = start_ns + (int64_t)(s->spec.duration_ns + in->cfg->inj.grace_ns);
+
+	st = json_object();
+	targets = json_array();
+	arts = json_array();
+	finds = json_array();
+	conds = json_array();
+	res = calloc(in->n_targets ? in->n_targets : 1, sizeof(*res));
+	if (!st || !targets || !arts || !finds || !conds || !res)
+		goto fail;
+
+	if (in->n_targets == 0) {
+		int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+
+		if (s->spec.pod_name)
+			snprintf(msg, sizeof(msg), "pod %.100s/%.100s does not exist", s->ns,
+				 s->spec.pod_name);
+		else
+			snprintf(msg, sizeof(msg), "no pod in namespace %.100s matches the selector",
+				 s->ns);
+		if (in->now_ns >= wait_end) {
+			r = fail_session(in, p, "TargetNotFound", msg, "TargetNotFound");
+			if (r < 0)
+				goto fail;
+			goto out;
+		}
+		if (add_condition(conds, s, "TargetsResolved", false, "TargetNotFound", msg, in->now_ns))
+			goto fail;
+		if (!old_condition(s, "TargetsResolved") ||
+		    strcmp(kj_str(old_condition(s, "TargetsResolved"), "reason") ?: "", "TargetNotFound"))
+			add_event(p, true, "TargetNotFound", "%s (waiting)", msg);
+		requeue_at(p, wait_end);
+		phase = PHASE_PENDING;
+		goto write;
+	}
+
+	for (size_t i = 0; i < in->n_targets; i++) {
+		const json_t *old = old_target(s, in->targets[i].name);
+		enum session_phase prev = session_phase_parse(kj_str(old, "state"));
+
+		if (session_phase_terminal(prev)) {
+			/* done before: keep what was recorded */
+			res[i].state = prev;
+			res[i].carried = true;
+			snprintf(res[i].reason, sizeof(res[i].reason), "%s", kj_str(old, "reason") ?:
+				 prev == PHASE_SUCCEEDED ? "Succeeded" : "TargetFailed");
+			snprintf(res[i].message, sizeof(res[i].message), "%s", kj_str(old, "message") ?: "");
+			if (json_array_append_new(targets, json_deep_copy(old)) ||
+			    carry_results(s, arts, finds, in->targets[i].name))
+				goto fail;
+			continue;
+		}
+		r = eval_target(in, i, started, deadline, &res[i], p);
+		if (r < 0)
+			goto fail;
+		any_created |= res[i].created;
+	}
+
+	if (!started && any_created) {
+		started = true;
+		start_ns = in->now_ns;
+		deadline = start_ns + (int64_t)(s->spec.duration_ns + in->cfg->inj.grace_ns);
+	}
+	for (size_t i = 0; i < in->n_targets; i++) {
+		struct tres *t = &res[i];
+		const struct target_obs *o = &in->targets[i];
+		enum session_phase prev = old_target_state(s, o->name);
+		json_t *e;
+
+		if (!t->carried) {
+			if (started && !session_phase_terminal(t->state) && in->now_ns >= deadline) {
+				char d[32];
+
+				format_duration(d, sizeof(d), s->spec.duration_ns + in->cfg->inj.grace_ns);
+				tset(t, PHASE_FAILED, "DeadlineExceeded", "no result within the duration "
+				     "plus grace (%s)", d);
+				t->delete_injector = o->injector && !o->injector->deleting;
+			}
+			if (t->delete_injector && o->injector &&
+			    add_action(p, ACT_DELETE_POD, i, kpod__name(o->injector), NULL))
+				goto fail;
+			e = target_entry(o, t);
+			if (!e || json_array_append_new(targets, e) ||
+			    add_results(arts, finds, o->name, t->term))
+				goto fail;
+			if (t->state != prev) {
+				if (t->state == PHASE_INJECTING && t->created)
+					add_event(p, false, "InjectorCreated", "pod %s: %s", o->name, t->message);
+				else if (t->state == PHASE_SUCCEEDED)
+					add_event(p, false, "TargetSucceeded", "pod %s: %s", o->name, t->message);
+				else if (t->state == PHASE_FAILED)
+					add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
+			}
+		}
+		if (session_phase_terminal(t->state)) {
+			n_done++;
+			if (t->state != PHASE_SUCCEEDED) {
+				all_ok = false;
+				if (!first_fail)
+					first_fail = t;
+			}
+		} else {
+			all_done = false;
+			if (t->state < phase)
+				phase = t->state;
+		}
+	}
+	if (started && !all_done)
+		requeue_at(p, deadline);
+	for (size_t i = 0; i < in->n_targets; i++)
+		if (res[i].state == PHASE_PROFILING && res[i].started_at)
+			requeue_at(p, res[i].started_at + (int64_t)s->spec.duration_ns);
+
+	n_arts = json_array_size(arts);
+	snprintf(msg, sizeof(msg), "%zu target%s", in->n_targets, in->n_targets == 1 ? "" : "s");
+	if (add_condition(conds, s, "TargetsResolved", true, "Resolved", msg, in->now_ns))
+		goto fail;
+	if (all_done) {
+		phase = all_ok ? PHASE_SUCCEEDED : PHASE_FAILED;
+		if (all_ok)
+			snprintf(msg, sizeof(msg), "%zu of %zu target%s profiled, %zu artifact%s",
+				 n_done, in->n_targets, in->n_targets == 1 ? "" : "s", n_arts,
+				 n_arts == 1 ? "" : "s");
+		else
+			snprintf(msg, sizeof(msg), "%s", first_fail->message);
+		if (add_condition(conds, s, all_ok ? "Complete" : "Failed", true,
+				  all_ok ? "Succeeded" : first_fail->reason, msg, in->now_ns))
+			goto fail;
+		if (json_object_set_new(st, "completionTime",
+					json_string(ktime_format(in->now_ns, buf))))
+			goto fail;
+		if (all_ok)
+			add_event(p, false, "Succeeded", "%s", msg);
+		else
+			add_event(p, true, "Failed", "%s", msg);
+		/* stop what still runs, then count TTL from now */
+		for (size_t i = 0; i < in->n_injectors; i++) {
+			const struct kpod *inj = in->injectors[i];
+			bool planned = false;
+
+			for (size_t a = 0; a < p->n_actions; a++)
+				planned |= p->actions[a].kind == ACT_DELETE_POD &&
+					   strcmp(p->actions[a].name, kpod__name(inj)) == 0;
+			if (planned || injector_done(inj))
+				continue;
+			if (add_action(p, ACT_DELETE_POD, 0, kpod__name(inj), NULL))
+				goto fail;
+		}
+		if (s->spec.ttl_s >= 0)
+			requeue_at(p, in->now_ns + s->spec.ttl_s * (int64_t)NSEC_PER_SEC);
+	} else {
+		snprintf(msg, sizeof(msg), "%zu of %zu target%s done", n_done, in->n_targets,
+			 in->n_targets == 1 ? "" : "s");
+	}
+	if (json_object_set_new(st, "message", json_string(msg)))
+		goto fail;
+
+write:
+	if (phase == PHASE__MAX)
+		phase = PHASE_PENDING;
+	if (json_object_set_new(st, "phase", json_string(session_phase_name(phase))) ||
+	    json_object_set_new(st, "observedGeneration", json_integer(s->generation)) ||
+	    json_object_set_new(st, "targetCount", json_integer((json_int_t)in->n_targets)) ||
+	    json_object_set_new(st, "findingCount",
+				json_integer((json_int_t)json_array_size(finds))) ||
+	    (started && json_object_set_new(st, "startTime",
+					    json_string(ktime_format(start_ns, buf)))) ||
+	    json_object_set(st, "targets", targets) || json_object_set(st, "artifacts", arts) ||
+	    json_object_set(st, "findings", finds) || json_object_set(st, "conditions", conds))
+		goto fail;
+	if (!json_object_get(st, "message") &&
+	    json_object_set_new(st, "message", json_string(kj_str(json_array_get(conds, 0),
+								   "message") ?: "")))
+		goto fail;
+	if (s->status && json_equal(st, s->status)) {
+		json_decref(st);
+	} else {
+		p->status = st;
+	}
+	st = NULL;
+out:
+	r = 0;
+fail:
+	for (size_t i = 0; res && i < in->n_targets; i++)
+		free(res[i].term);
+	free(res);
+	json_decref(st);
+	json_decref(targets);
+	json_decref(arts);
+	json_decref(finds);
+	json_decref(conds);
+	if (r < 0)
+		reconcile_plan__release(p);
+	return r;
+}

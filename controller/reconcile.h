@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ProfilingSession reconciler's decisions, as a pure function: from the session, what the
+ * cache knows of its target pods and injectors, and the time (injected), it plans the API
+ * calls to make, the status to write, the Events to emit and when to look again. No I/O:
+ * controller.c gathers the input and carries the plan out (tests/unit/test_reconcile.c
+ * drives this with a fixed clock).
+ *
+ * Life of a session:
+ *   - first sight: add the finalizer (nothing else until it is there);
+ *   - spec invalid, or targets outside the session's namespace: Failed at once;
+ *   - targets (podName, or the selector's pods, sorted) resolved while Pending; once an
+ *     injector was created (status.startTime) the set is frozen in status.targets;
+ *   - a target waits (Pending) for its pod and container to run, up to target_wait after
+ *     the session's creation, then fails (TargetNotFound / TargetNotRunning);
+ *   - per target one injector: a node-agent pod (runc) or an ephemeral container (a Kata
+ *     RuntimeClass handler, or injection.mode EphemeralContainer); its name is derived from
+ *     the session UID, so a restarted controller finds it instead of making a second;
+ *   - the injector's container state drives the target: waiting = Injecting, running =
+ *     Profiling (Uploading once the window is over), terminated = Succeeded with the
+ *     termination message's artifacts, or Failed with its error;
+ *   - deadline: startTime + duration + grace; targets not done by then fail
+ *     (DeadlineExceeded) and their injector pods are deleted;
+ *   - all targets done: Succeeded if every one succeeded, else Failed; completionTime set;
+ *     injector pods still running are deleted; with ttlSecondsAfterFinished the session is
+ *     deleted that long after completion;
+ *   - deletion: injector pods deleted, then the finalizer removed.
+ */
+#ifndef AIPROF_RECONCILE_H
+#define AIPROF_RECONCILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "injspec.h"
+#include "kpod.h"
+#include "session.h"
+
+struct reconcile_config {
+	struct injector_config inj;
+	uint64_t target_wait_ns;    /* how long targets may take to exist and run */
+};
+
+struct target_obs {
+	const char *name;           /* target pod name */
+	const struct kpod *pod;     /* NULL: no such pod */
+	const char *runtime_handler;/* the RuntimeClass's handler ("kata-qemu"...), "" for default */
+	bool need_sys_admin;        /* the node's kernel is older than 5.8 */
+	const struct kpod *injector;/* node-agent injector pod (by its derived name), or NULL */
+	int create_err;             /* < 0: creating its injector failed for good in this pass */
+	char create_msg[256];
+};
+
+struct reconcile_input {
+	const struct session *s;
+	struct target_obs *targets; /* see reconcile__target_names() */
+	size_t n_targets;
+	const struct kpod *const *injectors;  /* every pod labelled with the session's UID */
+	size_t n_injectors;
+	int64_t now_ns;             /* wall clock, ns since the epoch */
+	const struct reconcile_config *cfg;
+};
+
+enum action_kind {
+	ACT_ADD_FINALIZER,
+	ACT_REMOVE_FINALIZER,
+	ACT_CREATE_POD,             /* body: the injector pod */
+	ACT_ADD_EPHEMERAL,          /* name: the target pod; body: the ephemeral container */
+	ACT_DELETE_POD,             /* name: the injector pod */
+	ACT_DELETE_SESSION,         /* ttlSecondsAfterFinished has passed */
+};
+
+struct action {
+	enum action_kind kind;
+	size_t target;              /* index in input targets (CREATE_POD, ADD_EPHEMERAL) */
+	char name[254];
+	json_t *body;               /* owned */
+};
+
+#define RECONCILE_MAX_EVENTS 16
+
+struct plan_event {
+	bool warning;
+	char reason[48];
+	char message[512];
+};
+
+struct reconcile_plan {
+	struct action *actions;
+	size_t n_actions;
+	json_t *status;             /* owned: the status to write, or NULL when unchanged */
+	struct plan_event events[RECONCILE_MAX_EVENTS];
+	size_t n_events;
+	int64_t requeue_at_ns;      /* when to reconcile again (wall clock), 0: only on change */
+};
+
+/*
+ * Target pod names to look up: status.targets[].pod once the session started, else
+ * NULL (*ret_n 0) and the caller resolves spec.targets (podName, or the selector among the
+ * namespace's pods that are not injectors, sorted by name). Returns 0 or -ENOMEM; the caller
+ * frees the array and its strings (free_strv()).
+ */
+int reconcile__target_names(const struct session *s, char ***ret, size_t *ret_n);
+void free_strv(char **v, size_t n);
+
+/* Is this handler a Kata Containers runtime (kata, kata-qemu, kata-clh, kata-fc...)? */
+bool runtime_is_kata(const char *handler);
+
+/* Plans. Returns 0 (release with reconcile_plan__release()), -ENOMEM. */
+int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p);
+void reconcile_plan__release(struct reconcile_plan *p);
+
+#endif

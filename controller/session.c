@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "api.h"
+#include "digest.h"
+#include "kjson.h"
+#include "ktime.h"
+#include "s3url.h"
+#include "session.h"
+#include "timeutil.h"
+
+static const char *const phase_names[PHASE__MAX] = {
+	[PHASE_NONE] = "", [PHASE_PENDING] = "Pending", [PHASE_INJECTING] = "Injecting",
+	[PHASE_PROFILING] = "Profiling", [PHASE_UPLOADING] = "Uploading",
+	[PHASE_SUCCEEDED] = "Succeeded", [PHASE_FAILED] = "Failed",
+};
+
+const char *session_phase_name(enum session_phase p)
+{
+	return p < PHASE__MAX ? phase_names[p] : "";
+}
+
+enum session_phase session_phase_parse(const char *s)
+{
+	for (int i = 1; s && i < PHASE__MAX; i++)
+		if (strcmp(s, phase_names[i]) == 0)
+			return (enum session_phase)i;
+	return PHASE_NONE;
+}
+
+static void spec_clear(struct session_spec *sp)
+{
+	free(sp->pod_name);
+	label_selector__clear(&sp->selector);
+	free(sp->target_namespace);
+	free(sp->container);
+	free(sp->process_match);
+	free(sp->collectors);
+	free(sp->s3.endpoint);
+	free(sp->s3.bucket);
+	free(sp->s3.prefix);
+	free(sp->s3.region);
+	free(sp->s3.secret_name);
+	free(sp->s3.key_id_key);
+	free(sp->s3.secret_key_key);
+	free(sp->s3.token_key);
+}
+
+struct session *session__ref(struct session *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+	return s;
+}
+
+void session__unref(struct session *s)
+{
+	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	free(s->key);
+	free(s->ns);
+	free(s->name);
+	free(s->uid);
+	free(s->rv);
+	json_decref(s->finalizers);
+	spec_clear(&s->spec);
+	json_decref(s->status);
+	free(s);
+}
+
+void session__short_id(const char *uid, const char *salt, char out[11])
+{
+	uint8_t h[SHA256_LEN];
+	char hex[SHA256_HEX_LEN + 1];
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "%s/%s", uid, salt ? salt : "");
+
+	sha256(buf, n < 0 ? 0 : (size_t)n >= sizeof(buf) ? sizeof(buf) - 1 : (size_t)n, h);
+	hex_encode(h, SHA256_LEN, hex);
+	memcpy(out, hex, 10);
+	out[10] = '\0';
+}
+
+/* RFC 1123 label (container names) or subdomain (object names): [a-z0-9]([-a-z0-9.]*) */
+static bool dns_name(const char *s, size_t max, bool dots)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+		      (dots && c == '.')))
+			return false;
+	}
+	return s[0] != '-' && s[n - 1] != '-' && s[0] != '.' && s[n - 1] != '.';
+}
+
+static bool secret_key_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+#define BAD(...) do { \
+	snprintf(s->spec_msg, sizeof(s->spec_msg), __VA_ARGS__); \
+	s->spec_err = -EINVAL; \
+	return 0; \
+} while (0)
+
+static int dupstr(const char *v, char **ret)
+{
+	if (!v)
+		return 0;
+	*ret = strdup(v);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int parse_collectors(struct session *s, const json_t *c)
+{
+	static const char *const known[] = { "cpu", "offcpu", "python", "cuda", "cupti", "nccl",
+					     "rdma", "syscalls" };
+	char list[128] = "";
+	size_t off = 0;
+	const char *k;
+	json_t *v;
+
+	if (!c || json_is_null(c))
+		return 0;
+	if (!json_is_object(c))
+		BAD("spec.collectors must be an object such as {cpu: {}, cuda: {}}");
+	json_object_foreach((json_t *)c, k, v) {
+		bool ok = false, on;
+
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			ok |= strcmp(k, known[i]) == 0;
+		if (!ok)
+			BAD("spec.collectors.%.40s: unknown collector (known: cpu, offcpu, python, "
+			    "cuda, cupti, nccl, rdma, syscalls)", k);
+		on = !json_is_false(v) && !json_is_false(json_object_get(v, "enabled"));
+		if (!json_is_object(v) && !json_is_boolean(v) && !json_is_null(v))
+			BAD("spec.collectors.%.40s must be an object", k);
+		if (strcmp(k, "cpu") == 0 && json_is_object(v)) {
+			json_t *hz = json_object_get(v, "frequencyHz");
+
+			if (hz && (!json_is_integer(hz) || json_integer_value(hz) < 1 ||
+				   json_integer_value(hz) > 10000))
+				BAD("spec.collectors.cpu.frequencyHz must be from 1 to 10000");
+			s->spec.cpu_hz = hz ? (unsigned)json_integer_value(hz) : 0;
+		}
+		if (on)
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? "," : "",
+						k);
+	}
+	if (!off)
+		BAD("spec.collectors turns every collector off");
+	s->spec.collectors = strdup(list);
+	return s->spec.collectors ? 0 : -ENOMEM;
+}
+
+static int parse_s3(struct session *s, const json_t *o)
+{
+	struct session_s3 *d = &s->spec.s3;
+	const char *bucket = kj_str(o, "bucket"), *prefix = kj_str(o, "prefix");
+	const char *endpoint = kj_str(o, "endpoint"), *region = kj_str(o, "region");
+	const json_t *ref = json_object_get(o, "secretRef");
+	struct s3_location loc = { 0 };
+	char url[1100];
+	int r;
+
+	if (!json_is_object(o) || !bucket)
+		BAD("spec.output.s3.bucket is required: artifacts go to S3-compatible storage");
+	snprintf(url, sizeof(url), "s3://%s/%s", bucket, prefix ? prefix : "");
+	if (strlen(bucket) > 255 || (prefix && strlen(prefix) > S3_PREFIX_MAX) ||
+	    s3_location__parse(url, &loc) < 0)
+		BAD("spec.output.s3: '%.80s' and prefix '%.80s' are not a valid bucket and prefix",
+		    bucket, prefix ? prefix : "");
+	if (endpoint) {
+		struct s3_endpoint ep = { 0 };
+
+		if (s3_endpoint__parse(endpoint, &ep) < 0) {
+			s3_location__clear(&loc);
+			BAD("spec.output.s3.endpoint '%.100s' is not an http(s)://host[:port] URL",
+			    endpoint);
+		}
+		s3_endpoint__clear(&ep);
+	}
+	if (region && (strlen(region) > 64 || !secret_key_name(region))) {
+		s3_location__clear(&loc);
+		BAD("spec.output.s3.region '%.64s' is not a region name", region);
+	}
+	d->bucket = loc.bucket;
+	d->prefix = loc.prefix;
+	loc.bucket = loc.prefix = NULL;
+	if ((r = dupstr(endpoint, &d->endpoint)) < 0 || (r = dupstr(region, &d->region)) < 0)
+		return r;
+	if (ref && !json_is_null(ref)) {
+		const char *name = kj_str(ref, "name");
+		const char *ak = kj_str(ref, "accessKeyIDKey"), *sk = kj_str(ref, "secretAccessKeyKey");
+		const char *tk = kj_str(ref, "sessionTokenKey");
+
+		if (!name || !dns_name(name, 253, true))
+			BAD("spec.output.s3.secretRef.name must name a Secret in the session's namespace");
+		if ((ak && !secret_key_name(ak)) || (sk && !secret_key_name(sk)) ||
+		    (tk && !secret_key_name(tk)))
+			BAD("spec.output.s3.secretRef: a key name has characters a Secret key cannot have");
+		if ((r = dupstr(name, &d->secret_name)) < 0 ||
+		    (r = dupstr(ak ? ak : "AWS_ACCESS_KEY_ID", &d->key_id_key)) < 0 ||
+		    (r = dupstr(sk ? sk : "AWS_SECRET_ACCESS_KEY", &d->secret_key_key)) < 0 ||
+		    (r = dupstr(tk, &d->token_key)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_spec(struct session *s, const json_t *spec)
+{
+	struct session_spec *sp = &s->spec;
+	const json_t *targets = json_object_get(spec, "targets"), *sel, *dur, *ttl, *inj;
+	const char *v;
+	char msg[200];
+	int r;
+
+	sp->ttl_s = -1;
+	sp->duration_ns = SESSION_DEFAULT_DURATION_NS;
+	snprintf(sp->duration, sizeof(sp->duration), "30s");
+	if (!json_is_object(spec))
+		BAD("spec is missing");
+	if (!json_is_object(targets))
+		BAD("spec.targets is required: podName or selector");
+	v = kj_str(targets, "podName");
+	sel = json_object_get(targets, "selector");
+	if (sel && json_is_null(sel))
+		sel = NULL;
+	if (!v == !sel)
+		BAD("spec.targets needs exactly one of podName and selector");
+	if (v) {
+		if (!dns_name(v, 253, true))
+			BAD("spec.targets.podName '%.100s' is not a pod name", v);
+		if ((r = dupstr(v, &sp->pod_name)) < 0)
+			return r;
+	} else {
+		r = label_selector__parse(sel, &sp->selector, msg, sizeof(msg));
+		if (r == -EINVAL)
+			BAD("spec.targets.%s", msg);
+		if (r < 0)
+			return r;
+		sp->has_selector = true;
+		if (label_selector__empty(&sp->selector))
+			BAD("spec.targets.selector is empty: it would select every pod in the namespace");
+	}
+	if ((v = kj_str(targets, "namespace"))) {
+		if ((r = dupstr(v, &sp->target_namespace)) < 0)
+			return r;
+	}
+	if ((v = kj_str(targets, "container"))) {
+		if (!dns_name(v, 63, false))
+			BAD("spec.targets.container '%.100s' is not a container name", v);
+		if ((r = dupstr(v, &sp->container)) < 0)
+			return r;
+	}
+	if ((v = kj_str(targets, "process.match"))) {
+		regex_t re;
+
+		if (strlen(v) > 256 || regcomp(&re, v, REG_EXTENDED | REG_NOSUB) != 0)
+			BAD("spec.targets.process.match is not a regular expression (POSIX ERE, at "
+			    "most 256 characters)");
+		regfree(&re);
+		if ((r = dupstr(v, &sp->process_match)) < 0)
+			return r;
+	}
+
+	dur = json_object_get(spec, "duration");
+	if (json_is_string(dur)) {
+		if (parse_duration_ns(json_string_value(dur), &sp->duration_ns) < 0 ||
+		    sp->duration_ns < 1000000ULL || sp->duration_ns > SESSION_MAX_DURATION_NS)
+			BAD("spec.duration '%.40s' is not a duration from 1ms to 24h (such as 30s, 2m)",
+			    json_string_value(dur));
+	} else if (json_is_integer(dur)) {
+		if (json_integer_value(dur) < 1 || json_integer_value(dur) > 86400)
+			BAD("spec.duration must be from 1 to 86400 seconds");
+		sp->duration_ns = (uint64_t)json_integer_value(dur) * NSEC_PER_SEC;
+	} else if (dur && !json_is_null(dur)) {
+		BAD("spec.duration must be a duration such as 30s");
+	}
+	if (sp->duration_ns % NSEC_PER_SEC == 0)
+		snprintf(sp->duration, sizeof(sp->duration), "%llus",
+			 (unsigned long long)(sp->duration_ns / NSEC_PER_SEC));
+	else
+		snprintf(sp->duration, sizeof(sp->duration), "%llums",
+			 (unsigned long long)(sp->duration_ns / NSEC_PER_MSEC));
+
+	r = parse_collectors(s, json_object_get(spec, "collectors"));
+	if (r < 0 || s->spec_err)
+		return r;
+
+	inj = json_object_get(spec, "injection");
+	if (inj && !json_is_null(inj)) {
+		const char *mode = kj_str(inj, "mode"), *method = kj_str(inj, "method");
+
+		if (!json_is_object(inj))
+			BAD("spec.injection must be an object");
+		if (!mode || strcmp(mode, "Auto") == 0)
+			sp->mode = INJ_AUTO;
+		else if (strcmp(mode, "NodeAgent") == 0)
+			sp->mode = INJ_NODE_AGENT;
+		else if (strcmp(mode, "EphemeralContainer") == 0)
+			sp->mode = INJ_EPHEMERAL;
+		else
+			BAD("spec.injection.mode '%.40s': use Auto, NodeAgent or EphemeralContainer",
+			    mode);
+		if (!method || strcmp(method, "Ptrace") == 0)
+			sp->method = METHOD_PTRACE;
+		else if (strcmp(method, "EBPFOnly") == 0)
+			sp->method = METHOD_EBPF_ONLY;
+		else
+			BAD("spec.injection.method '%.40s': use Ptrace or EBPFOnly", method);
+	}
+
+	r = parse_s3(s, kj_get(spec, "output.s3"));
+	if (r < 0 || s->spec_err)
+		return r;
+
+	ttl = json_object_get(spec, "ttlSecondsAfterFinished");
+	if (json_is_integer(ttl) && json_integer_value(ttl) >= 0 &&
+	    json_integer_value(ttl) <= 10LL * 365 * 86400)
+		sp->ttl_s = json_integer_value(ttl);
+	else if (ttl && !json_is_null(ttl))
+		BAD("spec.ttlSecondsAfterFinished must be a number of seconds from 0 to 10 years");
+	return 0;
+}
+
+int session__from_json(const json_t *j, struct session **ret)
+{
+	const char *ns = kj_str(j, "metadata.namespace"), *name = kj_str(j, "metadata.name");
+	const char *uid = kj_str(j, "metadata.uid"), *rv = kj_str(j, "metadata.resourceVersion");
+	const char *created = kj_str(j, "metadata.creationTimestamp");
+	const json_t *fin = kj_get(j, "metadata.finalizers"), *del, *status, *e;
+	struct session *s;
+	size_t i;
+	int err = -ENOMEM;
+
+	if (!json_is_object(j) || !ns || !name || !uid || !ns[0] || !name[0] || !uid[0])
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	atomic_init(&s->refs, 1);
+	if (asprintf(&s->key, "%s/%s", ns, name) < 0) {
+		s->key = NULL;
+		goto fail;
+	}
+	s->ns = strdup(ns);
+	s->name = strdup(name);
+	s->uid = strdup(uid);
+	s->rv = strdup(rv ? rv : "");
+	if (!s->ns || !s->name || !s->uid || !s->rv)
+		goto fail;
+	s->generation = json_integer_value(kj_get(j, "metadata.generation"));
+	if (created)
+		(void)ktime_parse(created, &s->created_ns);
+	del = kj_get(j, "metadata.deletionTimestamp");
+	s->deleting = del && !json_is_null(del);
+	if (json_is_array(fin)) {
+		s->finalizers = json_deep_copy(fin);
+		if (!s->finalizers)
+			goto fail;
+		json_array_foreach(fin, i, e)
+			if (json_is_string(e) && strcmp(json_string_value(e), SESSION_FINALIZER) == 0)
+				s->has_finalizer = true;
+	}
+	status = json_object_get(j, "status");
+	if (json_is_object(status)) {
+		s->status = json_deep_copy(status);
+		if (!s->status)
+			goto fail;
+		s->phase = session_phase_parse(kj_str(status, "phase"));
+	}
+	err = parse_spec(s, json_object_get(j, "spec"));
+	if (err < 0)
+		goto fail;
+	*ret = s;
+	return 0;
+fail:
+	session__unref(s);
+	return err;
+}

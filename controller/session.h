@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A ProfilingSession as the controller reads it: identity, the validated spec, and the status
+ * last written (kept as JSON: the reconciler carries over what it does not recompute, such as
+ * start times and condition transition times). A spec that cannot be run is not an error
+ * here: spec_err/spec_msg say why, and the reconciler fails the session with that message.
+ * Immutable once built; shared by reference count.
+ */
+#ifndef AIPROF_SESSION_H
+#define AIPROF_SESSION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "selector.h"
+#include "store.h"
+
+enum session_phase {
+	PHASE_NONE = 0,         /* no status yet */
+	PHASE_PENDING,          /* waiting for targets */
+	PHASE_INJECTING,        /* injectors created, not all running */
+	PHASE_PROFILING,        /* injectors running, inside the window */
+	PHASE_UPLOADING,        /* the window is over, injectors still running (building, upload) */
+	PHASE_SUCCEEDED,
+	PHASE_FAILED,
+	PHASE__MAX
+};
+
+const char *session_phase_name(enum session_phase p);   /* "Pending"...; "" for NONE */
+enum session_phase session_phase_parse(const char *s);  /* PHASE_NONE if unknown */
+static inline bool session_phase_terminal(enum session_phase p)
+{
+	return p == PHASE_SUCCEEDED || p == PHASE_FAILED;
+}
+
+enum inj_mode { INJ_AUTO = 0, INJ_NODE_AGENT, INJ_EPHEMERAL };
+enum inj_method { METHOD_PTRACE = 0, METHOD_EBPF_ONLY };
+
+#define SESSION_DEFAULT_DURATION_NS (30ULL * 1000000000ULL)
+#define SESSION_MAX_DURATION_NS (24ULL * 3600 * 1000000000ULL)
+
+struct session_s3 {
+	char *endpoint;         /* "https://s3.example.com", or NULL for AWS */
+	char *bucket;
+	char *prefix;           /* "" for the bucket's root; no leading or trailing '/' */
+	char *region;           /* or NULL */
+	char *secret_name;      /* a Secret in the session's namespace, or NULL (no credentials) */
+	char *key_id_key;       /* keys in it; default AWS_ACCESS_KEY_ID ... */
+	char *secret_key_key;
+	char *token_key;        /* optional session token key, or NULL */
+};
+
+struct session_spec {
+	char *pod_name;         /* targets.podName, or NULL */
+	bool has_selector;
+	struct label_selector selector;
+	char *target_namespace; /* targets.namespace if given (must be the session's own) */
+	char *container;        /* NULL: the pod's first container */
+	char *process_match;    /* NULL: the injector's default choice */
+	uint64_t duration_ns;
+	char duration[32];      /* the same as the injector takes it: "30s", "1500ms" */
+	char *collectors;       /* comma-separated for `aiprof profile --collectors`, or NULL */
+	unsigned cpu_hz;        /* collectors.cpu.frequencyHz, 0 for the default */
+	enum inj_mode mode;
+	enum inj_method method;
+	struct session_s3 s3;
+	int64_t ttl_s;          /* ttlSecondsAfterFinished, -1 to keep the session */
+};
+
+struct session {
+	struct store_node node;     /* the cache's link (store.h) */
+	atomic_int refs;
+	char *key;              /* "namespace/name" */
+	char *ns, *name, *uid, *rv;
+	int64_t generation;
+	int64_t created_ns;     /* metadata.creationTimestamp, ns since the epoch */
+	bool deleting;          /* metadata.deletionTimestamp set */
+	bool has_finalizer;     /* SESSION_FINALIZER is among metadata.finalizers */
+	json_t *finalizers;     /* metadata.finalizers as read (owned), or NULL */
+	struct session_spec spec;
+	int spec_err;           /* 0, or -EINVAL: spec_msg says what is wrong */
+	char spec_msg[300];
+	json_t *status;         /* owned: .status as read, or NULL */
+	enum session_phase phase;
+};
+
+/* Returns 0 and *ret (refs 1), -EINVAL (no name/namespace/uid), -ENOMEM. Outside input:
+ * tests/fuzz/fuzz_kubejson.c. */
+int session__from_json(const json_t *j, struct session **ret);
+struct session *session__ref(struct session *s);
+void session__unref(struct session *s);  /* NULL-safe */
+
+/* A short stable id of the session (first 10 hex of SHA-256 of its UID and salt). */
+void session__short_id(const char *uid, const char *salt, char out[11]);
+
+#endif

@@ -1,0 +1,603 @@
+# SPDX-License-Identifier: MIT
+"""aiprof-controller against the Kubernetes API double (tests/kubeapi): everything goes through
+the API as a cluster would see it. The double plays the kubelet (control API /kubelet/...):
+it runs pods and terminates containers with the termination message the injector writes.
+
+Each test gets its own namespace and its own controller process(es) scoped to it (--namespace),
+so tests never see each other's objects. Processes are stopped by PID."""
+import base64
+import copy
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build")
+CONTROLLER = os.path.join(ROOT, BUILD, "aiprof-controller")
+CRD = os.path.join(ROOT, "crds", "profilingsession.yaml")
+sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
+
+try:
+    from fakeapi.client import Control, Kube, launch  # noqa: E402
+except ImportError:          # the double is not in this tree yet
+    launch = None
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built"),
+    pytest.mark.skipif(launch is None, reason="tests/kubeapi (the API double) is missing"),
+]
+
+GROUP = "/apis/aiprof.io/v1alpha1"
+SECRET_ID = "AKIA" + "TESTONLY" + "EXAMPLE7"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "TESTONLYKEY"
+
+
+def wait_for(fn, timeout=15.0, what="condition", interval=0.05):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def crd_manifest(tmp):
+    """crds/profilingsession.yaml, plus the spec fields the controller reads that it may not
+    declare yet (a structural schema prunes undeclared fields). Returns (path, added)."""
+    with open(CRD) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    added = []
+    for d in docs:
+        for v in d["spec"]["versions"]:
+            spec = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            t = spec["targets"]["properties"]
+            if "namespace" not in t:
+                t["namespace"] = {"type": "string"}
+                added.append("spec.targets.namespace")
+            if "ttlSecondsAfterFinished" not in spec:
+                spec["ttlSecondsAfterFinished"] = {"type": "integer", "minimum": 0}
+                added.append("spec.ttlSecondsAfterFinished")
+    path = os.path.join(tmp, "crd.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump_all(docs, f)
+    return path, added
+
+
+@pytest.fixture(scope="module")
+def api():
+    tmp = tempfile.mkdtemp(prefix="aiprof-ctl-")
+    crd, added = crd_manifest(tmp)
+    if added:
+        print(f"note: the test CRD adds {', '.join(added)} (not in crds/ yet)")
+    p, ep = launch(os.path.join(tmp, "api"), "--apply", crd, "--bookmark-interval", "1",
+                   "--create-namespace", "aiprof-system")
+    kube = Kube(ep["server"], ep["ca"], ep["token"])
+    ctl = Control(ep["control"])
+    yield {"kube": kube, "ctl": ctl, "ep": ep, "tmp": tmp}
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+class Controller:
+    """One aiprof-controller process; its log is kept in a file."""
+
+    def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True):
+        self.api = api
+        self.log_path = os.path.join(api["tmp"], f"{ns}-{name}-{uuid.uuid4().hex[:6]}.log")
+        args = [CONTROLLER, "--namespace", ns, "--metrics-addr", "127.0.0.1:0", "--workers", "2",
+                "--target-wait", "3s", "--grace", "3s", "--lease-namespace", ns,
+                "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
+                "--injector-image", "aiprof/aiprof:test", "--identity", f"{name}-{os.getpid()}",
+                "-v", *extra]
+        if kubeconfig:
+            args[1:1] = ["--kubeconfig", api["ep"]["kubeconfig"]]
+        self.log = open(self.log_path, "w")
+        e = dict(os.environ)
+        e.pop("KUBECONFIG", None)
+        e.update(env or {})
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        self.port = int(wait_for(lambda: self._port(), 10, "the metrics port"))
+
+    def _port(self):
+        m = re.search(r"on 127\.0\.0\.1:0 \(port (\d+)\)", self.text())
+        if self.p.poll() is not None:
+            raise AssertionError(f"controller exited {self.p.returncode}: {self.text()[-2000:]}")
+        return m.group(1) if m else None
+
+    def text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def http(self, path):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+            head, _, body = data.partition(b"\r\n\r\n")
+            m = re.search(rb"content-length: *(\d+)", head, re.I)
+            if m and len(body) >= int(m.group(1)):
+                break
+        s.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), body.decode()
+
+    def metric(self, name):
+        _, body = self.http("/metrics")
+        m = re.search(r"^" + re.escape(name) + r" (\S+)$", body, re.M)
+        return float(m.group(1)) if m else None
+
+    def leader(self):
+        return self.metric("aiprof_leader") == 1
+
+    def kill(self, sig=signal.SIGTERM):
+        """SIGTERM: a graceful stop (releases the lease; exits 0). SIGKILL: a crash."""
+        if self.p.poll() is None:
+            os.kill(self.p.pid, sig)
+        try:
+            rc = self.p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+            raise AssertionError("the controller did not stop within 15 s of SIGTERM")
+        finally:
+            self.log.close()
+        if sig == signal.SIGTERM:
+            assert rc == 0, f"exit status {rc}: {self.text()[-2000:]}"
+
+
+@pytest.fixture
+def env(api, request):
+    """A fresh namespace with a running target pod, a Secret and a controller scoped to it."""
+    ns = "t-" + re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-40:] + "-" + uuid.uuid4().hex[:4]
+    kube, ctl = api["kube"], api["ctl"]
+    assert kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": ns}}).status == 201
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-creds"},
+              "data": {"AWS_ACCESS_KEY_ID": base64.b64encode(SECRET_ID.encode()).decode(),
+                       "AWS_SECRET_ACCESS_KEY": base64.b64encode(SECRET_KEY.encode()).decode()}}
+    assert kube.post(f"/api/v1/namespaces/{ns}/secrets", secret).status == 201
+    started = []
+
+    def controller(*extra, **kw):
+        c = Controller(api, ns, *extra, **kw)
+        started.append(c)
+        return c
+
+    e = {"ns": ns, "kube": kube, "ctl": ctl, "controller": controller, "api": api}
+    yield e
+    for c in started:
+        if c.p.poll() is None:
+            c.kill()
+        assert SECRET_KEY not in c.text() and SECRET_ID not in c.text(), "a credential in the log"
+
+
+def make_pod(e, name="trainer-0", node="node-1", run=True, labels=None, runtime_class=None):
+    spec = {"nodeName": node, "containers": [{"name": "trainer", "image": "pytorch:test"},
+                                             {"name": "sidecar", "image": "busybox"}]}
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "labels": labels or {"job": "llama"}}, "spec": spec}
+    r = e["kube"].post(f"/api/v1/namespaces/{e['ns']}/pods", pod)
+    assert r.status == 201, r
+    if run:
+        e["ctl"].kubelet("run", e["ns"], name)
+    return r.json
+
+
+def make_session(e, name="slow-step", targets=None, duration="30s", **spec):
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
+         "metadata": {"name": name},
+         "spec": {"targets": targets or {"podName": "trainer-0", "container": "trainer"},
+                  "duration": duration,
+                  "output": {"s3": {"endpoint": "https://s3.example.com", "bucket": "profiles",
+                                    "prefix": "team-a", "region": "us-east-1",
+                                    "secretRef": {"name": "s3-creds"}}}}}
+    s["spec"].update(spec)
+    r = e["kube"].post(f"{GROUP}/namespaces/{e['ns']}/profilingsessions", s)
+    assert r.status == 201, r
+    return r.json
+
+
+def get_session(e, name="slow-step"):
+    r = e["kube"].get(f"{GROUP}/namespaces/{e['ns']}/profilingsessions/{name}")
+    return r.json if r.status == 200 else None
+
+
+def phase(e, name="slow-step"):
+    s = get_session(e, name)
+    return ((s or {}).get("status") or {}).get("phase")
+
+
+def wait_phase(e, want, name="slow-step", timeout=15):
+    wait_for(lambda: phase(e, name) == want, timeout, f"{name} to be {want}")
+    return get_session(e, name)
+
+
+def injector_pods(e, session=None):
+    items = e["kube"].get(f"/api/v1/namespaces/{e['ns']}/pods",
+                          query={"labelSelector": "aiprof.io/session-uid"}).json["items"]
+    if session:
+        items = [p for p in items if p["metadata"]["labels"].get("aiprof.io/session") == session]
+    return items
+
+
+def wait_injector(e, session="slow-step"):
+    return wait_for(lambda: (injector_pods(e, session) or [None])[0], 15, "an injector pod")
+
+
+def result(name, url, size=1234):
+    return {"name": name, "url": url, "size": size, "sha256": hashlib.sha256(name.encode()).hexdigest()}
+
+
+def terminate(e, pod, message, exit_code=0, container="injector", ephemeral=False):
+    e["ctl"].kubelet("terminate", e["ns"], pod, container=container, exitCode=exit_code,
+                     message=json.dumps(message) if isinstance(message, dict) else message,
+                     reason="Completed" if exit_code == 0 else "Error", ephemeral=ephemeral)
+
+
+def events(e, reason=None):
+    items = e["kube"].get(f"/api/v1/namespaces/{e['ns']}/events").json["items"]
+    return [x for x in items if reason is None or x.get("reason") == reason]
+
+
+def condition(status, type_):
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
+
+
+def count_requests(e, method, path_rx):
+    """Requests the controller (not the test) made."""
+    reqs = e["ctl"].requests(method=method)
+    return sum(1 for r in reqs if re.search(path_rx, r["path"]) and
+               r.get("userAgent", "").startswith("aiprof-controller"))
+
+
+def no_credentials_anywhere(e):
+    """Credentials never appear in pods' specs, sessions, or events."""
+    kube, ns = e["kube"], e["ns"]
+    for path in (f"/api/v1/namespaces/{ns}/pods", f"{GROUP}/namespaces/{ns}/profilingsessions",
+                 f"/api/v1/namespaces/{ns}/events"):
+        text = kube.get(path).raw
+        text = text.decode() if isinstance(text, bytes) else text
+        assert SECRET_KEY not in text and SECRET_ID not in text, path
+    for pod in injector_pods(e):
+        for c in pod["spec"]["containers"] + pod["spec"].get("ephemeralContainers", []):
+            for v in c.get("env", []):
+                if v["name"] in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+                    assert "value" not in v, f"literal credential env {v['name']}"
+
+
+# ---------------------------------------------------------------------------------------- tests
+
+def test_session_succeeds_with_artifacts(env):
+    c = env["controller"]()
+    make_pod(env)
+    s = make_session(env)
+    inj = wait_injector(env)
+    name = inj["metadata"]["name"]
+
+    # the injector: on the target's node, host pid namespace, least capabilities, secret refs
+    spec = inj["spec"]
+    assert spec["nodeName"] == "node-1"
+    assert spec["hostPID"] is True
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    ctr = spec["containers"][0]
+    caps = ctr["securityContext"]["capabilities"]
+    assert caps["drop"] == ["ALL"] and sorted(caps["add"]) == ["BPF", "PERFMON", "SYS_PTRACE"]
+    assert ctr["securityContext"].get("privileged") is False
+    target_cid = env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json[
+        "status"]["containerStatuses"][0]["containerID"]
+    assert ctr["args"][:3] == ["profile", "--container-id", target_cid]
+    assert "s3://profiles/team-a/" + env["ns"] + "/slow-step/trainer-0" in ctr["args"]
+    vol = next(v for v in spec["volumes"] if v["name"] == "s3-credentials")
+    assert vol["secret"]["secretName"] == "s3-creds"
+    assert {"name": "AIPROF_S3_SECRET_DIR", "value": "/var/run/secrets/aiprof/s3"} in ctr["env"]
+    md = inj["metadata"]
+    assert md["labels"]["aiprof.io/session-uid"] == s["metadata"]["uid"]
+    assert md["ownerReferences"][0]["uid"] == s["metadata"]["uid"]
+    assert wait_phase(env, "Injecting")["metadata"]["finalizers"] == ["aiprof.io/cleanup"]
+
+    # the kubelet runs it, then it exits with its result
+    env["ctl"].kubelet("run", env["ns"], name)
+    wait_phase(env, "Profiling")
+    url = f"s3://profiles/team-a/{env['ns']}/slow-step/trainer-0"
+    terminate(env, name, {"artifacts": [result("timeline.json.gz", url + "/timeline.json.gz"),
+                                        result("summary.json", url + "/summary.json", 99)],
+                          "summary": {"processes": 1, "events": 4242, "dropped": 0},
+                          "findings": [{"category": "PageableMemcpy", "severity": "warning"}]})
+    st = wait_phase(env, "Succeeded")["status"]
+    assert [a["name"] for a in st["artifacts"]] == ["timeline.json.gz", "summary.json"]
+    assert st["artifacts"][0]["url"] == url + "/timeline.json.gz"
+    assert st["artifacts"][1]["size"] == 99
+    assert st["findings"] == [{"target": "trainer-0", "category": "PageableMemcpy",
+                               "severity": "Warning"}]
+    assert st["observedGeneration"] == 1 and st["targetCount"] == 1 and st["findingCount"] == 1
+    assert st["targets"][0]["state"] == "Succeeded" and st["targets"][0]["node"] == "node-1"
+    assert condition(st, "Complete")["status"] == "True"
+    assert st["completionTime"] >= st["startTime"]
+    reasons = {x["reason"]: x["type"] for x in events(env)}
+    assert reasons.get("InjectorCreated") == "Normal" and reasons.get("Succeeded") == "Normal"
+    assert len(injector_pods(env)) == 1
+    assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
+    no_credentials_anywhere(env)
+    wait_for(lambda: c.metric('aiprof_sessions{phase="Succeeded"}') == 1, 5, "the phase metric")
+
+
+def test_target_missing(env):
+    env["controller"]()
+    make_session(env, targets={"podName": "ghost"})
+    st = wait_phase(env, "Pending")["status"]
+    assert condition(st, "TargetsResolved")["reason"] == "TargetNotFound"
+    st = wait_phase(env, "Failed", timeout=10)["status"]       # --target-wait 3s
+    assert condition(st, "Failed")["reason"] == "TargetNotFound"
+    assert "ghost" in st["message"]
+    assert injector_pods(env) == []
+    assert events(env, "TargetNotFound")[0]["type"] == "Warning"
+
+
+def test_target_in_another_namespace(env):
+    env["controller"]()
+    make_pod(env)
+    make_session(env, targets={"podName": "trainer-0", "namespace": "kube-system"})
+    st = wait_phase(env, "Failed")["status"]
+    assert condition(st, "Failed")["reason"] == "TargetOutsideNamespace", st
+    assert "own namespace" in st["message"]
+    assert injector_pods(env) == []
+    assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 0
+
+
+def test_injector_fails(env):
+    env["controller"]()
+    make_pod(env)
+    make_session(env)
+    name = wait_injector(env)["metadata"]["name"]
+    env["ctl"].kubelet("run", env["ns"], name)
+    terminate(env, name, {"error": "pid 7: permission denied: the injector needs CAP_SYS_PTRACE"},
+              exit_code=4)
+    st = wait_phase(env, "Failed")["status"]
+    assert condition(st, "Failed")["reason"] == "InjectorFailed"
+    assert "CAP_SYS_PTRACE" in st["message"] and "code 4" in st["message"]
+    assert st["targets"][0]["state"] == "Failed"
+    assert any(x["type"] == "Warning" for x in events(env, "InjectorFailed"))
+
+
+def test_deadline(env):
+    env["controller"]()
+    make_pod(env)
+    make_session(env, duration="1s")
+    name = wait_injector(env)["metadata"]["name"]
+    env["ctl"].kubelet("run", env["ns"], name)
+    wait_phase(env, "Profiling")
+    # never terminates: 1 s + 3 s grace later the session fails and the injector is removed
+    st = wait_phase(env, "Failed", timeout=12)["status"]
+    assert condition(st, "Failed")["reason"] == "DeadlineExceeded"
+    wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
+
+
+def test_session_deleted_mid_run(env):
+    env["controller"]()
+    make_pod(env)
+    make_session(env)
+    name = wait_injector(env)["metadata"]["name"]
+    env["ctl"].kubelet("run", env["ns"], name)
+    wait_phase(env, "Profiling")
+    assert env["kube"].delete(f"{GROUP}/namespaces/{env['ns']}/profilingsessions/slow-step").status == 200
+    wait_for(lambda: get_session(env) is None, 10, "the session to be gone (finalizer removed)")
+    wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
+
+
+def test_controller_restarted_mid_session(env):
+    c1 = env["controller"](name="first")
+    make_pod(env)
+    make_session(env)
+    name = wait_injector(env)["metadata"]["name"]
+    wait_phase(env, "Injecting")
+    c1.kill(signal.SIGKILL)                   # no chance to release the lease
+    env["ctl"].kubelet("run", env["ns"], name)
+    c2 = env["controller"](name="second")
+    wait_for(c2.leader, 10, "the new controller to take the lease")
+    wait_phase(env, "Profiling")
+    terminate(env, name, {"artifacts": [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]})
+    wait_phase(env, "Succeeded")
+    # found by its label and name: never a second injector
+    assert len(injector_pods(env)) == 1
+    assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
+
+
+def test_watch_cut_and_410(env):
+    c = env["controller"]("--watch-timeout", "60s")
+    make_pod(env)
+    make_session(env, name="before")
+    wait_injector(env, "before")
+    wait_for(lambda: c.metric('aiprof_relists_total{resource="pods"}') == 1, 5, "first list")
+    # a reset connection: the controller resumes from its resourceVersion
+    env["ctl"].cut_watches(mode="reset", path=env["ns"])
+    wait_for(lambda: c.metric('aiprof_watch_restarts_total{resource="profilingsessions"}') >= 1,
+             10, "a watch restart")
+    # history compacted past what the controller has seen, and the watches cut: 410 -> relist
+    make_pod(env, name="trainer-1")
+    env["ctl"].compact()
+    env["ctl"].cut_watches(mode="close", path=env["ns"])
+    wait_for(lambda: c.metric('aiprof_relists_total{resource="profilingsessions"}') >= 2, 15,
+             "a relist after 410 Gone")
+    make_session(env, name="after", targets={"podName": "trainer-1", "container": "trainer"})
+    wait_injector(env, "after")
+    for n in ("before", "after"):
+        inj = injector_pods(env, n)[0]["metadata"]["name"]
+        env["ctl"].kubelet("run", env["ns"], inj)
+        terminate(env, inj, {"artifacts": []})
+        wait_phase(env, "Succeeded", name=n)
+    assert len(injector_pods(env)) == 2
+
+
+def test_two_replicas_one_leader(env):
+    a = env["controller"](name="a")
+    wait_for(a.leader, 10, "a to lead")
+    b = env["controller"](name="b")
+    time.sleep(1.5)
+    assert a.leader() and not b.leader()
+    code, body = b.http("/readyz")
+    assert code == 200 and "standby" in body
+    make_pod(env)
+    make_session(env, name="one")
+    wait_injector(env, "one")
+    time.sleep(1)
+    assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
+    a.kill(signal.SIGKILL)
+    wait_for(b.leader, 10, "b to take over")
+    make_pod(env, name="trainer-1")
+    make_session(env, name="two", targets={"podName": "trainer-1"})
+    wait_injector(env, "two")
+    lease = env["kube"].get(f"/apis/coordination.k8s.io/v1/namespaces/{env['ns']}/leases/aiprof-controller").json
+    assert lease["spec"]["holderIdentity"].startswith("b-")
+    assert lease["spec"]["leaseTransitions"] >= 1
+    assert len(injector_pods(env)) == 2
+    # a graceful stop releases the lease for the next replica at once
+    b.kill(signal.SIGTERM)
+    wait_for(lambda: env["kube"].get(f"/apis/coordination.k8s.io/v1/namespaces/{env['ns']}/leases/"
+                                     "aiprof-controller").json["spec"].get("holderIdentity") in ("", None),
+             5, "the lease released")
+
+
+def test_kata_target_gets_ephemeral_container(env):
+    env["controller"]()
+    make_pod(env, runtime_class="kata-qemu")
+    make_session(env)
+    pod = wait_for(lambda: (lambda p: p if p["spec"].get("ephemeralContainers") else None)(
+        env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json), 15,
+        "an ephemeral container")
+    ec = pod["spec"]["ephemeralContainers"][0]
+    assert ec["name"].startswith("aiprof-") and ec["targetContainerName"] == "trainer"
+    envs = {v["name"]: v for v in ec["env"]}
+    assert envs["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}
+    assert "value" not in envs["AWS_ACCESS_KEY_ID"]
+    assert injector_pods(env) == []
+    st = wait_phase(env, "Injecting")["status"]
+    assert st["targets"][0]["runtime"] == "kata-qemu"
+    env["ctl"].kubelet("ephemeral-run", env["ns"], "trainer-0", container=ec["name"])
+    wait_phase(env, "Profiling")
+    terminate(env, "trainer-0", {"artifacts": [result("timeline.json.gz", "s3://profiles/k/t.json.gz")]},
+              container=ec["name"], ephemeral=True)
+    assert wait_phase(env, "Succeeded")["status"]["artifacts"][0]["name"] == "timeline.json.gz"
+    assert len(env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json["spec"][
+        "ephemeralContainers"]) == 1
+    no_credentials_anywhere(env)
+
+
+def test_selector_targets_every_rank(env):
+    env["controller"]()
+    for i in range(3):
+        make_pod(env, name=f"rank-{i}", node=f"node-{i}", labels={"job": "llama", "rank": str(i)})
+    make_pod(env, name="other", labels={"job": "bert"})
+    make_session(env, targets={"selector": {"matchLabels": {"job": "llama"}}, "container": "trainer"})
+    pods = wait_for(lambda: (lambda p: p if len(p) == 3 else None)(injector_pods(env)), 15, "3 injectors")
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["node-0", "node-1", "node-2"]
+    for p in pods:
+        env["ctl"].kubelet("run", env["ns"], p["metadata"]["name"])
+        terminate(env, p["metadata"]["name"], {"artifacts": [result("summary.json", "s3://b/x/summary.json")]})
+    st = wait_phase(env, "Succeeded")["status"]
+    assert [t["pod"] for t in st["targets"]] == ["rank-0", "rank-1", "rank-2"]
+    assert len(st["artifacts"]) == 3
+
+
+def test_in_cluster_token_rotation(env):
+    ep = env["api"]["ep"]
+    port = ep["server"].rsplit(":", 1)[1]
+    c = env["controller"]("--service-account-dir", ep["serviceAccountDir"], kubeconfig=False,
+                          env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": port})
+    assert "in-cluster" in c.text()
+    make_pod(env)
+    make_session(env, name="one")
+    wait_injector(env, "one")
+    env["ctl"].rotate_token(keep_old=False)        # the old token is refused from now on
+    make_pod(env, name="trainer-1")
+    make_session(env, name="two", targets={"podName": "trainer-1"})
+    wait_injector(env, "two")
+    users = {r["user"] for r in env["ctl"].requests(method="POST")
+             if env["ns"] in r["path"] and r["path"].endswith("/pods") and
+             r.get("userAgent", "").startswith("aiprof-controller")}
+    assert users == {ep["serviceAccountUser"]}
+
+
+def ws_connect(port, path="/ws/sessions"):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert b" 101 " in head.split(b"\r\n")[0], head
+    accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+    assert accept in head
+    return s
+
+
+def ws_recv(s):
+    def exact(n):
+        b = b""
+        while len(b) < n:
+            chunk = s.recv(n - len(b))
+            if not chunk:
+                raise EOFError
+            b += chunk
+        return b
+    h = exact(2)
+    n = h[1] & 0x7f
+    if n == 126:
+        n = int.from_bytes(exact(2), "big")
+    elif n == 127:
+        n = int.from_bytes(exact(8), "big")
+    return h[0] & 0x0f, exact(n)
+
+
+def test_http_metrics_and_websocket_feed(env):
+    c = env["controller"]()
+    make_pod(env)
+    make_session(env, name="first")
+    wait_injector(env, "first")
+    assert c.http("/healthz") == (200, "ok\n")
+    wait_for(lambda: c.http("/readyz")[0] == 200, 5, "ready")
+    code, body = c.http("/metrics")
+    assert code == 200
+    for name in ("aiprof_reconciles_total", "aiprof_reconcile_errors_total", "aiprof_workqueue_depth",
+                 'aiprof_watch_restarts_total{resource="pods"}', 'aiprof_sessions{phase="Injecting"}',
+                 "aiprof_leader", "process_resident_memory_bytes"):
+        assert re.search("^" + re.escape(name) + r" \d", body, re.M), name
+    assert "# TYPE aiprof_reconciles_total counter" in body
+    assert c.http("/nope")[0] == 404
+
+    ws = ws_connect(c.port)
+    op, msg = ws_recv(ws)                      # the snapshot first
+    assert op == 1
+    first = json.loads(msg)
+    assert first["name"] == "first" and first["phase"] == "Injecting"
+    make_session(env, name="second", targets={"podName": "trainer-0"})
+    seen = set()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not ("second", "Injecting") in seen:
+        op, msg = ws_recv(ws)
+        m = json.loads(msg)
+        seen.add((m["name"], m["phase"]))
+    assert ("second", "Injecting") in seen, seen
+    ws.close()

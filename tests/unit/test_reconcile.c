@@ -1,0 +1,833 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * controller/reconcile.c (the planner, with a fixed clock), controller/injspec.c (the
+ * injector's pod and ephemeral container), controller/termination.c, controller/session.c.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "controller/api.h"
+#include "controller/kjson.h"
+#include "controller/ktime.h"
+#include "controller/reconcile.h"
+#include "controller/termination.h"
+
+#define SEC 1000000000LL
+static int64_t T0;                      /* the session's creationTimestamp */
+
+static const struct reconcile_config cfg = {
+	.inj = { .image = "aiprof:test", .grace_ns = 60 * SEC },
+	.target_wait_ns = 30 * SEC,
+};
+
+/* ---- fixtures -------------------------------------------------------------------------- */
+
+static json_t *session_json(const char *spec_extra_json)
+{
+	char buf[4096];
+	json_t *j, *extra;
+
+	snprintf(buf, sizeof(buf),
+		 "{\"apiVersion\":\"aiprof.io/v1alpha1\",\"kind\":\"ProfilingSession\","
+		 "\"metadata\":{\"name\":\"slow-step\",\"namespace\":\"train\",\"uid\":\"u-1234\","
+		 "\"resourceVersion\":\"10\",\"generation\":1,"
+		 "\"creationTimestamp\":\"2024-05-01T12:00:00Z\",\"finalizers\":[\"%s\"]},"
+		 "\"spec\":{\"targets\":{\"podName\":\"trainer-0\",\"container\":\"trainer\"},"
+		 "\"duration\":\"30s\",\"output\":{\"s3\":{\"endpoint\":\"https://s3.example.com\","
+		 "\"bucket\":\"profiles\",\"prefix\":\"team-a/\",\"region\":\"us-east-1\","
+		 "\"secretRef\":{\"name\":\"s3-creds\"}}}}}", SESSION_FINALIZER);
+	j = json_loads(buf, 0, NULL);
+	assert_non_null(j);
+	if (spec_extra_json) {
+		extra = json_loads(spec_extra_json, 0, NULL);
+		assert_non_null(extra);
+		json_object_update_recursive(json_object_get(j, "spec"), extra);
+		json_decref(extra);
+	}
+	return j;
+}
+
+static struct session *session_from(json_t *j)
+{
+	struct session *s = NULL;
+
+	assert_int_equal(session__from_json(j, &s), 0);
+	json_decref(j);
+	return s;
+}
+
+/* A new session object from s with status replaced (what the next reconcile would read). */
+static struct session *with_status(struct session *s, json_t *status)
+{
+	char buf[4096];
+	json_t *j;
+
+	snprintf(buf, sizeof(buf), "{}");
+	j = session_json(NULL);
+	if (!s->has_finalizer)
+		json_object_set_new(json_object_get(j, "metadata"), "finalizers", json_array());
+	json_object_set(j, "status", status);
+	session__unref(s);
+	return session_from(j);
+}
+
+/* A running pod, or one whose containers have the given state. */
+static struct kpod *pod(const char *name, const char *node, const char *runtime_class,
+			const char *state_json, const char *labels_json)
+{
+	char buf[4096];
+	struct kpod *p = NULL;
+	json_t *j;
+
+	snprintf(buf, sizeof(buf),
+		 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"train\",\"uid\":\"p-%s\","
+		 "\"resourceVersion\":\"5\",\"labels\":%s},"
+		 "\"spec\":{\"nodeName\":\"%s\",%s%s%s\"containers\":[{\"name\":\"trainer\"},"
+		 "{\"name\":\"sidecar\"}]},"
+		 "\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"trainer\","
+		 "\"containerID\":\"containerd://abc123\",\"state\":%s}]}}",
+		 name, name, labels_json ? labels_json : "{\"job\":\"llama\"}", node,
+		 runtime_class ? "\"runtimeClassName\":\"" : "", runtime_class ? runtime_class : "",
+		 runtime_class ? "\"," : "",
+		 state_json ? state_json : "{\"running\":{\"startedAt\":\"2024-05-01T11:00:00Z\"}}");
+	j = json_loads(buf, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(kpod__from_json(j, &p), 0);
+	json_decref(j);
+	return p;
+}
+
+/* The injector pod named for s and target, its container in the given state. */
+static struct kpod *injector(const struct session *s, const char *target, const char *state_json,
+			     const char *phase)
+{
+	char name[INJECTOR_POD_NAME_MAX + 1], buf[8192];
+	struct kpod *p = NULL;
+	json_t *j;
+
+	injspec__pod_name(s, target, name);
+	snprintf(buf, sizeof(buf),
+		 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"train\",\"uid\":\"i-1\","
+		 "\"labels\":{\"" LABEL_SESSION_UID "\":\"%s\",\"" LABEL_SESSION "\":\"%s\"}},"
+		 "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"injector\"}]},"
+		 "\"status\":{\"phase\":\"%s\",\"containerStatuses\":[{\"name\":\"injector\","
+		 "\"state\":%s}]}}", name, s->uid, s->name, phase, state_json);
+	j = json_loads(buf, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(kpod__from_json(j, &p), 0);
+	json_decref(j);
+	return p;
+}
+
+struct world {
+	struct session *s;
+	struct target_obs t[4];
+	size_t n;
+	const struct kpod *inj[4];
+	size_t n_inj;
+	int64_t now;
+};
+
+static void plan(struct world *w, struct reconcile_plan *p)
+{
+	struct reconcile_input in = {
+		.s = w->s, .targets = w->t, .n_targets = w->n, .injectors = w->inj,
+		.n_injectors = w->n_inj, .now_ns = w->now, .cfg = &cfg,
+	};
+
+	assert_int_equal(reconcile__plan(&in, p), 0);
+}
+
+static const char *cond_reason(const json_t *status, const char *type)
+{
+	const json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "conditions"), i, c)
+		if (strcmp(kj_str(c, "type"), type) == 0)
+			return kj_str(c, "reason");
+	return NULL;
+}
+
+static bool has_event(const struct reconcile_plan *p, const char *reason)
+{
+	for (size_t i = 0; i < p->n_events; i++)
+		if (strcmp(p->events[i].reason, reason) == 0)
+			return true;
+	return false;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return ktime_parse("2024-05-01T12:00:00Z", &T0);
+}
+
+/* ---- session parsing ---------------------------------------------------------------- */
+
+static void check_spec_error(const char *extra, const char *needle)
+{
+	struct session *s = session_from(session_json(extra));
+
+	if (s->spec_err != -EINVAL || !strstr(s->spec_msg, needle))
+		fail_msg("%s: spec_err %d, '%s' (wanted '%s')", extra, s->spec_err, s->spec_msg, needle);
+	session__unref(s);
+}
+
+static void test_session_spec(void **state)
+{
+	struct session *s = session_from(session_json(
+		"{\"collectors\":{\"cpu\":{\"frequencyHz\":49},\"cuda\":{},\"nccl\":false},"
+		"\"injection\":{\"mode\":\"NodeAgent\",\"method\":\"EBPFOnly\"},"
+		"\"targets\":{\"process\":{\"match\":\"python.*train\"}},\"duration\":\"1500ms\","
+		"\"ttlSecondsAfterFinished\":60}"));
+
+	(void)state;
+	assert_int_equal(s->spec_err, 0);
+	assert_string_equal(s->key, "train/slow-step");
+	assert_true(s->has_finalizer);
+	assert_string_equal(s->spec.pod_name, "trainer-0");
+	assert_string_equal(s->spec.container, "trainer");
+	assert_string_equal(s->spec.process_match, "python.*train");
+	assert_int_equal(s->spec.duration_ns, 1500000000ULL);
+	assert_string_equal(s->spec.duration, "1500ms");
+	assert_string_equal(s->spec.collectors, "cpu,cuda");
+	assert_int_equal(s->spec.cpu_hz, 49);
+	assert_int_equal(s->spec.mode, INJ_NODE_AGENT);
+	assert_int_equal(s->spec.method, METHOD_EBPF_ONLY);
+	assert_string_equal(s->spec.s3.bucket, "profiles");
+	assert_string_equal(s->spec.s3.prefix, "team-a");
+	assert_string_equal(s->spec.s3.key_id_key, "AWS_ACCESS_KEY_ID");
+	assert_int_equal(s->spec.ttl_s, 60);
+	assert_int_equal(s->created_ns, T0);
+	session__unref(s);
+
+	check_spec_error("{\"targets\":{\"podName\":null}}", "exactly one of podName");
+	check_spec_error("{\"targets\":{\"selector\":{\"matchLabels\":{}}}}", "exactly one");
+	check_spec_error("{\"targets\":{\"podName\":null,\"selector\":{}}}", "select every pod");
+	check_spec_error("{\"targets\":{\"podName\":null,\"selector\":{\"matchExpressions\":"
+			 "[{\"key\":\"a\",\"operator\":\"Near\"}]}}}", "unknown operator");
+	check_spec_error("{\"targets\":{\"podName\":\"Bad_Name\"}}", "not a pod name");
+	check_spec_error("{\"targets\":{\"process\":{\"match\":\"(unclosed\"}}}", "regular expression");
+	check_spec_error("{\"duration\":\"soon\"}", "duration");
+	check_spec_error("{\"duration\":\"48h\"}", "duration");
+	check_spec_error("{\"collectors\":{\"gpu-magic\":{}}}", "unknown collector");
+	check_spec_error("{\"injection\":{\"mode\":\"Sidecar\"}}", "injection.mode");
+	check_spec_error("{\"output\":{\"s3\":{\"bucket\":null}}}", "bucket is required");
+	check_spec_error("{\"output\":{\"s3\":{\"endpoint\":\"ftp://x\"}}}", "endpoint");
+	check_spec_error("{\"output\":{\"s3\":{\"prefix\":\"a//b\"}}}", "prefix");
+	check_spec_error("{\"output\":{\"s3\":{\"secretRef\":{\"name\":\"Bad Name\"}}}}", "secretRef");
+	check_spec_error("{\"ttlSecondsAfterFinished\":-1}", "ttlSecondsAfterFinished");
+}
+
+/* ---- the planner ---------------------------------------------------------------------- */
+
+static void test_finalizer_first(void **state)
+{
+	json_t *j = session_json(NULL);
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+
+	(void)state;
+	json_object_set_new(json_object_get(j, "metadata"), "finalizers", json_array());
+	w.s = session_from(j);
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_ADD_FINALIZER);
+	assert_null(p.status);
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+}
+
+static void test_invalid_and_foreign(void **state)
+{
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+
+	(void)state;
+	w.s = session_from(session_json("{\"duration\":\"forever\"}"));
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p.status, "Failed"), "InvalidSpec");
+	assert_string_equal(cond_reason(p.status, "Failed"), "InvalidSpec");
+	assert_true(has_event(&p, "InvalidSpec"));
+	/* written once: the same status again is no change */
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	plan(&w, &p);
+	assert_null(p.status);
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+
+	w.s = session_from(session_json("{\"targets\":{\"namespace\":\"other\"}}"));
+	w.t[0] = (struct target_obs){ .name = "trainer-0" };
+	w.n = 1;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 0);     /* nothing is created in any namespace */
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p.status, "Failed"), "TargetOutsideNamespace");
+	assert_non_null(strstr(kj_str(p.status, "message"), "own namespace"));
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+}
+
+static void test_target_missing(void **state)
+{
+	struct world w = { .now = T0 + 5 * SEC };
+	struct reconcile_plan p;
+
+	(void)state;
+	w.s = session_from(session_json(NULL));
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Pending");
+	assert_string_equal(cond_reason(p.status, "TargetsResolved"), "TargetNotFound");
+	assert_int_equal(p.requeue_at_ns, T0 + 30 * SEC);   /* when the wait ends */
+	assert_true(has_event(&p, "TargetNotFound"));
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	w.now = T0 + 10 * SEC;                      /* still waiting: nothing new */
+	plan(&w, &p);
+	assert_null(p.status);
+	assert_false(has_event(&p, "TargetNotFound"));
+	reconcile_plan__release(&p);
+
+	w.now = T0 + 31 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p.status, "Failed"), "TargetNotFound");
+	assert_non_null(strstr(kj_str(p.status, "message"), "trainer-0"));
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+}
+
+static void test_happy_path_node_agent(void **state)
+{
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL), *inj;
+	const json_t *c, *e;
+	char *dump;
+	size_t i;
+
+	(void)state;
+	w.s = session_from(session_json(NULL));
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	w.n = 1;
+
+	/* 1. the target runs: one injector pod on its node */
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
+	assert_string_equal(kj_str(p.status, "phase"), "Injecting");
+	assert_non_null(kj_str(p.status, "startTime"));
+	assert_true(has_event(&p, "InjectorCreated"));
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	assert_string_equal(kj_str(e, "mode"), "NodeAgent");
+	assert_string_equal(kj_str(e, "runtime"), "runc");
+	assert_string_equal(kj_str(e, "node"), "node-1");
+	{
+		const json_t *pj = p.actions[0].body, *spec = json_object_get(pj, "spec");
+		const json_t *args, *caps, *env, *vol;
+
+		assert_string_equal(kj_str(spec, "nodeName"), "node-1");
+		assert_true(json_is_true(json_object_get(spec, "hostPID")));
+		assert_string_equal(kj_str(spec, "restartPolicy"), "Never");
+		assert_true(json_is_false(json_object_get(spec, "automountServiceAccountToken")));
+		assert_int_equal(json_integer_value(json_object_get(spec, "activeDeadlineSeconds")), 90);
+		assert_string_equal(json_string_value(json_object_get(kj_get(pj, "metadata.labels"),
+								       LABEL_SESSION_UID)), "u-1234");
+		assert_string_equal(kj_str(json_array_get(kj_get(pj, "metadata.ownerReferences"), 0),
+					   "uid"), "u-1234");
+		c = json_array_get(json_object_get(spec, "containers"), 0);
+		caps = kj_get(c, "securityContext.capabilities");
+		assert_string_equal(json_string_value(json_array_get(json_object_get(caps, "drop"), 0)),
+				    "ALL");
+		assert_int_equal(json_array_size(json_object_get(caps, "add")), 3);  /* no SYS_ADMIN */
+		dump = json_dumps(json_object_get(caps, "add"), JSON_COMPACT);
+		assert_string_equal(dump, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]");
+		free(dump);
+		args = json_object_get(c, "args");
+		dump = json_dumps(args, JSON_COMPACT);
+		assert_non_null(strstr(dump, "\"--container-id\",\"containerd://abc123\""));
+		assert_non_null(strstr(dump, "\"--duration\",\"30s\""));
+		assert_non_null(strstr(dump, "\"s3://profiles/team-a/train/slow-step/trainer-0\""));
+		free(dump);
+		/* credentials only by reference: a secret volume, and no literal credential */
+		vol = json_array_get(json_object_get(spec, "volumes"), 0);
+		assert_string_equal(kj_str(vol, "secret.secretName"), "s3-creds");
+		env = json_object_get(c, "env");
+		json_array_foreach(env, i, e) {
+			const char *n = kj_str(e, "name");
+
+			assert_false(strstr(n, "SECRET_ACCESS_KEY") || strstr(n, "ACCESS_KEY_ID"));
+		}
+		dump = json_dumps(env, JSON_COMPACT);
+		assert_non_null(strstr(dump, "AIPROF_S3_SECRET_DIR"));
+		assert_non_null(strstr(dump, "\"AWS_ENDPOINT_URL_S3\",\"value\":\"https://s3.example.com\""));
+		free(dump);
+	}
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* 2. the injector pod exists, not running yet: no second one */
+	inj = injector(w.s, "trainer-0", "{\"waiting\":{\"reason\":\"ContainerCreating\"}}", "Pending");
+	w.t[0].injector = inj;
+	w.inj[0] = inj;
+	w.n_inj = 1;
+	w.now = T0 + 2 * SEC;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Injecting");
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+
+	/* 3. running: Profiling, and a look again when the window ends */
+	inj = injector(w.s, "trainer-0", "{\"running\":{\"startedAt\":\"2024-05-01T12:00:03Z\"}}",
+		       "Running");
+	w.t[0].injector = w.inj[0] = inj;
+	w.now = T0 + 4 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Profiling");
+	assert_int_equal(p.requeue_at_ns, T0 + 33 * SEC);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* 4. past the window, still running: Uploading */
+	w.now = T0 + 34 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Uploading");
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+
+	/* 5. terminated with the message the kubelet keeps: Succeeded with the artifacts */
+	inj = injector(w.s, "trainer-0",
+		"{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\","
+		"\"startedAt\":\"2024-05-01T12:00:03Z\",\"finishedAt\":\"2024-05-01T12:00:40Z\","
+		"\"message\":\"{\\\"artifacts\\\":[{\\\"name\\\":\\\"timeline.json.gz\\\","
+		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/trainer-0/timeline.json.gz\\\","
+		"\\\"size\\\":1234,\\\"sha256\\\":\\\"" "0123456789abcdef0123456789abcdef"
+		"0123456789abcdef0123456789abcdef" "\\\"}],\\\"summary\\\":{\\\"events\\\":99},"
+		"\\\"findings\\\":[{\\\"category\\\":\\\"SyncCheckpoint\\\",\\\"severity\\\":"
+		"\\\"warning\\\"}]}\"}}", "Succeeded");
+	w.t[0].injector = w.inj[0] = inj;
+	w.now = T0 + 41 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+	assert_non_null(kj_str(p.status, "completionTime"));
+	assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 1);
+	e = json_array_get(json_object_get(p.status, "artifacts"), 0);
+	assert_string_equal(kj_str(e, "name"), "timeline.json.gz");
+	assert_int_equal(json_integer_value(json_object_get(e, "size")), 1234);
+	assert_string_equal(kj_str(json_array_get(json_object_get(p.status, "findings"), 0),
+				   "category"), "SyncCheckpoint");
+	assert_int_equal(json_integer_value(kj_get(json_array_get(json_object_get(p.status, "targets"),
+								 0), "summary.events")), 99);
+	assert_string_equal(cond_reason(p.status, "Complete"), "Succeeded");
+	assert_true(has_event(&p, "Succeeded"));
+	assert_int_equal(p.n_actions, 0);           /* a terminated injector is kept (logs) */
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* 6. finished: nothing more, not even when the injector pod goes away */
+	w.t[0].injector = NULL;
+	w.n_inj = 0;
+	plan(&w, &p);
+	assert_null(p.status);
+	assert_int_equal(p.n_actions, 0);
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	kpod__unref(target);
+	session__unref(w.s);
+}
+
+static void test_injector_fails(void **state)
+{
+	struct world w = { .now = T0 + 5 * SEC };
+	struct reconcile_plan p;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL), *inj;
+	json_t *st = json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "phase", "Profiling", "startTime",
+			       "2024-05-01T12:00:01Z", "targets", "pod", "trainer-0", "state",
+			       "Profiling", "mode", "NodeAgent");
+
+	(void)state;
+	w.s = with_status(session_from(session_json(NULL)), st);
+	json_decref(st);
+	inj = injector(w.s, "trainer-0",
+		       "{\"terminated\":{\"exitCode\":4,\"reason\":\"Error\",\"message\":"
+		       "\"{\\\"error\\\":\\\"pid 7: permission denied: CAP_SYS_PTRACE missing\\\"}\"}}",
+		       "Failed");
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .injector = inj };
+	w.n = 1;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p.status, "Failed"), "InjectorFailed");
+	if (!strstr(kj_str(p.status, "message"), "CAP_SYS_PTRACE missing"))
+		fail_msg("message: %s", kj_str(p.status, "message"));
+	assert_true(has_event(&p, "InjectorFailed"));
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+
+	/* no message at all, and a message that is not ours */
+	inj = injector(w.s, "trainer-0", "{\"terminated\":{\"exitCode\":137,\"reason\":\"OOMKilled\"}}",
+		       "Failed");
+	w.t[0].injector = inj;
+	plan(&w, &p);
+	assert_non_null(strstr(kj_str(p.status, "message"), "137, OOMKilled"));
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	inj = injector(w.s, "trainer-0", "{\"terminated\":{\"exitCode\":0,\"message\":\"done!\"}}",
+		       "Succeeded");
+	w.t[0].injector = inj;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_non_null(strstr(kj_str(p.status, "message"), "unusable"));
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+
+	/* the injector pod vanished while in flight */
+	w.t[0].injector = NULL;
+	plan(&w, &p);
+	assert_string_equal(cond_reason(p.status, "Failed"), "InjectorDeleted");
+	reconcile_plan__release(&p);
+
+	/* creating it was refused for good */
+	st = json_pack("{s:s}", "phase", "Pending");
+	w.s = with_status(w.s, st);
+	json_decref(st);
+	w.t[0].create_err = -EACCES;
+	snprintf(w.t[0].create_msg, sizeof(w.t[0].create_msg), "pods is forbidden");
+	plan(&w, &p);
+	assert_string_equal(cond_reason(p.status, "Failed"), "InjectorCreateFailed");
+	assert_non_null(strstr(kj_str(p.status, "message"), "forbidden"));
+	reconcile_plan__release(&p);
+	kpod__unref(target);
+	session__unref(w.s);
+}
+
+static void test_deadline(void **state)
+{
+	struct world w = { 0 };
+	struct reconcile_plan p;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct kpod *inj;
+	json_t *st = json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "phase", "Profiling", "startTime",
+			       "2024-05-01T12:00:00Z", "targets", "pod", "trainer-0", "state",
+			       "Profiling", "mode", "NodeAgent");
+
+	(void)state;
+	w.s = with_status(session_from(session_json(NULL)), st);
+	json_decref(st);
+	inj = injector(w.s, "trainer-0", "{\"running\":{\"startedAt\":\"2024-05-01T12:00:01Z\"}}",
+		       "Running");
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .injector = inj };
+	w.n = 1;
+	w.inj[0] = inj;
+	w.n_inj = 1;
+	w.now = T0 + 89 * SEC;                      /* 30 s + 60 s grace = 90 s */
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Uploading");
+	assert_int_equal(p.requeue_at_ns, T0 + 90 * SEC);
+	reconcile_plan__release(&p);
+
+	w.now = T0 + 90 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p.status, "Failed"), "DeadlineExceeded");
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_DELETE_POD);
+	assert_string_equal(p.actions[0].name, kpod__name(inj));
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	kpod__unref(target);
+	session__unref(w.s);
+}
+
+static void test_kata_ephemeral(void **state)
+{
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+	struct kpod *target = pod("trainer-0", "node-1", "kata", NULL, NULL), *t2;
+	const json_t *c, *e;
+	char *dump;
+	size_t i;
+
+	(void)state;
+	w.s = session_from(session_json(NULL));
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target,
+				      .runtime_handler = "kata-qemu" };
+	w.n = 1;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_ADD_EPHEMERAL);
+	assert_string_equal(p.actions[0].name, "trainer-0");
+	c = p.actions[0].body;
+	assert_string_equal(kj_str(c, "targetContainerName"), "trainer");
+	assert_int_equal(strncmp(kj_str(c, "name"), "aiprof-", 7), 0);
+	json_array_foreach(json_object_get(c, "env"), i, e)
+		if (strstr(kj_str(e, "name"), "AWS_ACCESS_KEY_ID") ||
+		    strstr(kj_str(e, "name"), "AWS_SECRET_ACCESS_KEY")) {
+			assert_null(json_object_get(e, "value"));   /* never a literal */
+			assert_string_equal(kj_str(e, "valueFrom.secretKeyRef.name"), "s3-creds");
+		}
+	dump = json_dumps(json_object_get(c, "args"), JSON_COMPACT);
+	assert_non_null(strstr(dump, "\"--container-name\",\"trainer\""));
+	free(dump);
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	assert_string_equal(kj_str(e, "mode"), "EphemeralContainer");
+	assert_string_equal(kj_str(e, "runtime"), "kata-qemu");
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* once the pod shows it, its state drives the target, and it is never added again */
+	{
+		char buf[2048], ename[32];
+		json_t *j;
+
+		injspec__ephemeral_name(w.s, ename);
+		snprintf(buf, sizeof(buf),
+			 "{\"metadata\":{\"name\":\"trainer-0\",\"namespace\":\"train\"},"
+			 "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"trainer\"}],"
+			 "\"ephemeralContainers\":[{\"name\":\"%s\"}]},\"status\":{"
+			 "\"containerStatuses\":[{\"name\":\"trainer\",\"containerID\":\"c://1\","
+			 "\"state\":{\"running\":{}}}],\"ephemeralContainerStatuses\":[{\"name\":\"%s\","
+			 "\"state\":{\"terminated\":{\"exitCode\":0,\"message\":\"{\\\"artifacts\\\":[]}\"}}}]}}",
+			 ename, ename);
+		j = json_loads(buf, 0, NULL);
+		assert_int_equal(kpod__from_json(j, &t2), 0);
+		json_decref(j);
+	}
+	w.t[0].pod = t2;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+	reconcile_plan__release(&p);
+	kpod__unref(t2);
+	kpod__unref(target);
+	session__unref(w.s);
+
+	/* runc pods go ephemeral only when asked */
+	w.s = session_from(session_json("{\"injection\":{\"mode\":\"EphemeralContainer\"}}"));
+	target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	plan(&w, &p);
+	assert_int_equal(p.actions[0].kind, ACT_ADD_EPHEMERAL);
+	reconcile_plan__release(&p);
+	kpod__unref(target);
+	session__unref(w.s);
+	assert_true(runtime_is_kata("kata"));
+	assert_true(runtime_is_kata("kata-clh"));
+	assert_false(runtime_is_kata("katana"));
+	assert_false(runtime_is_kata("runc"));
+}
+
+static void test_selector_targets(void **state)
+{
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+	struct kpod *a = pod("rank-0", "node-1", NULL, NULL, NULL);
+	struct kpod *b = pod("rank-1", "node-2", NULL, "{\"waiting\":{\"reason\":\"ContainerCreating\"}}",
+			     NULL);
+
+	(void)state;
+	w.s = session_from(session_json("{\"targets\":{\"podName\":null,"
+					"\"selector\":{\"matchLabels\":{\"job\":\"llama\"}}}}"));
+	w.t[0] = (struct target_obs){ .name = "rank-0", .pod = a, .runtime_handler = "",
+				      .need_sys_admin = true };
+	w.t[1] = (struct target_obs){ .name = "rank-1", .pod = b, .runtime_handler = "" };
+	w.n = 2;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 1);               /* rank-1 is not running yet */
+	{
+		char *dump = json_dumps(kj_get(json_array_get(kj_get(p.actions[0].body,
+			"spec.containers"), 0), "securityContext.capabilities.add"), JSON_COMPACT);
+
+		assert_non_null(strstr(dump, "SYS_ADMIN"));  /* an old kernel on node-1 */
+		free(dump);
+	}
+	assert_string_equal(kj_str(p.status, "phase"), "Pending");   /* the least advanced */
+	assert_int_equal(json_array_size(json_object_get(p.status, "targets")), 2);
+	reconcile_plan__release(&p);
+
+	/* the frozen set, once started, comes from status.targets */
+	{
+		json_t *st = json_pack("{s:s,s:[{s:s},{s:s}]}", "startTime", "2024-05-01T12:00:01Z",
+				       "targets", "pod", "rank-0", "pod", "rank-1");
+		char **names = NULL;
+		size_t n = 0;
+
+		w.s = with_status(w.s, st);
+		json_decref(st);
+		assert_int_equal(reconcile__target_names(w.s, &names, &n), 0);
+		assert_int_equal(n, 2);
+		assert_string_equal(names[1], "rank-1");
+		free_strv(names, n);
+	}
+	kpod__unref(a);
+	kpod__unref(b);
+	session__unref(w.s);
+}
+
+static void test_deletion_and_ttl(void **state)
+{
+	struct world w = { .now = T0 + 100 * SEC };
+	struct reconcile_plan p;
+	struct session *s;
+	struct kpod *inj;
+	json_t *j = session_json("{\"ttlSecondsAfterFinished\":60}");
+
+	(void)state;
+	json_object_set_new(json_object_get(j, "metadata"), "deletionTimestamp",
+			    json_string("2024-05-01T12:01:00Z"));
+	s = session_from(j);
+	w.s = s;
+	inj = injector(s, "trainer-0", "{\"running\":{}}", "Running");
+	w.inj[0] = inj;
+	w.n_inj = 1;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 2);
+	assert_int_equal(p.actions[0].kind, ACT_DELETE_POD);
+	assert_int_equal(p.actions[1].kind, ACT_REMOVE_FINALIZER);
+	assert_null(p.status);
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	session__unref(s);
+
+	/* finished at T0+50: deleted at T0+110 */
+	j = session_json("{\"ttlSecondsAfterFinished\":60}");
+	json_object_set_new(j, "status", json_pack("{s:s,s:s}", "phase", "Succeeded",
+						   "completionTime", "2024-05-01T12:00:50Z"));
+	w.s = session_from(j);
+	w.n_inj = 0;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_int_equal(p.requeue_at_ns, T0 + 110 * SEC);
+	reconcile_plan__release(&p);
+	w.now = T0 + 110 * SEC;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_DELETE_SESSION);
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+}
+
+/* ---- injspec ------------------------------------------------------------------------------ */
+
+static void test_injspec_names(void **state)
+{
+	struct session *s = session_from(session_json(NULL));
+	char a[64], b[64], e[32];
+	char *url = NULL;
+
+	(void)state;
+	injspec__pod_name(s, "trainer-0", a);
+	injspec__pod_name(s, "trainer-0", b);
+	assert_string_equal(a, b);                      /* the same on every controller */
+	assert_int_equal(strncmp(a, "aiprof-slow-step-", 17), 0);
+	injspec__pod_name(s, "trainer-1", b);
+	assert_string_not_equal(a, b);
+	assert_true(strlen(a) <= 63);
+	injspec__ephemeral_name(s, e);
+	assert_int_equal(strlen(e), 17);
+	assert_int_equal(injspec__output_url(s, "trainer-0", &url), 0);
+	assert_string_equal(url, "s3://profiles/team-a/train/slow-step/trainer-0");
+	free(url);
+	assert_true(kernel_needs_sys_admin("5.4.0-150-generic"));
+	assert_true(kernel_needs_sys_admin("4.19.0"));
+	assert_false(kernel_needs_sys_admin("5.8.0"));
+	assert_false(kernel_needs_sys_admin("6.1.0-18-amd64"));
+	assert_false(kernel_needs_sys_admin(""));
+	assert_false(kernel_needs_sys_admin(NULL));
+	session__unref(s);
+}
+
+/* ---- termination messages --------------------------------------------------------------- */
+
+static void test_termination(void **state)
+{
+	struct termination *t = calloc(1, sizeof(*t)), *t2 = calloc(1, sizeof(*t2));
+	char why[200], buf[TERMINATION_MAX];
+	static const char ok[] =
+		"{\"artifacts\":[{\"name\":\"summary.json\",\"url\":\"s3://b/p/summary.json\","
+		"\"size\":10},{\"name\":\"flame/graph.svg\",\"url\":\"https://s3.x/b/graph.svg\","
+		"\"size\":0,\"sha256\":null}],\"summary\":{\"events\":5,\"dropped\":0,\"note\":\"x\"},"
+		"\"findings\":[{\"category\":\"PageableMemcpy\"}],\"future\":{\"ignored\":true}}";
+	int n;
+
+	(void)state;
+	assert_int_equal(termination__parse(ok, sizeof(ok) - 1, t, why, sizeof(why)), 0);
+	assert_int_equal(t->n_artifacts, 2);
+	assert_string_equal(t->artifacts[1].name, "flame/graph.svg");
+	assert_int_equal(t->n_summary, 2);              /* "note" is not a count */
+	assert_string_equal(t->findings[0].severity, "Info");
+	assert_string_equal(t->error, "");
+	n = termination__format(t, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(termination__parse(buf, (size_t)n, t2, why, sizeof(why)), 0);
+	assert_int_equal(t2->n_artifacts, 2);
+	assert_int_equal(t2->summary[0].value, 5);
+
+	{
+		static const char e[] = "{\"error\":\"a\\nb\\u0000c\"}";
+
+		assert_int_equal(termination__parse(e, sizeof(e) - 1, t, why, sizeof(why)), 0);
+	}
+	assert_string_equal(t->error, "a b c");
+	assert_int_equal(termination__parse("[1]", 3, t, why, sizeof(why)), -EBADMSG);
+	assert_int_equal(termination__parse("", 0, t, why, sizeof(why)), -EBADMSG);
+#define BAD(s) assert_int_equal(termination__parse(s, strlen(s), t, why, sizeof(why)), -EINVAL)
+	BAD("{\"artifacts\":[{\"name\":\"../etc\",\"url\":\"s3://b/x\"}]}");
+	BAD("{\"artifacts\":[{\"name\":\"a\",\"url\":\"file:///etc/passwd\"}]}");
+	BAD("{\"artifacts\":[{\"name\":\"a\",\"url\":\"s3://b/x y\"}]}");
+	BAD("{\"artifacts\":[{\"name\":\"a\",\"url\":\"s3://b/x\",\"size\":-1}]}");
+	BAD("{\"artifacts\":[{\"name\":\"a\",\"url\":\"s3://b/x\",\"sha256\":\"XYZ\"}]}");
+	BAD("{\"findings\":[{\"category\":\"<script>\"}]}");
+	BAD("{\"summary\":{\"bad key\":1}}");
+	BAD("{\"error\":5}");
+	memset(buf, 'a', sizeof(buf));
+	assert_int_equal(termination__parse(buf, sizeof(buf) + 0 + 1, t, why, sizeof(why)), -E2BIG);
+	/* an error longer than kept is cut, not inside a UTF-8 sequence */
+	{
+		char msg[1200];
+		size_t o = 0;
+
+		o += (size_t)snprintf(msg, sizeof(msg), "{\"error\":\"");
+		while (o < 1100)
+			msg[o++] = (char)0xc3, msg[o++] = (char)0xa9;   /* é */
+		o += (size_t)snprintf(msg + o, sizeof(msg) - o, "\"}");
+		assert_int_equal(termination__parse(msg, o, t, why, sizeof(why)), 0);
+		assert_true(strlen(t->error) < TERM_ERROR_MAX);
+		assert_int_equal(strlen(t->error) % 2, 0);
+	}
+	free(t);
+	free(t2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_session_spec),
+		cmocka_unit_test(test_finalizer_first),
+		cmocka_unit_test(test_invalid_and_foreign),
+		cmocka_unit_test(test_target_missing),
+		cmocka_unit_test(test_happy_path_node_agent),
+		cmocka_unit_test(test_injector_fails),
+		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_kata_ephemeral),
+		cmocka_unit_test(test_selector_targets),
+		cmocka_unit_test(test_deletion_and_ttl),
+		cmocka_unit_test(test_injspec_names),
+		cmocka_unit_test(test_termination),
+	};
+
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
