@@ -8,7 +8,7 @@
 #include "kjson.h"
 #include "ktime.h"
 #include "reconcile.h"
-#include "termination.h"
+#include "common/termination.h"
 #include "timeutil.h"
 
 void free_strv(char **v, size_t n)

@@ -2,14 +2,14 @@
 /*
  * libFuzzer target for the injector's termination message as the controller reads it back
  * from a container's terminated state: what passes into a session's status must be clean.
- * FUZZ_SOURCES: controller/termination.c
+ * FUZZ_SOURCES: common/termination.c
  * FUZZ_LIBS: -ljansson
  * FUZZ_ARGS: -max_len=5000
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "controller/termination.h"
+#include "common/termination.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * controller/reconcile.c (the planner, with a fixed clock), controller/injspec.c (the
- * injector's pod and ephemeral container), controller/termination.c, controller/session.c.
+ * injector's pod and ephemeral container), common/termination.c, controller/session.c.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 #include "controller/kjson.h"
 #include "controller/ktime.h"
 #include "controller/reconcile.h"
-#include "controller/termination.h"
+#include "common/termination.h"
 
 #define SEC 1000000000LL
 static int64_t T0;                      /* the session's creationTimestamp */
