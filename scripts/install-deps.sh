@@ -10,6 +10,8 @@ PACKAGES=(
 	libwebsockets-dev libibverbs-dev libbpf-dev bpftool linux-libc-dev
 	# tests
 	libcmocka-dev util-linux procps strace python3-pytest python3-yaml
+	# end to end (e2e/): containers are started with runc 1.1
+	runc
 	# report.html is rendered in headless Chromium by tests/integration/test_artifacts.py
 	chromium
 	# S3 upload: libcrypto for SigV4; a real S3 server (Ceph radosgw) and independent clients
