@@ -10,6 +10,11 @@
  * at start without using it, as a framework that links CUPTI does; --cupti-subscribe also
  * holds the CUPTI subscription for the whole run, as Kineto or Nsight Systems do.
  *
+ * --rank R --world N --nccl-id-file PATH runs one rank per process instead (N processes, or N
+ * containers sharing /dev/shm and PATH's folder): rank 0 writes the NCCL unique id to PATH
+ * (which must not exist yet) and removes it once every rank has joined; the others wait for
+ * it. The faults work across processes; the checksum then covers this rank only.
+ *
  * Output contract (tests rely on it):
  *   stdout  "ready pid=<pid>" once every rank is initialised (flushed);
  *           at exit "steps=<n>" then exactly one "checksum=<16 hex digits>".
@@ -102,6 +107,8 @@ struct config {
 	int fault_rank;          /* -1: not given */
 	int fault_step;          /* -1: not given */
 	double run_seconds;      /* 0: run --steps steps */
+	int only_rank;           /* --rank: this process runs only this rank; -1: all, as threads */
+	const char *nccl_id_file; /* --nccl-id-file: where the ranks' processes meet */
 };
 
 /* ---- kernels: host stubs written the way nvcc generates them ------------------------------- */
@@ -1000,6 +1007,9 @@ static void usage(FILE *f)
 		"Usage: trainer [OPTIONS]\n"
 		"Deterministic fake data-parallel training job for aiprof tests (simulated GPU).\n\n"
 		"  --ranks N             ranks, one thread each (default 2, max %d)\n"
+		"  --rank R --world N --nccl-id-file PATH\n"
+		"                        run only rank R of N, one process per rank: rank 0 writes the\n"
+		"                        NCCL id to PATH (must not exist), the others wait for it\n"
 		"  --steps N             training steps (default 50)\n"
 		"  --run-seconds S       run steps until S seconds have elapsed (overrides --steps)\n"
 		"  --kernels N           compute kernel launches per step (default 4)\n"
@@ -1066,7 +1076,7 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 {
 	enum { O_RANKS = 256, O_STEPS, O_KERNELS, O_BATCH, O_GRAD, O_CKPT_EVERY, O_CKPT_DIR, O_RDMA, O_PINNED,
 	       O_PAGEABLE, O_STRESS, O_FAULT, O_FAULT_RANK, O_FAULT_STEP, O_RUN_SECONDS, O_CUPTI,
-	       O_CUPTI_SUBSCRIBE, O_HELP };
+	       O_CUPTI_SUBSCRIBE, O_RANK, O_WORLD, O_NCCL_ID_FILE, O_HELP };
 	static const struct option opts[] = {
 		{ "ranks", required_argument, NULL, O_RANKS },
 		{ "steps", required_argument, NULL, O_STEPS },
@@ -1085,16 +1095,23 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 		{ "run-seconds", required_argument, NULL, O_RUN_SECONDS },
 		{ "cupti", no_argument, NULL, O_CUPTI },
 		{ "cupti-subscribe", no_argument, NULL, O_CUPTI_SUBSCRIBE },
+		{ "rank", required_argument, NULL, O_RANK },
+		{ "world", required_argument, NULL, O_WORLD },
+		{ "nccl-id-file", required_argument, NULL, O_NCCL_ID_FILE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
-	int c, bad = 0;
+	int c, bad = 0, world = 0;
+	bool ranks_given = false;
 
 	*cfg = (struct config){ .ranks = 2, .steps = 50, .kernels = 4, .batch_bytes = 8U << 20,
-				.fault_rank = -1, .fault_step = -1 };
+				.fault_rank = -1, .fault_step = -1, .only_rank = -1 };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case O_RANKS: bad = parse_int(optarg, 1, MAX_RANKS, &cfg->ranks); break;
+		case O_RANKS: bad = parse_int(optarg, 1, MAX_RANKS, &cfg->ranks); ranks_given = true; break;
+		case O_RANK: bad = parse_int(optarg, 0, MAX_RANKS - 1, &cfg->only_rank); break;
+		case O_WORLD: bad = parse_int(optarg, 1, MAX_RANKS, &world); break;
+		case O_NCCL_ID_FILE: cfg->nccl_id_file = optarg; break;
 		case O_STEPS: bad = parse_int(optarg, 1, 100000000, &cfg->steps); break;
 		case O_KERNELS: bad = parse_int(optarg, 0, 10000, &cfg->kernels); break;
 		case O_BATCH: bad = parse_bytes(optarg, &cfg->batch_bytes); break;
@@ -1142,6 +1159,18 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 	if (optind < argc) {
 		fprintf(stderr, "trainer: unexpected argument '%s' (see --help)\n", argv[optind]);
 		return -EINVAL;
+	}
+	if (cfg->only_rank >= 0 || world > 0 || cfg->nccl_id_file) {
+		if (cfg->only_rank < 0 || world == 0 || !cfg->nccl_id_file || ranks_given) {
+			fprintf(stderr, "trainer: one rank per process needs --rank, --world and --nccl-id-file "
+					"together, and not --ranks (see --help)\n");
+			return -EINVAL;
+		}
+		if (cfg->only_rank >= world) {
+			fprintf(stderr, "trainer: --rank must be below --world\n");
+			return -EINVAL;
+		}
+		cfg->ranks = world;
 	}
 	cfg->batch_bytes &= ~(size_t)3;
 	if (cfg->grad_bytes == 0)
@@ -1237,6 +1266,54 @@ static int remove_checkpoint_dir(const struct config *cfg)
 	return r;
 }
 
+/* --nccl-id-file, rank 0: publish the id atomically; an existing file is an error (stale). */
+static int write_nccl_id(const char *path, const ncclUniqueId *id)
+{
+	char tmp[4200];
+	int fd, r = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write_all(fd, id, sizeof(*id)) < 0 || fsync(fd) < 0) {
+		r = -errno;
+		fprintf(stderr, "trainer: cannot write %s: %s\n", tmp, strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	if (r == 0 && link(tmp, path) < 0) {
+		r = -errno;
+		fprintf(stderr, "trainer: --nccl-id-file %s: %s%s\n", path, strerror(errno),
+			errno == EEXIST ? " (left from an earlier run? remove it, or give a fresh path)" : "");
+	}
+	unlink(tmp);
+	return r;
+}
+
+/* --nccl-id-file, other ranks: wait up to 120 s for rank 0 to publish the id. */
+static int read_nccl_id(const char *path, ncclUniqueId *id)
+{
+	for (int i = 0; i < 12000; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n;
+
+		if (fd < 0 && errno != ENOENT) {
+			fprintf(stderr, "trainer: cannot open %s: %s\n", path, strerror(errno));
+			return -errno;
+		}
+		if (fd >= 0) {
+			n = read(fd, id, sizeof(*id));
+			close(fd);
+			if (n == (ssize_t)sizeof(*id))
+				return 0;
+			fprintf(stderr, "trainer: %s is not an NCCL id (%zd bytes)\n", path, n);
+			return -EINVAL;
+		}
+		sleep_ns(10000000);
+	}
+	fprintf(stderr, "trainer: rank 0 did not write %s within 120 s\n", path);
+	return -ETIMEDOUT;
+}
+
 int main(int argc, char **argv)
 {
 	static char tmpdir[] = "/tmp/aiprof-trainer-XXXXXX";
@@ -1247,7 +1324,7 @@ int main(int argc, char **argv)
 	uint64_t checksum = 0xcbf29ce484222325ULL;
 	double ms_total = 0;
 	long steps_total = 0;
-	int started = 0, failed = 0, r;
+	int started = 0, failed = 0, nlocal, r;
 
 	r = parse_args(argc, argv, &cfg);
 	if (r != 0)
@@ -1267,32 +1344,47 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trainer: mkdir %s: %s\n", cfg.checkpoint_dir, strerror(errno));
 		return 1;
 	}
-	nr = ncclGetUniqueId(&id);
-	if (nr != ncclSuccess) {
-		fprintf(stderr, "trainer: ncclGetUniqueId: %s\n", ncclGetErrorString(nr));
-		failed = 1;
-		goto out;
+	nlocal = cfg.only_rank >= 0 ? 1 : cfg.ranks;
+	if (cfg.only_rank > 0) {
+		r = read_nccl_id(cfg.nccl_id_file, &id);
+		if (r < 0) {
+			failed = 1;
+			goto out;
+		}
+	} else {
+		nr = ncclGetUniqueId(&id);
+		if (nr != ncclSuccess) {
+			fprintf(stderr, "trainer: ncclGetUniqueId: %s\n", ncclGetErrorString(nr));
+			failed = 1;
+			goto out;
+		}
+		if (cfg.only_rank == 0 && write_nccl_id(cfg.nccl_id_file, &id) < 0) {
+			failed = 1;
+			goto out;
+		}
 	}
-	ranks = calloc((size_t)cfg.ranks, sizeof(*ranks));
+	ranks = calloc((size_t)nlocal, sizeof(*ranks));
 	if (!ranks) {
 		fprintf(stderr, "trainer: out of memory\n");
 		failed = 1;
 		goto out;
 	}
-	for (int i = 0; i < cfg.ranks; i++) {
-		ranks[i] = (struct rank){ .id = i, .cfg = &cfg, .nccl_id = id, .faults = rank_faults(&cfg, i),
+	for (int i = 0; i < nlocal; i++) {
+		int id_i = cfg.only_rank >= 0 ? cfg.only_rank : i;
+
+		ranks[i] = (struct rank){ .id = id_i, .cfg = &cfg, .nccl_id = id, .faults = rank_faults(&cfg, id_i),
 					  .loader_pipe = { -1, -1 }, .hash = 0xcbf29ce484222325ULL };
 		ranks[i].pinned = !cfg.pageable && !(ranks[i].faults & FAULT_PAGEABLE_MEMCPY);
 	}
 	if (cfg.stress) {
-		r = stress_start(ranks, cfg.ranks);
+		r = stress_start(ranks, nlocal);
 		if (r < 0) {
 			fprintf(stderr, "trainer: cannot start --stress: %s\n", strerror(-r));
 			failed = 1;
 			goto out;
 		}
 	}
-	for (; started < cfg.ranks; started++) {
+	for (; started < nlocal; started++) {
 		r = pthread_create(&ranks[started].thread, NULL, rank_main, &ranks[started]);
 		if (r) {
 			/* The ranks already started wait for this one in ncclCommInitRank forever. */
@@ -1302,10 +1394,13 @@ int main(int argc, char **argv)
 	}
 
 	pthread_mutex_lock(&init_lock);
-	while (init_reported < cfg.ranks)
+	while (init_reported < nlocal)
 		pthread_cond_wait(&init_cond, &init_lock);
 	r = init_failed;
 	pthread_mutex_unlock(&init_lock);
+	/* Every rank has joined the communicator: nobody needs the id file any more. */
+	if (cfg.only_rank == 0 && unlink(cfg.nccl_id_file) < 0 && errno != ENOENT)
+		fprintf(stderr, "trainer: cannot remove %s: %s\n", cfg.nccl_id_file, strerror(errno));
 	if (r == 0) {
 		printf("ready pid=%d\n", (int)getpid());
 		fflush(stdout);
@@ -1314,7 +1409,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < started; i++) {
 		pthread_join(ranks[i].thread, NULL);
 		if (ranks[i].err < 0) {
-			fprintf(stderr, "trainer: rank %d: %s\n", i,
+			fprintf(stderr, "trainer: rank %d: %s\n", ranks[i].id,
 				ranks[i].errmsg[0] ? ranks[i].errmsg : "failed");
 			failed = 1;
 		}
