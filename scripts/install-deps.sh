@@ -18,7 +18,13 @@ PACKAGES=(
 	libssl-dev openssl radosgw ceph-mon ceph-osd ceph-common awscli python3-boto3 python3-botocore
 	# demo workload: a real PyTorch training loop (CPU)
 	python3 python3-torch python3-numpy
+	# install tests (tests/integration/test_install.py): helm comes from an npm package
+	# (scripts/fetch-helm.sh), Kubernetes' schemas from kubernetes-models (npm), CRs are
+	# checked with jsonschema
+	unzip python3-jsonschema
 )
+# node and npm: Debian's nodejs + npm unless a node that carries npm is installed already
+command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -27,12 +33,21 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
 	echo "install-deps: all ${#PACKAGES[@]} packages present"
-	exit 0
+else
+	SUDO=
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	echo "install-deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -q
+	$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# Tools from npm, into build/tools (outside git): helm, and the Kubernetes API's JSON-schema
+# validators (kubernetes-models) that tests/install/k8s_validate.mjs runs.
+here="$(cd "$(dirname "$0")" && pwd)"
+bash "$here/fetch-helm.sh" >/dev/null
+models="$here/../build/tools/k8s-models"
+if [ ! -f "$models/node_modules/kubernetes-models/package.json" ]; then
+	mkdir -p "$models"
+	npm install --silent --no-audit --no-fund --loglevel=error --prefix "$models" kubernetes-models@5.1.0
+fi
