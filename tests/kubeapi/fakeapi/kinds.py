@@ -10,6 +10,7 @@ from .patch import keyed, pset
 from .schema import (ANYOBJ, BOOL, BYTES, INT, MICRO, OBJECT_META, QTY, SMAP, STR, TIME,
                      lst, mp, obj)
 from .selectors import JSONPath, value_string
+from .validation import validate_custom_resource
 from .util import (FieldError, check_label, check_label_value, check_qualified_name, check_subdomain, deepcopy,
                    duplicate, forbidden_field, human_duration, invalid, not_found_field,
                    not_supported, parse_time, required, utcnow)
@@ -1174,7 +1175,7 @@ class CustomResources(ResourceType):
                 continue
             if k in props:
                 errs += S.validate(v, props[k], k)
-        return errs
+        return errs + validate_custom_resource(sch, o, old, errs)      # CEL: validation.py
 
     def field_values(self, o):
         v = super().field_values(o)
