@@ -16,7 +16,8 @@ PROGRAMS += $(BUILD)/aiprof-controller
 
 # The controller's unit tests link libcontroller.a ahead of the generic unit-test libraries.
 CONTROLLER_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_kube*.c \
-	tests/unit/test_workqueue.c tests/unit/test_reconcile*.c tests/unit/test_controller*.c))
+	tests/unit/test_workqueue.c tests/unit/test_reconcile*.c tests/unit/test_controller*.c \
+	tests/unit/test_cron.c tests/unit/test_policy*.c))
 $(foreach t,$(CONTROLLER_TESTS),$(eval TEST_OBJS_$(t) := $(BUILD)/libcontroller.a \
 	$(BUILD)/libcommon.a $(CONTROLLER_LDLIBS)))
 $(foreach t,$(CONTROLLER_TESTS),$(eval $(BUILD)/tests/unit/$(t): $(BUILD)/libcontroller.a))

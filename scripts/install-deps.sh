@@ -22,6 +22,8 @@ PACKAGES=(
 	# (scripts/fetch-helm.sh), Kubernetes' schemas from kubernetes-models (npm), CRs are
 	# checked with jsonschema
 	unzip python3-jsonschema
+	# ProfilingPolicy time zones (controller/cron.c reads the TZif files)
+	tzdata
 )
 # node and npm: Debian's nodejs + npm unless a node that carries npm is installed already
 command -v npm >/dev/null || PACKAGES+=(nodejs npm)
