@@ -94,11 +94,14 @@ int termination__parse(const char *msg, size_t len, struct termination *t, char 
 				FAIL(-EINVAL, "artifacts[%zu].name is missing or has characters a name "
 				     "cannot have", i);
 			v = json_object_get(e, "url");
-			if (!json_is_string(v) || json_string_length(v) >= sizeof(a->url) ||
-			    strlen(json_string_value(v)) != json_string_length(v) ||
-			    !valid_url(json_string_value(v)))
-				FAIL(-EINVAL, "artifacts[%zu].url is not an s3:// or https:// URL", i);
-			memcpy(a->url, json_string_value(v), json_string_length(v) + 1);
+			if (v && !json_is_null(v)) {
+				if (!json_is_string(v) || json_string_length(v) >= sizeof(a->url) ||
+				    strlen(json_string_value(v)) != json_string_length(v) ||
+				    !valid_url(json_string_value(v)))
+					FAIL(-EINVAL, "artifacts[%zu].url is not an s3:// or https:// "
+					     "URL", i);
+				memcpy(a->url, json_string_value(v), json_string_length(v) + 1);
+			}
 			if (size && !json_is_null(size)) {
 				if (!json_is_integer(size) || json_integer_value(size) < 0)
 					FAIL(-EINVAL, "artifacts[%zu].size is not a byte count", i);
@@ -207,10 +210,10 @@ int termination__format(const struct termination *t, char *buf, size_t len)
 		goto out;
 	for (size_t i = 0; i < t->n_artifacts; i++) {
 		const struct term_artifact *a = &t->artifacts[i];
-		json_t *o = json_pack("{s:s,s:s,s:I}", "name", a->name, "url", a->url, "size",
-				      (json_int_t)a->size);
+		json_t *o = json_pack("{s:s,s:I}", "name", a->name, "size", (json_int_t)a->size);
 
-		if (!o || (a->sha256[0] && json_object_set_new(o, "sha256", json_string(a->sha256))) ||
+		if (!o || (a->url[0] && json_object_set_new(o, "url", json_string(a->url))) ||
+		    (a->sha256[0] && json_object_set_new(o, "sha256", json_string(a->sha256))) ||
 		    json_array_append_new(arts, o))
 			goto out;
 	}

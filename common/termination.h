@@ -32,7 +32,9 @@
 
 struct term_artifact {
 	char name[128];          /* [A-Za-z0-9._/-], no "..", not starting with '/' */
-	char url[TERM_URL_MAX];  /* s3://... or https://..., printable, no spaces */
+	char url[TERM_URL_MAX];  /* s3://... or https://..., printable, no spaces; "" (absent
+	                          * from the message) when the artifact stayed in a local
+	                          * folder (`aiprof profile -o DIR`, never the controller's) */
 	uint64_t size;           /* bytes */
 	char sha256[65];         /* 64 lower-case hex, or "" when not given */
 };

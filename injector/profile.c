@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <regex.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "container.h"
 #include "diagnosis.h"
 #include "ebpf.h"
 #include "event.h"
@@ -26,6 +29,7 @@
 #include "report.h"
 #include "session.h"
 #include "target.h"
+#include "termlog.h"
 #include "upload.h"
 #include "timeutil.h"
 #include "uprobes.h"
@@ -40,15 +44,54 @@ static void on_stop_signal(int sig)
 	stop_requested = 1;
 }
 
+/* What the run ends with, for --termination-log: the first error, and the results. */
+struct outcome {
+	char error[TERM_ERROR_MAX];
+	struct termination *term;   /* counts and findings collected on the way; may be NULL */
+	const char *outdir;         /* artifacts written there (NULL until they are) */
+	bool uploaded;              /* and uploaded (outdir/manifest.json lists them) */
+};
+
+/* Logs the error, keeps the first one for the termination message, returns rc. errno is
+ * set from err (a negative errno, or 0) for %m. */
+__attribute__((format(printf, 4, 5)))
+static int fail(struct outcome *oc, int rc, int err, const char *fmt, ...)
+{
+	char msg[TERM_ERROR_MAX];
+	va_list ap;
+
+	if (err)
+		errno = err < 0 ? -err : err;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_error("%s", msg);
+	if (!oc->error[0])
+		snprintf(oc->error, sizeof(oc->error), "%s", msg);
+	return rc;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: aiprof profile --pid PID[,PID...] [OPTIONS]\n\n"
+		"Usage: aiprof profile --pid PID[,PID...] [OPTIONS]\n"
+		"       aiprof profile --container-id ID | --container-name NAME [--match REGEX]\n"
+		"                      [OPTIONS]\n\n"
 		"Attaches to running processes, records CUDA, NCCL and RDMA activity for a\n"
 		"window, detaches, and writes timeline.json.gz and summary.json; with eBPF also\n"
 		"CPU and off-CPU stacks (Python frames merged) and syscalls, and stacks.folded.\n\n"
 		"Options:\n"
 		"  -p, --pid PID[,PID...]     processes to profile (host pids)\n"
+		"      --container-id ID      the processes of a container, found by their cgroup\n"
+		"                             (containerd://<64 hex>, cri-o://, docker://, or a\n"
+		"                             bare id); run in the host's pid namespace\n"
+		"      --container-name NAME  from an ephemeral container: the processes it sees\n"
+		"                             that are not in its own cgroup (nor the pause process)\n"
+		"      --match REGEX          with a container: profile the processes whose command\n"
+		"                             line matches (POSIX extended); default: those that\n"
+		"                             loaded libcuda/libcudart, else the main process\n"
+		"      --termination-log PATH write the result for Kubernetes (aiprof.termination/v1:\n"
+		"                             artifacts, counts, findings, error) on every exit\n"
 		"  -d, --duration DURATION    window length: 5s (default), 500ms, 2m\n"
 		"  -o, --output DIR|s3://BUCKET/PREFIX\n"
 		"                             artifact folder (default ./aiprof-out/<UTC time>/);\n"
@@ -271,10 +314,85 @@ static void default_outdir(char *buf, size_t len)
 	snprintf(buf, len, "aiprof-out/%s", stamp);
 }
 
-int cmd_profile(int argc, char **argv)
+/*
+ * --container-id / --container-name: the container's processes, then the ones to profile
+ * (container.h). Fills pids; returns an exit code.
+ */
+static int resolve_container(struct outcome *oc, const char *id, const char *name,
+			     const char *match, pid_t *pids, size_t max, size_t *npids)
+{
+	const char *what = id[0] ? id : name;
+	pid_t *all = NULL;
+	size_t n = 0;
+	regex_t re;
+	bool have_re = false;
+	enum container_rule rule;
+	char list[512] = "", cmd[256];
+	int r, rc = EXIT_OK;
+
+	if (match) {
+		r = regcomp(&re, match, REG_EXTENDED | REG_NOSUB);
+		if (r) {
+			char why[256];
+
+			regerror(r, &re, why, sizeof(why));
+			return fail(oc, EXIT_USAGE, 0, "--match '%s' is not a POSIX extended regular "
+				    "expression: %s", match, why);
+		}
+		have_re = true;
+	}
+	r = id[0] ? container__find_by_id("/proc", id, &all, &n) :
+		    container__find_others("/proc", &all, &n);
+	if (r < 0) {
+		rc = fail(oc, EXIT_FAILURE_, r, "cannot read the processes in /proc: %m");
+		goto out;
+	}
+	if (n == 0) {
+		rc = id[0] ? fail(oc, EXIT_NO_TARGET, 0, "no process of container %s found: no "
+				  "/proc/PID/cgroup names it. Check that the container is running "
+				  "on this node and that aiprof runs in the host's pid namespace "
+				  "(hostPID: true)", id) :
+			     fail(oc, EXIT_NO_TARGET, 0, "container %s: no process visible outside "
+				  "our own cgroup. An ephemeral container must target it "
+				  "(targetContainerName) or the pod must share its process namespace",
+				  name);
+		goto out;
+	}
+	r = container__choose("/proc", all, n, have_re ? &re : NULL, pids, max, npids, &rule);
+	if (r < 0) {
+		for (size_t i = 0; i < n && strlen(list) + 64 < sizeof(list); i++) {
+			container__cmdline("/proc", all[i], cmd, 48);
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d '%s'",
+				 i ? ", " : "", all[i], cmd);
+		}
+		rc = fail(oc, EXIT_NO_TARGET, 0, match ?
+			  "container %s: none of its %zu processes has a command line matching "
+			  "--match '%s' (they are: %s); correct the expression or leave it out" :
+			  "container %s: its %zu processes exited while we looked%s(%s)", what, n,
+			  match ? match : " ", list);
+		goto out;
+	}
+	log_info("container %s: %zu process%s; profiling %zu chosen by %s", what, n,
+		 n == 1 ? "" : "es", *npids, rule == CONTAINER_RULE_MATCH ? "--match" :
+		 rule == CONTAINER_RULE_CUDA ? "CUDA libraries mapped" : "main process");
+	if (oc->term) {
+		termlog_count(oc->term, "container_processes", n);
+	}
+out:
+	if (have_re)
+		regfree(&re);
+	free(all);
+	return rc;
+}
+
+static int profile_run(int argc, char **argv, struct outcome *oc)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "container-id", required_argument, NULL, 'I' },
+		{ "container-name", required_argument, NULL, 'K' },
+		{ "match", required_argument, NULL, 'X' },
+		{ "termination-log", required_argument, NULL, 'W' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "collectors", required_argument, NULL, 'C' },
@@ -307,6 +425,8 @@ int cmd_profile(int argc, char **argv)
 	struct ebpf *ebpf = NULL;
 	char ebpf_why[256] = "";
 	bool no_ebpf = false, uprobe_method = false;
+	char container_id[CONTAINER_ID_MAX + 1] = "", why[512];
+	const char *container_name = NULL, *match = NULL;
 	int c, r, first_err = 0, rc;
 
 	optind = 1;
@@ -314,28 +434,40 @@ int cmd_profile(int argc, char **argv)
 		switch (c) {
 		case 'p':
 			r = parse_pids(optarg, pids, MAX_TARGETS, &npids);
-			if (r < 0) {
-				log_error("--pid '%s' is not a comma-separated list of process ids%s",
-					  optarg, r == -E2BIG ? " (at most 256)" : "");
-				return EXIT_USAGE;
-			}
+			if (r < 0)
+				return fail(oc, EXIT_USAGE, 0, "--pid '%s' is not a comma-separated list "
+					    "of process ids%s", optarg, r == -E2BIG ? " (at most 256)" : "");
 			break;
+		case 'I':
+			if (container_id__parse(optarg, container_id, sizeof(container_id), why,
+						sizeof(why)) < 0)
+				return fail(oc, EXIT_USAGE, 0, "%s", why);
+			break;
+		case 'K':
+			if (!*optarg)
+				return fail(oc, EXIT_USAGE, 0, "--container-name needs the name of the "
+					    "container to profile");
+			container_name = optarg;
+			break;
+		case 'X':
+			match = optarg;
+			break;
+		case 'W':
+			break;  /* taken before parsing, so that usage errors are reported too */
 		case 'd':
 			r = parse_duration_ns(optarg, &duration);
-			if (r < 0 || duration == 0) {
-				log_error("--duration '%s' is not a duration such as 5s, 500ms or 2m", optarg);
-				return EXIT_USAGE;
-			}
+			if (r < 0 || duration == 0)
+				return fail(oc, EXIT_USAGE, 0, "--duration '%s' is not a duration such as "
+					    "5s, 500ms or 2m", optarg);
 			break;
 		case 'o':
 			snprintf(outdir, sizeof(outdir), "%s", optarg);
 			break;
 		case 'C':
-			if (parse_collectors(optarg, &collectors, &eo.collectors) < 0) {
-				log_error("--collectors '%s': use a comma-separated list of cuda, nccl, "
-					  "rdma, cupti, cpu, offcpu, syscalls, python, or all", optarg);
-				return EXIT_USAGE;
-			}
+			if (parse_collectors(optarg, &collectors, &eo.collectors) < 0)
+				return fail(oc, EXIT_USAGE, 0, "--collectors '%s': use a comma-separated "
+					    "list of cuda, nccl, rdma, cupti, cpu, offcpu, syscalls, python, "
+					    "or all", optarg);
 			break;
 		case 'F': {
 			char *end;
@@ -343,31 +475,25 @@ int cmd_profile(int argc, char **argv)
 
 			errno = 0;
 			hz = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || hz == 0 || hz > EBPF_MAX_FREQUENCY) {
-				log_error("--frequency '%s' is not a sampling rate from 1 to %d Hz",
-					  optarg, EBPF_MAX_FREQUENCY);
-				return EXIT_USAGE;
-			}
+			if (errno || end == optarg || *end || hz == 0 || hz > EBPF_MAX_FREQUENCY)
+				return fail(oc, EXIT_USAGE, 0, "--frequency '%s' is not a sampling rate "
+					    "from 1 to %d Hz", optarg, EBPF_MAX_FREQUENCY);
 			eo.frequency_hz = (uint32_t)hz;
 			break;
 		}
 		case 'M':
 		case 'S':
 			if (parse_duration_ns(optarg, c == 'M' ? &eo.offcpu_min_ns :
-					      &eo.slow_syscall_ns) < 0) {
-				log_error("--%s '%s' is not a duration such as 1ms or 500us",
-					  c == 'M' ? "offcpu-min" : "slow-syscall", optarg);
-				return EXIT_USAGE;
-			}
+					      &eo.slow_syscall_ns) < 0)
+				return fail(oc, EXIT_USAGE, 0, "--%s '%s' is not a duration such as 1ms "
+					    "or 500us", c == 'M' ? "offcpu-min" : "slow-syscall", optarg);
 			break;
 		case 'N':
 			no_ebpf = true;
 			break;
 		case 'm':
-			if (strcmp(optarg, "ebpf") != 0 && strcmp(optarg, "ptrace") != 0) {
-				log_error("--method '%s': use ptrace or ebpf", optarg);
-				return EXIT_USAGE;
-			}
+			if (strcmp(optarg, "ebpf") != 0 && strcmp(optarg, "ptrace") != 0)
+				return fail(oc, EXIT_USAGE, 0, "--method '%s': use ptrace or ebpf", optarg);
 			uprobe_method = strcmp(optarg, "ebpf") == 0;
 			break;
 		case 'L':
@@ -375,10 +501,9 @@ int cmd_profile(int argc, char **argv)
 			io.lib_path = lib;
 			break;
 		case 'T':
-			if (parse_duration_ns(optarg, &io.timeout_ns) < 0 || io.timeout_ns == 0) {
-				log_error("--inject-timeout '%s' is not a duration", optarg);
-				return EXIT_USAGE;
-			}
+			if (parse_duration_ns(optarg, &io.timeout_ns) < 0 || io.timeout_ns == 0)
+				return fail(oc, EXIT_USAGE, 0, "--inject-timeout '%s' is not a duration "
+					    "such as 5s", optarg);
 			break;
 		case 'v':
 			log_set_max_level(LOG_DEBUG);
@@ -391,17 +516,27 @@ int cmd_profile(int argc, char **argv)
 			return EXIT_OK;
 		default:
 			usage(stderr);
-			return EXIT_USAGE;
+			return fail(oc, EXIT_USAGE, 0, "bad command line for aiprof profile (see "
+				    "'aiprof profile --help')");
 		}
 	}
-	if (optind < argc) {
-		log_error("unexpected argument '%s'", argv[optind]);
-		return EXIT_USAGE;
+	if (optind < argc)
+		return fail(oc, EXIT_USAGE, 0, "unexpected argument '%s'", argv[optind]);
+	if ((npids > 0) + !!container_id[0] + !!container_name > 1)
+		return fail(oc, EXIT_USAGE, 0, "give one of --pid, --container-id and "
+			    "--container-name");
+	if (match && !container_id[0] && !container_name)
+		return fail(oc, EXIT_USAGE, 0, "--match chooses among a container's processes: "
+			    "use it with --container-id or --container-name");
+	if (container_id[0] || container_name) {
+		rc = resolve_container(oc, container_id, container_name, match, pids, MAX_TARGETS,
+				       &npids);
+		if (rc != EXIT_OK)
+			return rc;
 	}
-	if (npids == 0) {
-		log_error("no target: give the processes to profile with --pid PID[,PID...]");
-		return EXIT_USAGE;
-	}
+	if (npids == 0)
+		return fail(oc, EXIT_USAGE, 0, "no target: give the processes to profile with "
+			    "--pid PID[,PID...], --container-id ID or --container-name NAME");
 	if (strncmp(outdir, "s3://", 5) == 0) {
 		/* artifacts are built in a local staging folder, kept until the upload is confirmed */
 		snprintf(s3url, sizeof(s3url), "%s", outdir);
@@ -415,15 +550,14 @@ int cmd_profile(int argc, char **argv)
 		default_lib_path(lib, sizeof(lib));
 		io.lib_path = lib;
 	}
-	if (!uprobe_method && access(io.lib_path, R_OK) < 0) {
-		log_error("cannot read the interception library %s: %m (build it with 'make', or "
-			  "point --lib / AIPROF_LIB at libaiprof.so)", io.lib_path);
-		return EXIT_FAILURE_;
-	}
+	if (!uprobe_method && access(io.lib_path, R_OK) < 0)
+		return fail(oc, EXIT_FAILURE_, -errno, "cannot read the interception library %s: "
+			    "%m (build it with 'make', or point --lib / AIPROF_LIB at libaiprof.so)",
+			    io.lib_path);
 
 	targets = calloc(npids, sizeof(*targets));
 	if (!targets)
-		return log_error_errno(ENOMEM, "out of memory"), EXIT_FAILURE_;
+		return fail(oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < npids; i++) {
 		char msg[512];
 
@@ -432,16 +566,14 @@ int cmd_profile(int argc, char **argv)
 		if (r == -ENOEXEC && uprobe_method)
 			r = 0;  /* static binary: nothing to dlopen into, but uprobes need nothing */
 		if (r < 0) {
-			log_error("%s", msg);
-			rc = exit_code_for(r);
+			rc = fail(oc, exit_code_for(r), 0, "%s", msg);
 			goto out;
 		}
 		target_read_identity(&targets[i]);
 	}
 	r = mkdir_p(outdir);
 	if (r < 0) {
-		log_error_errno(r, "cannot create the output folder %s: %m", outdir);
-		rc = EXIT_OUTPUT;
+		rc = fail(oc, EXIT_OUTPUT, r, "cannot create the output folder %s: %m", outdir);
 		goto out;
 	}
 
@@ -463,7 +595,7 @@ int cmd_profile(int argc, char **argv)
 		r = uprobe_method ? attach_target_uprobes(t, collectors) : attach_target(t, &io);
 		if (r < 0) {
 			t->error = r;
-			log_error("pid %d: %s", t->pid, t->message);
+			fail(oc, 0, 0, "pid %d: %s", t->pid, t->message);
 			if (!first_err)
 				first_err = r;
 			continue;
@@ -492,9 +624,8 @@ int cmd_profile(int argc, char **argv)
 			log_info("eBPF collectors on: %s", ebpf__describe(ebpf, path, sizeof(path)));
 	}
 	if (!collectors && !ebpf) {
-		log_error("nothing to record: the eBPF collectors are off (%s) and --collectors "
-			  "asked for no library collector", ebpf_why);
-		rc = EXIT_INJECT;
+		rc = fail(oc, EXIT_INJECT, 0, "nothing to record: the eBPF collectors are off (%s) "
+			  "and --collectors asked for no library collector", ebpf_why);
 		goto out;
 	}
 
@@ -561,41 +692,60 @@ int cmd_profile(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/timeline.json.gz", outdir);
 	r = timeline_write(&prof, path);
 	if (r < 0) {
-		log_error_errno(r, "cannot write %s: %m", path);
-		rc = EXIT_OUTPUT;
+		rc = fail(oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/summary.json", outdir);
 	r = summary_write(&prof, path);
 	if (r < 0) {
-		log_error_errno(r, "cannot write %s: %m", path);
-		rc = EXIT_OUTPUT;
+		rc = fail(oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
 		goto out;
 	}
 	r = ebpf_folded_write(ebpf, outdir);
 	if (r < 0) {
-		log_error_errno(r, "cannot write the folded stacks into %s: %m", outdir);
-		rc = EXIT_OUTPUT;
+		rc = fail(oc, EXIT_OUTPUT, r, "cannot write the folded stacks into %s: %m", outdir);
 		goto out;
 	}
 	r = report_write(&prof, outdir, path, sizeof(path));
 	if (r < 0) {
-		log_error_errno(r, "cannot write the flame graphs and report into %s: %m", outdir);
-		rc = EXIT_OUTPUT;
+		rc = fail(oc, EXIT_OUTPUT, r, "cannot write the flame graphs and report into %s: %m",
+			  outdir);
 		goto out;
 	}
-	for (size_t i = 0; prof.diag && i < prof.diag->findings->n; i++)
-		log_notice("finding: %s (%s): %s", prof.diag->findings->v[i].category,
-			   finding_severity_name(prof.diag->findings->v[i].severity),
-			   prof.diag->findings->v[i].summary);
-	log_notice("report: %s", path);
-	for (size_t i = 0; i < npids; i++) {
-		const struct target *t = &targets[i];
+	oc->outdir = outdir;
+	for (size_t i = 0; prof.diag && i < prof.diag->findings->n; i++) {
+		const struct finding *f = &prof.diag->findings->v[i];
 
-		if (t->error)
-			continue;
-		log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
-			 (unsigned long long)(t->store.drops + t->store.store_drops));
+		log_notice("finding: %s (%s): %s", f->category, finding_severity_name(f->severity),
+			   f->summary);
+		if (oc->term && termlog_finding(oc->term, f->category,
+						finding_severity_name(f->severity)) < 0)
+			termlog_count(oc->term, "findings_omitted",
+				      prof.diag->findings->n - TERM_MAX_FINDINGS);
+	}
+	log_notice("report: %s", path);
+	{
+		uint64_t events = 0, dropped = 0;
+
+		for (size_t i = 0; i < npids; i++) {
+			const struct target *t = &targets[i];
+
+			if (t->error)
+				continue;
+			log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
+				 (unsigned long long)(t->store.drops + t->store.store_drops));
+			events += t->store.n;
+			dropped += t->store.drops + t->store.store_drops;
+		}
+		if (oc->term) {
+			termlog_count(oc->term, "processes", nok);
+			termlog_count(oc->term, "processes_failed", npids - nok);
+			termlog_count(oc->term, "events", events);
+			termlog_count(oc->term, "dropped", dropped);
+			termlog_count(oc->term, "findings", prof.diag ? prof.diag->findings->n : 0);
+			termlog_count(oc->term, "window_ms", (prof.end_ns - prof.start_ns) /
+				      NSEC_PER_MSEC);
+		}
 	}
 	if (s3url[0]) {
 		char msg[2048];
@@ -605,10 +755,10 @@ int cmd_profile(int argc, char **argv)
 		uo.quiet = log_get_max_level() < LOG_INFO;
 		r = upload_artifacts(outdir, s3url, &uo, msg, sizeof(msg));
 		if (r < 0) {
-			log_error("%s", msg);
-			rc = EXIT_OUTPUT;
+			rc = fail(oc, EXIT_OUTPUT, 0, "%s", msg);
 			goto out;
 		}
+		oc->uploaded = true;
 		log_info("%s", msg);
 		printf("%s\n", s3url);
 	}
@@ -617,5 +767,61 @@ out:
 	diagnosis__free(prof.diag);
 	ebpf__free(ebpf);
 	free_targets(targets, npids);
+	return rc;
+}
+
+/* --termination-log's value, taken before the options are parsed (NULL when not given). */
+static const char *find_termination_log(int argc, char **argv)
+{
+	const char *path = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if (strcmp(argv[i], "--termination-log") == 0 && i + 1 < argc)
+			path = argv[++i];
+		else if (strncmp(argv[i], "--termination-log=", 18) == 0)
+			path = argv[i] + 18;
+	}
+	return path && *path ? path : NULL;
+}
+
+/* The last act of `aiprof profile --termination-log PATH`: what happened, for Kubernetes. */
+static void write_termination_log(const char *path, struct outcome *oc, int rc)
+{
+	struct termination *t = oc->term;
+	int r = 0;
+
+	if (oc->outdir && oc->uploaded)
+		r = termlog_uploaded_artifacts(t, oc->outdir);
+	else if (oc->outdir)
+		r = termlog_local_artifacts(t, oc->outdir);
+	if (r < 0)
+		log_warning_errno(r, "the termination message lists no artifacts: cannot read "
+				  "them back from %s: %m", oc->outdir);
+	termlog_count(t, "exit_code", (uint64_t)rc);
+	if (rc != EXIT_OK && !oc->error[0])
+		snprintf(oc->error, sizeof(oc->error), "aiprof profile exited with code %d", rc);
+	snprintf(t->error, sizeof(t->error), "%s", oc->error);
+	r = termlog_write(path, t);
+	if (r < 0)
+		log_error_errno(r, "cannot write the termination message to %s: %m", path);
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	const char *termlog = find_termination_log(argc, argv);
+	struct outcome oc = { .term = NULL };
+	int rc;
+
+	if (termlog) {
+		oc.term = calloc(1, sizeof(*oc.term));
+		if (!oc.term)
+			return log_error_errno(ENOMEM, "out of memory"), EXIT_FAILURE_;
+	}
+	rc = profile_run(argc, argv, &oc);
+	if (termlog)
+		write_termination_log(termlog, &oc, rc);
+	free(oc.term);
 	return rc;
 }
