@@ -715,6 +715,8 @@ struct resp {
 	bool have_length;
 	char meta_sha256[65];
 	struct strbuf body;
+	size_t body_max;           /* bytes of body kept; 0: RESP_BODY_MAX (error documents) */
+	bool truncated;            /* the body was longer than that */
 };
 
 struct body_reader {
@@ -747,11 +749,12 @@ static int on_seek(void *ud, curl_off_t off, int origin)
 static size_t on_body(char *buf, size_t size, size_t n, void *ud)
 {
 	struct resp *r = ud;
-	size_t len = size * n;
+	size_t len = size * n, max = r->body_max ? r->body_max : RESP_BODY_MAX;
 
-	if (r->body.len < RESP_BODY_MAX)
-		strbuf_add(&r->body, buf, len < RESP_BODY_MAX - r->body.len ? len :
-			   RESP_BODY_MAX - r->body.len);
+	if (r->body.len + len > max)
+		r->truncated = true;
+	if (r->body.len < max)
+		strbuf_add(&r->body, buf, len < max - r->body.len ? len : max - r->body.len);
 	return len;
 }
 
@@ -1172,6 +1175,32 @@ int s3_client__put_buffer(struct s3_client *c, const char *bucket, const char *k
 {
 	set_op(err, "PUT", bucket, key, NULL);
 	return put_buffer(c, c->curl, bucket, key, buf, len, m, err, NULL);
+}
+
+int s3_client__get_buffer(struct s3_client *c, const char *bucket, const char *key, size_t max,
+			  char **ret, size_t *ret_len, struct s3_error *err)
+{
+	struct resp resp = { .body = STRBUF_INIT, .body_max = max + 1 };
+	struct req r = {
+		.method = "GET", .bucket = bucket, .key = key, .sha256_hex = SIGV4_EMPTY_SHA256,
+	};
+	struct try_ctx t = { .c = c, .h = c->curl, .r = &r, .resp = &resp };
+	int rc;
+
+	set_op(err, "GET", bucket, key, NULL);
+	rc = s3_retry_run(&c->o.retry, &c->h, try_request, &t, err);
+	if (rc == 0 && (resp.truncated || resp.body.len > max))
+		rc = -EFBIG;
+	if (rc == 0 && strbuf_err(&resp.body))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		*ret_len = resp.body.len;
+		*ret = resp.body.len ? strbuf__steal(&resp.body) : strdup("");
+		if (!*ret)
+			rc = -ENOMEM;
+	}
+	strbuf__release(&resp.body);
+	return rc;
 }
 
 static int head_once(struct s3_client *c, CURL *h, const char *bucket, const char *key,

@@ -209,6 +209,13 @@ struct s3_object_info {
 	char sha256_hex[65];          /* x-amz-meta-sha256, "" when absent */
 };
 
+/*
+ * GetObject into memory: *ret (NUL-terminated, caller frees) and *ret_len. Returns 0, -EFBIG
+ * when the object is larger than max bytes, -ENOENT (404), or another error with *err filled.
+ */
+int s3_client__get_buffer(struct s3_client *c, const char *bucket, const char *key, size_t max,
+			  char **ret, size_t *ret_len, struct s3_error *err);
+
 /* HeadObject. Returns 0, -ENOENT when there is no such object (or bucket), or an error. */
 int s3_client__head(struct s3_client *c, const char *bucket, const char *key,
 		    struct s3_object_info *ret, struct s3_error *err);
