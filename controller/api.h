@@ -9,6 +9,8 @@
 #define SESSION_KIND           "ProfilingSession"
 #define SESSION_RESOURCE       "profilingsessions"
 #define SESSION_API_PREFIX     "/apis/" AIPROF_API_VERSION
+#define POLICY_KIND            "ProfilingPolicy"
+#define POLICY_RESOURCE        "profilingpolicies"
 
 /* On every injector pod the controller creates: which session it belongs to. */
 #define LABEL_SESSION_UID      "aiprof.io/session-uid"

@@ -133,8 +133,9 @@ static void fill(struct packer *p, const json_t *j, struct kpod *pod)
 {
 	const char *ns = kj_str(j, "metadata.namespace"), *name = kj_str(j, "metadata.name");
 	const json_t *labels = kj_get(j, "metadata.labels"), *v, *del;
+	const json_t *annotations = kj_get(j, "metadata.annotations");
 	const char *suid = json_string_value(json_object_get(labels, LABEL_SESSION_UID));
-	size_t nl = 0;
+	size_t nl = 0, na = 0;
 	struct kpod hdr = { .o_key = 0 };
 	uint32_t at;
 	const char *k;
@@ -164,6 +165,17 @@ static void fill(struct packer *p, const json_t *j, struct kpod *pod)
 		nl++;
 	}
 	hdr.n_labels = (uint16_t)nl;
+	/* then the aiprof.io/ annotations (ProfilingPolicy triggers), ended by an empty key */
+	json_object_foreach((json_t *)annotations, k, v) {
+		if (!json_is_string(v) || na >= KPOD_MAX_ANNOTATIONS ||
+		    strncmp(k, KPOD_ANNOTATION_PREFIX, strlen(KPOD_ANNOTATION_PREFIX)) != 0 ||
+		    strlen(json_string_value(v)) > KPOD_ANNOTATION_VALUE_MAX)
+			continue;
+		pk_str(p, k);
+		pk_str(p, json_string_value(v));
+		na++;
+	}
+	pk_bytes(p, "", 1);
 	hdr.o_containers = (uint32_t)p->off;
 	hdr.n_containers = pack_containers(p, kj_get(j, "spec.containers"),
 					   kj_get(j, "status.containerStatuses"), suid != NULL, false);
@@ -277,6 +289,22 @@ const char *kpod__label(const struct kpod *p, const char *key)
 	const char *s = KPOD_STR(p, o_labels);
 
 	for (size_t i = 0; i < p->n_labels; i++) {
+		const char *v = s + strlen(s) + 1;
+
+		if (strcmp(s, key) == 0)
+			return v;
+		s = v + strlen(v) + 1;
+	}
+	return NULL;
+}
+
+const char *kpod__annotation(const struct kpod *p, const char *key)
+{
+	const char *s = KPOD_STR(p, o_labels);
+
+	for (size_t i = 0; i < 2u * p->n_labels; i++)
+		s += strlen(s) + 1;
+	while (*s) {
 		const char *v = s + strlen(s) + 1;
 
 		if (strcmp(s, key) == 0)

@@ -6,7 +6,7 @@
  * blob behind u32 offsets (read them with the accessors); labels and containers are packed
  * and decoded on access. Termination messages and start/finish times are kept only for the
  * controller's own injectors (a pod labelled aiprof.io/session-uid, an ephemeral container
- * named aiprof-*). Immutable once built; shared by reference count between the cache and
+ * named aiprof-*). Of the annotations only those under aiprof.io/ are kept. Immutable once built; shared by reference count between the cache and
  * readers.
  */
 #ifndef AIPROF_KPOD_H
@@ -22,6 +22,11 @@
 
 #define KPOD_TERM_MESSAGE_MAX 4096   /* the kubelet's cap on a termination message */
 #define KPOD_MAX_LABELS 256          /* more are dropped (selectors cannot see them) */
+/* Annotations are kept only under this prefix (ProfilingPolicy triggers), at most 16 and
+ * each value up to 253 bytes; others are dropped. */
+#define KPOD_ANNOTATION_PREFIX "aiprof.io/"
+#define KPOD_MAX_ANNOTATIONS 16
+#define KPOD_ANNOTATION_VALUE_MAX 253
 
 enum kcontainer_state { KC_UNKNOWN = 0, KC_WAITING, KC_RUNNING, KC_TERMINATED };
 
@@ -88,6 +93,8 @@ bool kpod__ephemeral(const struct kpod *p, const char *name, struct kcontainer *
 /* The i-th regular container (spec order). false when i >= n_containers. */
 bool kpod__container_at(const struct kpod *p, size_t i, struct kcontainer *out);
 const char *kpod__label(const struct kpod *p, const char *key);   /* NULL if absent */
+/* An annotation under KPOD_ANNOTATION_PREFIX; NULL if absent (or not kept, see above). */
+const char *kpod__annotation(const struct kpod *p, const char *key);
 /* The labels decoded into kv[0..max); returns how many. */
 size_t kpod__labels(const struct kpod *p, struct kv *kv, size_t max);
 bool kpod__matches(const struct kpod *p, const struct label_selector *sel);

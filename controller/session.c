@@ -65,6 +65,7 @@ void session__unref(struct session *s)
 	free(s->uid);
 	free(s->rv);
 	json_decref(s->finalizers);
+	free(s->policy_uid);
 	spec_clear(&s->spec);
 	json_decref(s->status);
 	free(s);
@@ -380,6 +381,14 @@ int session__from_json(const json_t *j, struct session **ret)
 			if (json_is_string(e) && strcmp(json_string_value(e), SESSION_FINALIZER) == 0)
 				s->has_finalizer = true;
 	}
+	json_array_foreach(kj_get(j, "metadata.ownerReferences"), i, e)
+		if (json_is_true(json_object_get(e, "controller")) && kj_str(e, "uid") &&
+		    kj_str(e, "kind") && strcmp(kj_str(e, "kind"), POLICY_KIND) == 0) {
+			s->policy_uid = strdup(kj_str(e, "uid"));
+			if (!s->policy_uid)
+				goto fail;
+			break;
+		}
 	status = json_object_get(j, "status");
 	if (json_is_object(status)) {
 		s->status = json_deep_copy(status);

@@ -78,6 +78,7 @@ struct session {
 	bool deleting;          /* metadata.deletionTimestamp set */
 	bool has_finalizer;     /* SESSION_FINALIZER is among metadata.finalizers */
 	json_t *finalizers;     /* metadata.finalizers as read (owned), or NULL */
+	char *policy_uid;       /* the controlling ProfilingPolicy's uid (ownerReferences), or NULL */
 	struct session_spec spec;
 	int spec_err;           /* 0, or -EINVAL: spec_msg says what is wrong */
 	char spec_msg[300];
