@@ -11,7 +11,8 @@
     env.cleanup()                                     # kill + delete every container it made
 
 A container gets a fresh root filesystem folder holding read-only bind mounts of the host's
-/usr (and the merged-/usr symlinks /bin /lib /lib64 /sbin), the /etc files programs need
+/usr (every entry but /usr/local, which is the image's: bind files there) and the merged-/usr
+symlinks /bin /lib /lib64 /sbin, the /etc files programs need
 (loader cache, passwd, hosts, ...), its own /proc, /dev (tmpfs), /dev/shm, /dev/mqueue, /sys
 (read-only), plus the caller's binds; /dev/termination-log is a host file bind-mounted
 read-write. Namespaces: each of pid, mount, network, ipc, uts is new unless the caller says
@@ -81,6 +82,7 @@ class Container:
 
     def __init__(self, env, cid, args, *, binds, env_vars, cwd, namespaces, caps, hostname,
                  no_new_privileges, readonly_rootfs, shm_dir, user, termination_log):
+        self.termination_dest = termination_log
         self.runcenv, self.id, self.args = env, cid, list(args)
         self.dir = os.path.join(env.workdir, cid[:16])
         self.bundle = self.dir
@@ -105,7 +107,7 @@ class Container:
     # ---- bundle
 
     def _make_rootfs(self):
-        for d in ("proc", "dev", "sys", "etc", "tmp", "usr", "run", "var/tmp"):
+        for d in ("proc", "dev", "sys", "etc", "tmp", "usr/local/bin", "usr/local/lib", "run", "var/tmp"):
             os.makedirs(os.path.join(self.rootfs, d), exist_ok=True)
         os.chmod(os.path.join(self.rootfs, "tmp"), 0o1777)
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -133,7 +135,9 @@ class Container:
         else:
             mounts.append({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
                            "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]})
-        host_bind = [Bind("/usr", "/usr")]
+        # the host's /usr entry by entry, so that /usr/local stays the image's
+        host_bind = [Bind("/usr/" + e, "/usr/" + e) for e in sorted(os.listdir("/usr"))
+                     if e != "local" and os.path.isdir("/usr/" + e) and not os.path.islink("/usr/" + e)]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             if os.path.isdir("/" + top) and not os.path.islink("/" + top):
                 host_bind.append(Bind("/" + top, "/" + top))
@@ -143,7 +147,7 @@ class Container:
         mounts += [b.mount() for b in host_bind]
         mounts += [b.mount() for b in binds]
         if self.termination_log:
-            mounts.append(Bind(self.termination_log, "/dev/termination-log", readonly=False).mount())
+            mounts.append(Bind(self.termination_log, self.termination_dest, readonly=False).mount())
         ns = []
         for t in ("pid", "mount", "network", "ipc", "uts"):
             how = (namespaces or {}).get(t, "new")
@@ -310,8 +314,9 @@ class RuncEnv:
 
     def container(self, args, *, binds=(), env=None, cwd="/", namespaces=None, caps=None,
                   hostname=None, no_new_privileges=False, readonly_rootfs=False, shm_dir=None,
-                  user=(0, 0), termination_log=True):
-        """namespaces: {"pid"|"mount"|"network"|"ipc"|"uts": "new" (default) | "host" | a path}.
+                  user=(0, 0), termination_log="/dev/termination-log"):
+        """termination_log: where the host file of termination_message() is mounted (None: none).
+        namespaces: {"pid"|"mount"|"network"|"ipc"|"uts": "new" (default) | "host" | a path}.
         caps: capability names (SYS_PTRACE or CAP_SYS_PTRACE); default: the runtime default set.
         env: a dict; PATH is added when missing."""
         cid = secrets.token_hex(32)

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: MIT
+"""End to end: `kubectl apply -f` a ProfilingSession → the real controller makes an injector pod
+→ the kubelet double runs it with runc next to the target container → aiprof injects into the
+trainer in that container and uploads to radosgw → the controller reads the termination
+message into the status. Checked as a user would: kubectl, the bucket, the status."""
+import json
+import os
+import signal
+import time
+
+from conftest import gunzip_json, sha256, wait_for
+
+# pageable host buffers: a planted problem the diagnosis must name (PageableMemcpy)
+TRAINER_RUN = ["--ranks", "2", "--run-seconds", "300", "--pageable"]
+
+
+def check_artifacts_in_bucket(env, st, target):
+    """The status lists the target's artifacts; the bucket has them byte-identical to the
+    manifest (sha256 and size), and the manifest agrees with the status."""
+    arts = [a for a in st["artifacts"] if a.get("target") == target]
+    names = {a["name"] for a in arts}
+    assert {"timeline.json.gz", "summary.json", "manifest.json"} <= names, names
+    by_name = {a["name"]: a for a in arts}
+    manifest = json.loads(env.get_object(by_name["manifest.json"]["url"]))
+    listed = {a["name"]: a for a in manifest["artifacts"]}
+    assert {"timeline.json.gz", "summary.json"} <= set(listed), listed
+    for name, m in listed.items():
+        url = by_name["manifest.json"]["url"].rsplit("/", 1)[0] + "/" + name
+        data = env.get_object(url)
+        assert sha256(data) == m["sha256"] and len(data) == m["size"], name
+        if name in by_name:
+            assert by_name[name]["sha256"] == m["sha256"] and by_name[name]["size"] == m["size"], name
+    for a in arts:          # every listed artifact is really there, as listed
+        data = env.get_object(a["url"])
+        assert sha256(data) == a["sha256"] and len(data) == a["size"], a["name"]
+    return by_name
+
+
+def test_session_by_pod_name(env):
+    env.controller()
+    env.pod("trainer-0", TRAINER_RUN)
+    target = env.wait_running("trainer-0")
+    target_cid = target["status"]["containerStatuses"][0]["containerID"]
+    env.session("slow-step", {"podName": "trainer-0", "container": "trainer"}, duration="3s")
+    s, seen = env.wait_phase("slow-step", ("Succeeded", "Failed"), timeout=120)
+    st = s["status"]
+    assert st["phase"] == "Succeeded", json.dumps(st)[:3000] + env.debug()
+    assert "Profiling" in seen or "Uploading" in seen or "Injecting" in seen, seen
+
+    # what `kubectl get profilingsessions` prints
+    r = env.kubectl("get", "profilingsessions")
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("slow-step"))
+    assert "Succeeded" in row, r.stdout
+
+    # the injector pod the controller made ran as a container next to the target and ended well
+    inj = env.injector_pods("slow-step")
+    assert len(inj) == 1
+    ctr = inj[0]["spec"]["containers"][0]
+    assert ctr["args"][:3] == ["profile", "--container-id", target_cid]
+    cs = inj[0]["status"]["containerStatuses"][0]
+    term = cs["state"]["terminated"]
+    assert term["exitCode"] == 0 and term["reason"] == "Completed"
+    assert cs["containerID"].startswith("containerd://")
+    assert json.loads(term["message"])["artifacts"], term["message"]
+
+    # artifacts in the bucket, byte-identical to the manifest, listed in the status
+    by_name = check_artifacts_in_bucket(env, st, "trainer-0")
+    prefix = f"e2e/{env.ns}/slow-step/trainer-0/"
+    assert by_name["timeline.json.gz"]["url"] == f"s3://{env.rgw.bucket}/{prefix}timeline.json.gz"
+    summary = json.loads(env.get_object(by_name["summary.json"]["url"]))
+    tl = gunzip_json(env.get_object(by_name["timeline.json.gz"]["url"]))
+    launches = [e for e in tl["traceEvents"] if e.get("name") == "cudaLaunchKernel"]
+    assert launches, "no kernel launches in the timeline"
+    colls = [e for e in tl["traceEvents"] if e.get("cat") == "nccl"]
+    assert {e["args"]["rank"] for e in colls} == {0, 1}
+    # the findings of the summary are the status's findings
+    want = sorted(f["category"] for f in summary.get("findings") or [])
+    got = sorted(f["category"] for f in st.get("findings") or [] if f.get("target") == "trainer-0")
+    assert got == want, (got, want)
+    assert "PageableMemcpy" in got, got
+    assert st["findingCount"] == len(st.get("findings") or [])
+    assert st["targets"][0]["state"] == "Succeeded" and st["targets"][0]["node"] == "node-e2e"
+
+    # the target was never restarted and runs on
+    pod = env.get_pod("trainer-0")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["containerStatuses"][0]["containerID"] == target_cid
+    ctr = env.chain.kubelet.container_of(env.ns, "trainer-0", "trainer")
+    assert ctr.running()
+    # no credential anywhere a user can read
+    for path in (f"/api/v1/namespaces/{env.ns}/pods", f"/apis/aiprof.io/v1alpha1/namespaces/{env.ns}/profilingsessions",
+                 f"/api/v1/namespaces/{env.ns}/events"):
+        assert env.rgw.secret.encode() not in env.kube.get(path).raw, path
