@@ -101,7 +101,8 @@ struct aiprof_ev_launch {
 	uint32_t name_id;     /* interned name (driver launches), 0 = symbolise func */
 	uint64_t correlation; /* ties an API event to a CUPTI record, 0 = none */
 	int32_t  result;
-	uint32_t pad;
+	uint32_t stack_id;    /* AIPROF_EV_STRING id of the caller's stack, 0 = none: return
+			       * addresses "hex,hex,...", innermost first */
 };
 
 struct aiprof_ev_memcpy {
@@ -242,6 +243,22 @@ struct aiprof_ring_hdr {
 	uint8_t pad3[56];
 	_Atomic uint64_t drops;         /* events lost because the ring was full */
 	_Atomic uint64_t recorded;      /* events committed */
+
+	/*
+	 * CPython frames in the call stacks at launches (injector/preload/callstack.c): the
+	 * injector fills `py` for a target whose CPython it recognised and checked, then sets
+	 * py_valid, before `enabled`. 0 (as a ring is created): no Python frames.
+	 */
+	_Atomic uint32_t py_valid;
+	uint32_t pad4;
+	struct aiprof_py_walk {
+		/* PyThreadState -> innermost _PyInterpreterFrame: tstate->cframe->current_frame
+		 * (3.11, 3.12) or tstate->current_frame (ts_cframe == 0xffff, 3.13+) */
+		uint16_t ts_cframe, cframe_current_frame, ts_current_frame;
+		/* _PyInterpreterFrame; fr_is_entry 0xffff after 3.11 */
+		uint16_t fr_code, fr_previous, fr_instr, fr_owner, fr_is_entry;
+		uint64_t code_mask;
+	} py;
 };
 
 _Static_assert(sizeof(struct aiprof_ring_hdr) <= AIPROF_RING_HDR_SIZE, "ring header too big");

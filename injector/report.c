@@ -10,6 +10,7 @@
 #include "diagnosis.h"
 #include "findings.h"
 #include "flamegraph.h"
+#include "launch_stacks.h"
 #include "membuf.h"
 #include "profile.h"
 #include "report.h"
@@ -20,88 +21,6 @@ static void esc(struct membuf *b, const char *s)
 {
 	if (s)
 		membuf_escape(b, s, strlen(s), 0);
-}
-
-/* ---- GPU launches as folded stacks ------------------------------------------------------- */
-
-struct gpu_ns {
-	uint64_t corr, ns;
-};
-
-static int gpu_ns_cmp(const void *x, const void *y)
-{
-	const struct gpu_ns *a = x, *b = y;
-
-	return a->corr < b->corr ? -1 : a->corr > b->corr;
-}
-
-/* ';' and newlines would break the folded format */
-static void folded_frame(struct membuf *b, const char *s)
-{
-	for (; s && *s; s++) {
-		char c = *s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s;
-
-		membuf_put(b, &c, 1);
-	}
-}
-
-void report_gpu_folded(const struct profile *p, struct membuf *out, const char **ret_unit)
-{
-	const struct analysis *a = p->diag ? p->diag->analysis : NULL;
-	bool by_time = a && a->gpu_timing;
-
-	*ret_unit = by_time ? "us" : "launches";
-	for (size_t ti = 0; ti < p->ntargets; ti++) {
-		const struct target *t = &p->targets[ti];
-		struct gpu_ns *g = NULL;
-		size_t ng = 0;
-
-		if (by_time) {
-			g = malloc((t->store.n + 1) * sizeof(*g));
-			if (!g) {
-				out->failed = true;
-				return;
-			}
-			for (size_t i = 0; i < t->store.n; i++)
-				if (t->store.v[i].type == AIPROF_EV_GPU_KERNEL && t->store.v[i].u.gpu.correlation)
-					g[ng++] = (struct gpu_ns){ t->store.v[i].u.gpu.correlation,
-								   t->store.v[i].dur };
-			qsort(g, ng, sizeof(*g), gpu_ns_cmp);
-		}
-		/* one line per launch: flamegraph parsers merge equal stacks */
-		for (size_t i = 0; i < t->store.n; i++) {
-			const struct aiprof_event *e = &t->store.v[i];
-			const struct an_thread *th;
-			uint64_t w = 1;
-			char tl[64];
-
-			if (e->type != AIPROF_EV_CUDA_LAUNCH)
-				continue;
-			if (by_time) {
-				struct gpu_ns key = { e->u.launch.correlation, 0 }, *hit;
-
-				hit = e->u.launch.correlation ?
-				      bsearch(&key, g, ng, sizeof(*g), gpu_ns_cmp) : NULL;
-				if (!hit)
-					continue;
-				w = hit->ns / 1000 ? hit->ns / 1000 : 1;
-			}
-			th = analysis__thread(a, t->pid, target_host_tid(t, e->tid));
-			folded_frame(out, t->comm);
-			membuf_printf(out, "-%d;", t->pid);
-			if (th && th->rank >= 0)
-				snprintf(tl, sizeof(tl), "rank %d (tid %u)", th->rank, th->tid);
-			else
-				snprintf(tl, sizeof(tl), "tid %u", target_host_tid(t, e->tid));
-			membuf_puts(out, tl);
-			membuf_puts(out, ";");
-			membuf_puts(out, api_name(e->api));
-			membuf_puts(out, ";");
-			folded_frame(out, launch_kernel_name(t, e));
-			membuf_printf(out, " %llu\n", (unsigned long long)w);
-		}
-		free(g);
-	}
 }
 
 /* ---- report.html --------------------------------------------------------------------------- */
@@ -485,7 +404,8 @@ int report_write(const struct profile *p, const char *dir, char *ret_path, size_
 	};
 	char *svgs[3] = { NULL, NULL, NULL };
 	struct membuf gpu = { 0 }, html = { 0 };
-	char path[4200], sub[200];
+	struct launch_stacks_stats gst;
+	char path[4200], sub[200], title[80];
 	int r = 0;
 
 	for (int i = 0; i < 2; i++) {
@@ -508,19 +428,23 @@ int report_write(const struct profile *p, const char *dir, char *ret_path, size_
 		if (r < 0)
 			goto out;
 	}
-	report_gpu_folded(p, &gpu, &unit);
-	if (gpu.failed) {
-		r = -ENOMEM;
+	r = launch_stacks_folded(p, &gpu, &gst);
+	if (r < 0)
 		goto out;
-	}
 	if (gpu.len) {
 		snprintf(path, sizeof(path), "%s/gpu.folded", dir);
 		r = membuf_write_file(&gpu, path);
 		if (r < 0)
 			goto out;
-		snprintf(sub, sizeof(sub), "kernel launches by process, thread and kernel, weighted by %s "
-			 "(call stacks at the launch are not recorded yet)",
-			 strcmp(unit, "us") == 0 ? "GPU microseconds (CUPTI)" : "launch count (no GPU timing)");
+		unit = gst.by_gpu_time ? "ns" : "launches";
+		snprintf(sub, sizeof(sub), "CPU call stacks at kernel launches, weighted by %s; %llu of "
+			 "%llu launches with a call stack",
+			 gst.by_gpu_time ? "the kernel's GPU time in ns (CUPTI)" :
+					   "launch count (no GPU timing in this window)",
+			 (unsigned long long)gst.launches_with_stack, (unsigned long long)gst.launches);
+		snprintf(title, sizeof(title), "GPU launches by call stack, weight: %s",
+			 gst.by_gpu_time ? "kernel time" : "launch count");
+		opts[2].title = title;
 		opts[2].unit = unit;
 		opts[2].subtitle = sub;
 		r = render(gpu.p, gpu.len, &opts[2], &svgs[2]);

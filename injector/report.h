@@ -4,8 +4,9 @@
  *
  *   flamegraph.svg          on-CPU samples (from stacks.folded)
  *   flamegraph-offcpu.svg   time blocked off CPU (from offcpu.folded)
- *   flamegraph-gpu.svg      kernel launches per thread and kernel (gpu.folded, written here),
- *                           weighted by GPU time with CUPTI, else by launch count
+ *   flamegraph-gpu.svg      CPU call stacks at kernel launches (gpu.folded, written here,
+ *                           see launch_stacks.h), weighted by GPU ns with CUPTI, else by
+ *                           launch count
  *   report.html             one self-contained page: findings with evidence and remedy,
  *                           the flame graphs inline, top kernels, copies, NCCL, ranks, and
  *                           how to open the timeline in Perfetto
@@ -25,10 +26,6 @@ struct membuf;
  * folded stacks exist there. ret_path receives the report's path. 0 or -errno.
  */
 int report_write(const struct profile *p, const char *dir, char *ret_path, size_t len);
-
-/* gpu.folded text for p: "process;thread;api;kernel WEIGHT"; *ret_unit is "us" or
- * "launches". Appends to out. */
-void report_gpu_folded(const struct profile *p, struct membuf *out, const char **ret_unit);
 
 /* report.html alone, with the SVGs given (NULL for a missing one), into out. */
 void report_html(const struct profile *p, const char *const svgs[3], struct membuf *out);

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "launch_stacks.h"
 #include "ring.h"
 #include "session.h"
 #include "timeutil.h"
@@ -267,6 +268,8 @@ int session__start(struct session *s, uint32_t collectors)
 	atomic_store_explicit(&s->hdr->drops, 0, memory_order_relaxed);
 	session__heartbeat(s);
 	atomic_store_explicit(&s->hdr->collectors, collectors, memory_order_relaxed);
+	/* Python frames in the launch stacks when the target runs a CPython we can read */
+	(void)launch_stacks_arm_python(s->hdr, s->pid);
 	atomic_store_explicit(&s->hdr->attached_pid, (uint32_t)getpid(), memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->hdr->generation, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->hdr->enabled, 1, memory_order_release);

@@ -12,6 +12,7 @@
 #include "diagnosis.h"
 #include "ebpf.h"
 #include "jsonw.h"
+#include "launch_stacks.h"
 #include "profile.h"
 #include "uprobes.h"
 
@@ -99,6 +100,22 @@ static void write_target(struct jsonw *w, const struct target *t)
 	}
 	jsonw_obj_close(w);
 	uprobe_session__summary(t->uprobes, w);   /* "uprobes" and "limits"; NULL-safe */
+	jsonw_obj_close(w);
+}
+
+/* What flamegraph-gpu.svg is weighted by (launch_stacks.h), with the totals to check it. */
+static void write_gpu_flamegraph(struct jsonw *w, const struct profile *p)
+{
+	struct launch_stacks_stats st;
+
+	launch_stacks_count(p, &st);
+	jsonw_key(w, "gpu_flamegraph");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "weight", st.by_gpu_time ? "gpu_ns" : "launches");
+	jsonw_kv_uint(w, "total", st.total);
+	jsonw_kv_uint(w, "launches", st.launches);
+	jsonw_kv_uint(w, "launches_with_stack", st.launches_with_stack);
+	jsonw_kv_uint(w, "kernels", st.kernels);
 	jsonw_obj_close(w);
 }
 
@@ -289,6 +306,7 @@ int summary_write(const struct profile *p, const char *path)
 	ebpf_summary_write(w, p->ebpf, p->ebpf_reason);
 	summary_write_analysis(w, p);
 	summary_write_findings(w, p);
+	write_gpu_flamegraph(w, p);
 	jsonw_key(w, "not_collected");
 	jsonw_arr_open(w);
 	if (!p->ebpf) {

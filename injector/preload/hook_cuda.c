@@ -55,7 +55,7 @@ ALWAYS_INLINE CUresult launch(enum hook_id id, CUfunction f, unsigned gx, unsign
 	cu_launch_fn real = (cu_launch_fn)hook_real_get(id);
 	struct aiprof_event *e;
 	uint64_t corr = 0;
-	uint32_t name_id;
+	uint32_t name_id, stack_id;
 	CUresult ret;
 	struct rec r;
 
@@ -71,6 +71,7 @@ ALWAYS_INLINE CUresult launch(enum hook_id id, CUfunction f, unsigned gx, unsign
 	rec_stop(&r);
 	/* strings go out before the launch that first uses them */
 	name_id = intern__id(r.h, INTERN_CUFUNC, (uintptr_t)f, cufunc_name);
+	stack_id = callstack__id(r.h, r.tls, (uintptr_t)__builtin_frame_address(0));
 	e = rec_reserve(&r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cuLaunchKernel);
 	if (e) {
 		e->u.launch.func = (uintptr_t)f;
@@ -85,6 +86,7 @@ ALWAYS_INLINE CUresult launch(enum hook_id id, CUfunction f, unsigned gx, unsign
 		e->u.launch.name_id = name_id;
 		e->u.launch.correlation = corr;
 		e->u.launch.result = ret;
+		e->u.launch.stack_id = stack_id;
 	}
 	rec_done(&r, e);
 	return ret;

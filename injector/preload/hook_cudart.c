@@ -42,6 +42,7 @@ ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, dim3 grid, d
 {
 	launch_fn real = (launch_fn)hook_real_get(id);
 	struct aiprof_event *e;
+	uint32_t stack_id;
 	uint64_t corr = 0;
 	cudaError_t ret;
 	struct rec r;
@@ -55,7 +56,10 @@ ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, dim3 grid, d
 	ret = real(func, grid, block, args, shmem, stream);
 	if (corr)
 		cupti__pop();
-	e = rec_event(&r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
+	rec_stop(&r);
+	/* the stack's string goes out before the launch that first uses it */
+	stack_id = callstack__id(r.h, r.tls, (uintptr_t)__builtin_frame_address(0));
+	e = rec_reserve(&r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
 	if (e) {
 		e->u.launch.func = (uintptr_t)func;
 		e->u.launch.stream = (uintptr_t)stream;
@@ -68,6 +72,7 @@ ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, dim3 grid, d
 		e->u.launch.shmem = (uint32_t)shmem;
 		e->u.launch.correlation = corr;
 		e->u.launch.result = ret;
+		e->u.launch.stack_id = stack_id;
 	}
 	rec_done(&r, e);
 	return ret;

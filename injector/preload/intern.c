@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Interned kernel names. A driver launch carries a CUfunction, a CUPTI kernel record a
- * name pointer; both are mapped to a small integer id, and the name is sent to the
+ * Interned kernel names and launch call stacks. A driver launch carries a CUfunction, a
+ * CUPTI kernel record a name pointer, a launch's call stack a hash (callstack.c); each is
+ * mapped to a small integer id, and the name is sent to the
  * consumer as AIPROF_EV_STRING chunks (before the first event that uses the id) once per
  * hdr->generation, so a later session gets the strings again.
  *
@@ -14,8 +15,8 @@
 #include "preload.h"
 
 #define INTERN_SLOTS   8192                /* per table, power of two */
-#define INTERN_IDS     16384               /* ids across both tables; id 0 = none */
-#define ARENA_BYTES    (2u << 20)
+#define INTERN_IDS     32768               /* ids across all tables; id 0 = none */
+#define ARENA_BYTES    (4u << 20)          /* names and call stacks */
 #define NAME_MAX_LEN   4096u               /* longer names are truncated */
 
 struct intern_slot {
@@ -29,7 +30,7 @@ struct name_ref {
 	_Atomic uint32_t emitted_gen;       /* generation + 1 the string was emitted in */
 };
 
-static struct intern_slot g_tables[2][INTERN_SLOTS];
+static struct intern_slot g_tables[INTERN__TABLES][INTERN_SLOTS];
 static struct name_ref g_names[INTERN_IDS];
 static _Atomic uint32_t g_next_id = 1;
 static char g_arena[ARENA_BYTES];

@@ -167,6 +167,8 @@ extern const uint64_t aiprof_preload_build;
 struct tls {
 	uint32_t tid;
 	uint32_t depth;   /* > 0 while inside one of our hooks that records */
+	int stack_state;  /* callstack.c: 0 = bounds not read yet, 1 = known, -1 = unavailable */
+	uintptr_t stack_lo, stack_hi;   /* this thread's stack, for the frame-pointer walk */
 };
 
 struct tls *tls_get(void);
@@ -320,7 +322,7 @@ void hostmem__memcpy_class(uint32_t kind, uintptr_t dst, uintptr_t src, uint32_t
 
 /* ---- interned names (intern.c) ----------------------------------------------------- */
 
-enum intern_table { INTERN_CUFUNC, INTERN_CUPTI_NAME };
+enum intern_table { INTERN_CUFUNC, INTERN_CUPTI_NAME, INTERN_STACK, INTERN__TABLES };
 /*
  * Returns the name id of `key` (a CUfunction or a CUPTI name pointer), asking `get_name`
  * for the name the first time; 0 if unknown. Emits the string into `h` once per
@@ -328,6 +330,22 @@ enum intern_table { INTERN_CUFUNC, INTERN_CUPTI_NAME };
  */
 uint32_t intern__id(struct aiprof_ring_hdr *h, enum intern_table t, uintptr_t key,
 		    const char *(*get_name)(uintptr_t key));
+
+/* ---- call stacks at launches (callstack.c) ------------------------------------------ */
+
+#define CALLSTACK_MAX 64   /* return addresses kept per stack (outermost ones are cut) */
+
+/*
+ * Return addresses of the calling thread, innermost first, from the frame-pointer chain
+ * starting at frame `fp` (__builtin_frame_address(0) of the hook), leading frames inside
+ * libaiprof skipped. Never reads outside the thread's stack.
+ */
+size_t callstack__walk(struct tls *t, uintptr_t fp, uintptr_t *out, size_t max);
+/*
+ * The string id of the calling thread's stack (see callstack.c for the text), sent into
+ * h before it returns, as kernel names are; 0 when no stack could be taken.
+ */
+uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp);
 
 /* ---- control thread (control.c) ---------------------------------------------------- */
 

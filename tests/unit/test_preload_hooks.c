@@ -378,7 +378,7 @@ static void test_driver_launch_names(void **state)
 	struct CUfunc_st f1 = { FX_FUNC_MAGIC, "_Z6matmulPfS_S_i" }, f2 = { FX_FUNC_MAGIC, long_name };
 	char name[400];
 	uint32_t id1, id2;
-	size_t n, launch = 0;
+	size_t n, launch = 0, at[3] = { 0, 0, 0 };
 
 	memset(long_name, 'k', sizeof(long_name) - 1);
 	assert_int_equal(h_enable(g_h, AIPROF_COLLECT_CUDA), 0);
@@ -387,25 +387,29 @@ static void test_driver_launch_names(void **state)
 	assert_int_equal(cuLaunchKernel(&f2, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), 0);
 	assert_int_equal(cuLaunchKernel(&f1, 4, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL), 0);
 	n = h_drain(g_h, g_ev, MAXEV, true);
-	for (size_t i = 0; i < n; i++)
-		if (g_ev[i].type == AIPROF_EV_CUDA_LAUNCH)
-			launch++;
+	/* order: strings of f1 (name, call stack), launch f1, strings of f2, launch f2, launch f1 */
+	for (size_t i = 0; i < n; i++) {
+		if (g_ev[i].type != AIPROF_EV_CUDA_LAUNCH)
+			continue;
+		if (launch < 3)
+			at[launch] = i;
+		launch++;
+	}
 	assert_int_equal(launch, 3);
-	/* order: strings of f1, launch f1, strings of f2, launch f2, launch f1 */
-	assert_int_equal(g_ev[1].type, AIPROF_EV_CUDA_LAUNCH);
-	assert_int_equal(g_ev[1].api, AIPROF_API_cuLaunchKernel);
-	id1 = g_ev[1].u.launch.name_id;
+	assert_int_equal(at[2], n - 1);
+	assert_int_equal(g_ev[at[0]].api, AIPROF_API_cuLaunchKernel);
+	id1 = g_ev[at[0]].u.launch.name_id;
 	assert_true(id1 != 0);
-	assert_int_equal(g_ev[1].u.launch.func, (uintptr_t)&f1);
-	assert_int_equal(g_ev[1].u.launch.grid[0], 4);
-	assert_int_equal(g_ev[1].u.launch.block[0], 128);
+	assert_int_equal(g_ev[at[0]].u.launch.func, (uintptr_t)&f1);
+	assert_int_equal(g_ev[at[0]].u.launch.grid[0], 4);
+	assert_int_equal(g_ev[at[0]].u.launch.block[0], 128);
 	assert_int_equal(count_strings(n, id1, name, sizeof(name)), 1);
 	assert_string_equal(name, "_Z6matmulPfS_S_i");
-	id2 = g_ev[n - 2].u.launch.name_id;
+	id2 = g_ev[at[1]].u.launch.name_id;
 	assert_true(id2 != 0 && id2 != id1);
 	assert_int_equal(count_strings(n, id2, name, sizeof(name)), 4);   /* 299 bytes / 80 */
 	assert_string_equal(name, long_name);
-	assert_int_equal(g_ev[n - 1].u.launch.name_id, id1);
+	assert_int_equal(g_ev[at[2]].u.launch.name_id, id1);
 	assert_int_equal(fx_calls(FX_cuFuncGetName), 2);
 
 	/* a new session (generation) gets the strings again */

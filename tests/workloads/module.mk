@@ -11,3 +11,17 @@ $(BUILD)/tests/workloads/trainer: $(BUILD)/tests/workloads/trainer.o $(DOUBLES_L
 		-lcudart -lcuda -lnccl -libverbs -lpthread -ldl
 
 TEST_PROGRAMS += $(BUILD)/tests/workloads/trainer
+
+# libpylaunch.so: the compiled extension tests/workloads/py_launch.py loads with ctypes;
+# launches kernels through its PLT on the fake runtime (call stacks with Python frames).
+EXTRA_CFLAGS_tests_workloads_pylaunch := -I$(CUDA_HOME)/include
+
+$(BUILD)/tests/workloads/libpylaunch.so: tests/workloads/pylaunch.c $(DOUBLES_LIBS) $(DOUBLES_LINKS) \
+		$(DOUBLES_CUPTI)
+	$(call msg,CCLD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -I$(CUDA_HOME)/include $(ALL_LDFLAGS) -shared \
+		-Wl,-soname,libpylaunch.so -o $@ $< -L$(DOUBLES_DIR) \
+		-Wl,-rpath,'$$ORIGIN/../doubles:$$ORIGIN/../doubles/cupti' -lcudart -Wl,--no-as-needed -lcuda -Wl,--as-needed -ldl
+
+TEST_PROGRAMS += $(BUILD)/tests/workloads/libpylaunch.so

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Call stacks at kernel launches, for the GPU-launch flame graph.
+ *
+ * A launch hook walks the frame-pointer chain of the calling thread (the same chain the
+ * eBPF CPU collector follows; aiprof's own code, the trainer and distro Python are built
+ * with frame pointers), keeps the return addresses, and interns the stack: its hash is
+ * the key of the INTERN_STACK table, the text "ADDR,ADDR,..." (lower-case hex, innermost
+ * first) is sent once per stack and generation as an AIPROF_EV_STRING, and the launch
+ * carries the string id in u.launch.stack_id. The injector symbolises the addresses.
+ *
+ * Safety: every load is inside the thread's own stack, whose bounds are read once per
+ * thread (pthread_getattr_np); a chain that leaves it, goes backwards or is misaligned
+ * ends the walk. Code without frame pointers ends the chain early (fewer frames, never a
+ * fault). Frames inside libaiprof itself (a hook that did not tail-call) are skipped.
+ *
+ * CPython: when the injector recognised the target's interpreter (hdr->py_valid, with the
+ * offsets of its version, checked against its memory first), the hook also records the
+ * calling thread's Python frames the way the eBPF walker does (bpf/pystack.bpf.h): from
+ * PyGILState_GetThisThreadState() down the `previous` chain, (code object, instruction |
+ * owner << 48 | is_entry << 56) per frame. These are the calling thread's own frames,
+ * which nothing else changes while it is inside the CUDA call. The text then continues
+ * "|code:flags,code:flags..." (innermost first) and the injector names and merges them.
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "preload.h"
+
+/* linker-defined bounds of this library's image (hidden: no GOT entry, our own copy) */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char etext[] __attribute__((visibility("hidden")));
+
+#define PY_MAX 64
+#define PY_INSTR_MASK  0x0000ffffffffffffull
+#define PY_OWNER_SHIFT 48
+#define PY_ENTRY_SHIFT 56
+#define PY_NONE 0xffffu
+
+struct cur_stack {
+	uintptr_t pc[CALLSTACK_MAX];
+	size_t n;
+	uint64_t py[PY_MAX][2];       /* code, instr | flags */
+	size_t npy;
+	char text[(CALLSTACK_MAX + 2 * PY_MAX) * 17 + 2];
+};
+
+typedef void *(*get_tstate_fn)(void);
+static struct lazy_sym s_get_tstate = LAZY_SYM("PyGILState_GetThisThreadState");
+
+/* the stack being interned, for stack_text() (intern's callback takes only the key) */
+static __thread struct cur_stack t_cur;
+
+/* 1: bounds known, -1: unavailable (no walk on this thread) */
+static int stack_bounds(struct tls *t)
+{
+	pthread_attr_t a;
+	void *addr = NULL;
+	size_t size = 0;
+	int ok;
+
+	if (likely(t->stack_state))
+		return t->stack_state;
+	if (pthread_getattr_np(pthread_self(), &a) != 0) {
+		t->stack_state = -1;
+		return -1;
+	}
+	ok = pthread_attr_getstack(&a, &addr, &size) == 0 && addr && size;
+	pthread_attr_destroy(&a);
+	t->stack_lo = (uintptr_t)addr;
+	t->stack_hi = (uintptr_t)addr + size;
+	t->stack_state = ok ? 1 : -1;
+	return t->stack_state;
+}
+
+size_t callstack__walk(struct tls *t, uintptr_t fp, uintptr_t *out, size_t max)
+{
+	uintptr_t lo = (uintptr_t)__ehdr_start, hi = (uintptr_t)etext;
+	size_t n = 0;
+	bool ours = true;   /* still in leading libaiprof frames */
+
+	if (stack_bounds(t) < 0)
+		return 0;
+	while (n < max) {
+		uintptr_t next, ret;
+
+		if (fp < t->stack_lo || fp > t->stack_hi - 2 * sizeof(uintptr_t) ||
+		    (fp & (sizeof(uintptr_t) - 1)))
+			break;
+		next = ((const uintptr_t *)fp)[0];
+		ret = ((const uintptr_t *)fp)[1];
+		if (ret < 4096)
+			break;
+		if (!ours || ret < lo || ret >= hi) {
+			ours = false;
+			out[n++] = ret;
+		}
+		if (next <= fp)
+			break;
+		fp = next;
+	}
+	return n;
+}
+
+static inline uint64_t ld64(uintptr_t base, uint16_t off)
+{
+	return *(const uint64_t *)(base + off);
+}
+
+/* The calling thread's Python frames into c->py, innermost first. */
+static void py_walk(const struct aiprof_ring_hdr *h, struct cur_stack *c)
+{
+	const struct aiprof_py_walk *o = &h->py;
+	get_tstate_fn get = (get_tstate_fn)lazy_sym_get(&s_get_tstate);
+	uintptr_t ts, frame, cf;
+
+	c->npy = 0;
+	if (!get)
+		return;
+	ts = (uintptr_t)get();
+	if (!ts)
+		return;
+	if (o->ts_cframe != PY_NONE) {
+		cf = (uintptr_t)ld64(ts, o->ts_cframe);
+		frame = cf ? (uintptr_t)ld64(cf, o->cframe_current_frame) : 0;
+	} else {
+		frame = (uintptr_t)ld64(ts, o->ts_current_frame);
+	}
+	while (frame && !(frame & 7) && c->npy < PY_MAX) {
+		uint64_t code = ld64(frame, o->fr_code) & o->code_mask;
+		uint64_t fl = (ld64(frame, o->fr_instr) & PY_INSTR_MASK) |
+			      (uint64_t)*(const uint8_t *)(frame + o->fr_owner) << PY_OWNER_SHIFT;
+
+		if (o->fr_is_entry != PY_NONE)
+			fl |= (uint64_t)(*(const uint8_t *)(frame + o->fr_is_entry) & 1) << PY_ENTRY_SHIFT;
+		c->py[c->npy][0] = code;
+		c->py[c->npy][1] = fl;
+		c->npy++;
+		frame = (uintptr_t)ld64(frame, o->fr_previous);
+	}
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v;
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 32);
+}
+
+static uint64_t stack_hash(const struct cur_stack *c)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ c->n ^ (uint64_t)c->npy << 32;
+
+	for (size_t i = 0; i < c->n; i++)
+		h = mix(h, c->pc[i]);
+	for (size_t i = 0; i < c->npy; i++)
+		h = mix(mix(h, c->py[i][0]), c->py[i][1]);
+	return h ? h : 1;
+}
+
+static size_t put_hex(char *out, uint64_t v)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[16];
+	size_t k = 0, o = 0;
+
+	do {
+		tmp[k++] = hex[v & 15];
+		v >>= 4;
+	} while (v);
+	while (k)
+		out[o++] = tmp[--k];
+	return o;
+}
+
+static const char *stack_text(uintptr_t key)
+{
+	struct cur_stack *c = &t_cur;
+	size_t o = 0;
+
+	(void)key;
+	for (size_t i = 0; i < c->n; i++) {
+		if (i)
+			c->text[o++] = ',';
+		o += put_hex(c->text + o, c->pc[i]);
+	}
+	if (c->npy)
+		c->text[o++] = '|';
+	for (size_t i = 0; i < c->npy; i++) {
+		if (i)
+			c->text[o++] = ',';
+		o += put_hex(c->text + o, c->py[i][0]);
+		c->text[o++] = ':';
+		o += put_hex(c->text + o, c->py[i][1]);
+	}
+	c->text[o] = 0;
+	return c->text;
+}
+
+uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
+{
+	struct cur_stack *c = &t_cur;
+
+	c->n = callstack__walk(t, fp, c->pc, CALLSTACK_MAX);
+	c->npy = 0;
+	if (unlikely(atomic_load_explicit(&h->py_valid, memory_order_acquire)))
+		py_walk(h, c);
+	if (!c->n && !c->npy)
+		return 0;
+	return intern__id(h, INTERN_STACK, (uintptr_t)stack_hash(c), stack_text);
+}
