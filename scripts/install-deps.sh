@@ -49,7 +49,8 @@ fi
 here="$(cd "$(dirname "$0")" && pwd)"
 bash "$here/fetch-helm.sh" >/dev/null
 models="$here/../build/tools/k8s-models"
-if [ ! -f "$models/node_modules/kubernetes-models/package.json" ]; then
+if [ ! -f "$models/node_modules/@kubernetes-models/prometheus-operator/package.json" ]; then
 	mkdir -p "$models"
-	npm install --silent --no-audit --no-fund --loglevel=error --prefix "$models" kubernetes-models@5.1.0
+	npm install --silent --no-audit --no-fund --loglevel=error --prefix "$models" kubernetes-models@5.1.0 \
+		@kubernetes-models/prometheus-operator@6.0.0
 fi
