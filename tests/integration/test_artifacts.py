@@ -12,11 +12,13 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import BUILD, load_summary, load_timeline, require_root, run_aiprof, start_trainer
+from conftest import BUILD, ROOT, load_summary, load_timeline, require_root, run_aiprof, start_trainer
 
 CATEGORIES = {"cuda_api", "cuda_kernel", "cuda_memcpy", "cuda_memory", "nccl", "rdma",
               "syscall", "cpu_sample", "offcpu", "python"}
 BENCH = os.path.join(BUILD, "tests", "bench", "bench_artifacts")
+PY_LAUNCH = os.path.join(ROOT, "tests", "workloads", "py_launch.py")
+LIBPYLAUNCH = os.path.join(BUILD, "tests", "workloads", "libpylaunch.so")
 
 
 def check_timeline(tl):
@@ -185,3 +187,141 @@ def test_timeline_with_gpu_timing(procs, tmp_path):
     busy = s["analysis"]["gpu_busy"]
     assert busy and all(0 < b["busy_pct"] <= 100 and b["rank"] in (0, 1) for b in busy)
     assert s["analysis"]["top_kernels"]["by"] == "gpu_time"
+
+
+# ---- the GPU-launch flame graph: CPU call stacks at kernel launches -------------------------
+
+def load_folded(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            stack, w = line.rstrip("\n").rsplit(" ", 1)
+            rows.append((stack.split(";"), int(w)))
+    return rows
+
+
+def in_order(frames, wanted):
+    """Whether the frames named in wanted appear in frames in that order (root first);
+    a name ending in " (" matches a Python frame "name (file:line)"."""
+    it = iter(frames)
+    return all(any(f == w or (w.endswith(" (") and f.startswith(w)) for f in it) for w in wanted)
+
+
+def weight_by_kernel(rows):
+    by = defaultdict(int)
+    for frames, w in rows:
+        by[frames[-1]] += w
+    return by
+
+
+def gpu_title(out):
+    svg = (out / "flamegraph-gpu.svg").read_text()
+    return svg.split('class="fg-title"', 1)[1].split(">", 1)[1].split("<", 1)[0]
+
+
+def test_gpu_flamegraph_call_stacks_weighted_by_kernel_time(procs, tmp_path):
+    """With CUPTI kernel records: every launch's stack holds the trainer's real callers in
+    order under the API and the kernel, and the weights are the kernels' GPU ns: per
+    kernel and in total equal to the GPU time summary.json reports."""
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--cupti")
+    out = tmp_path / "gpu"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    s = load_summary(out)
+    if s["analysis"]["gpu_timing"] != "cupti":
+        pytest.skip("CUPTI did not start: " + s["targets"][0]["gpu_timing"].get("reason", ""))
+    rows = load_folded(out / "gpu.folded")
+    g = s["gpu_flamegraph"]
+    assert g["weight"] == "gpu_ns" and g["launches"] > 0
+    assert g["launches_with_stack"] == g["launches"], g
+    # the callers, root first, and the launch on top
+    paths = {
+        "sgemm_fwd_kernel": ["rank_main", "train_step", "compute", "cudaLaunchKernel"],
+        "relu_bwd_kernel": ["rank_main", "train_step", "compute", "cudaLaunchKernel"],
+        "adam_update_kernel": ["rank_main", "train_step", "cudaLaunchKernel"],
+        "fused_layernorm_kernel": ["rank_main", "train_step", "cuLaunchKernel"],
+    }
+    for kernel, callers in paths.items():
+        mine = [f for f, _ in rows if f[-1] == kernel and f[1] != "[launch not recorded]"]
+        assert mine, (kernel, rows)
+        for f in mine:
+            assert f[0] == f"trainer-{pid}", f
+            assert f[-2] == callers[-1], f
+            assert in_order(f, callers), (kernel, f)
+            if kernel == "adam_update_kernel" or kernel == "fused_layernorm_kernel":
+                assert "compute" not in f, f   # launched by train_step itself
+    # weights: GPU ns, per kernel and in total those of summary.json
+    total = sum(w for _, w in rows)
+    assert total == g["total"]
+    tops = s["analysis"]["top_kernels"]["kernels"]
+    assert len(tops) < 20   # all of them, so the sum is the window's kernel time
+    assert abs(total - round(sum(k["gpu_us"] for k in tops) * 1000)) <= len(tops)
+    by = weight_by_kernel(rows)
+    for k in tops:
+        assert abs(by[k["name"]] - round(k["gpu_us"] * 1000)) <= 1, (k, by[k["name"]])
+    assert "weight: kernel time" in gpu_title(out)
+
+
+def test_gpu_flamegraph_by_launch_count_without_gpu_timing(procs, tmp_path):
+    """Without CUPTI: one per launch, per kernel equal to the launches summary.json counts,
+    and the title says so."""
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60")
+    out = tmp_path / "api"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    s = load_summary(out)
+    assert s["analysis"]["gpu_timing"] == "api"
+    rows = load_folded(out / "gpu.folded")
+    g = s["gpu_flamegraph"]
+    assert g["weight"] == "launches"
+    assert sum(w for _, w in rows) == g["total"] == g["launches"] == sum(k["launches"] for k in s["kernels"])
+    by = weight_by_kernel(rows)
+    assert {k["name"]: k["launches"] for k in s["kernels"]} == dict(by)
+    for frames, _ in rows:
+        assert in_order(frames, ["rank_main", "train_step"]), frames
+    assert "weight: launch count" in gpu_title(out)
+
+
+def python_interpreters():
+    found = [("debian", "/usr/bin/python3")]
+    for v in ("3.12.1", "3.13.0"):
+        py = os.path.expanduser(f"~/.pyenv/versions/{v}/bin/python{v[:4]}")
+        if os.path.exists(py):
+            found.append((v, py))
+    return found
+
+
+@pytest.mark.parametrize("name,python", python_interpreters(), ids=[n for n, _ in python_interpreters()])
+def test_gpu_flamegraph_python_frames(procs, tmp_path, name, python):
+    """A Python training loop launching through a compiled extension: the Python callers
+    (file and line) sit below the extension's native frames, in call order."""
+    require_root()
+    p, line = procs.start([python, PY_LAUNCH, "--lib", LIBPYLAUNCH, "--seconds", "60", "--cupti"],
+                          ready="ready")
+    pid = int(line.split("pid=")[1])
+    out = tmp_path / "py"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    s = load_summary(out)
+    rows = [(f, w) for f, w in load_folded(out / "gpu.folded") if f[1] != "[launch not recorded]"]
+    want = {
+        "py_matmul_kernel": ["main (", "train (", "train_step (", "forward_pass (", "pl_forward",
+                             "cudaLaunchKernel"],
+        "py_grad_kernel": ["main (", "train (", "train_step (", "backward_pass (", "pl_backward",
+                           "cudaLaunchKernel"],
+    }
+    for kernel, callers in want.items():
+        mine = [f for f, _ in rows if f[-1] == kernel]
+        assert mine, (kernel, rows)
+        for f in mine:
+            assert in_order(f, callers), (kernel, f)
+            assert f[-2] == "cudaLaunchKernel"
+            assert any(x.startswith("forward_pass (") and "py_launch.py:" in x for x in f) or \
+                kernel != "py_matmul_kernel", f
+    if s["analysis"]["gpu_timing"] == "cupti":
+        tops = s["analysis"]["top_kernels"]["kernels"]
+        total = sum(w for _, w in load_folded(out / "gpu.folded"))
+        assert total == s["gpu_flamegraph"]["total"]
+        assert abs(total - round(sum(k["gpu_us"] for k in tops) * 1000)) <= len(tops)
