@@ -1,7 +1,7 @@
 # injector/: the `aiprof` CLI (process discovery, ptrace injection, collection, artifacts).
 INJECTOR_SRCS := $(filter-out injector/main.c,$(wildcard injector/*.c))
 INJECTOR_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(INJECTOR_SRCS))
-INJECTOR_LDLIBS := -lelf -lz -ldl -lpthread -lstdc++ -lcurl -lcrypto -ljansson
+INJECTOR_LDLIBS := -lelf -lz -ldl -lpthread -lstdc++ -lcurl -lcrypto -ljansson -lm
 
 $(BUILD)/libinjector.a: $(INJECTOR_OBJS)
 	$(call msg,AR,$@)

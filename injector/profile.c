@@ -314,6 +314,15 @@ static void default_outdir(char *buf, size_t len)
 	snprintf(buf, len, "aiprof-out/%s", stamp);
 }
 
+/* The eBPF collectors see host pids; from a container's pid namespace ours are others. */
+static bool in_host_pid_namespace(void)
+{
+	struct stat st;
+
+	/* the kernel's PROC_PID_INIT_INO: the initial pid namespace has this inode number */
+	return stat("/proc/self/ns/pid", &st) < 0 || st.st_ino == 0xEFFFFFFCu;
+}
+
 /*
  * --container-id / --container-name: the container's processes, then the ones to profile
  * (container.h). Fills pids; returns an exit code.
@@ -610,6 +619,12 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 	if (no_ebpf || !eo.collectors) {
 		snprintf(ebpf_why, sizeof(ebpf_why), no_ebpf ? "disabled by --no-ebpf" :
 			 "not requested (--collectors has no cpu, offcpu, syscalls or python)");
+	} else if (!in_host_pid_namespace()) {
+		snprintf(ebpf_why, sizeof(ebpf_why), "aiprof runs in a pid namespace other than "
+			 "the host's (an ephemeral container, say), and the eBPF collectors pick "
+			 "their processes by host pid: run it with hostPID (--container-id) for "
+			 "CPU, off-CPU and syscall data");
+		log_notice("eBPF collectors off: %s", ebpf_why);
 	} else {
 		pid_t ok_pids[MAX_TARGETS];
 		size_t n_ok = 0;
