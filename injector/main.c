@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "merge.h"
 #include "upload.h"
 
 #ifndef AIPROF_VERSION
@@ -27,6 +28,7 @@ static const struct cmd {
 	const char *summary;
 } cmds[] = {
 	{ "profile", cmd_profile, "attach to running processes, record a window, write artifacts" },
+	{ "merge", cmd_merge, "merge the ranks of one job onto one clock, with cross-rank findings" },
 	{ "upload", cmd_upload, "upload an artifact folder to S3-compatible storage (manifest last)" },
 	{ "version", cmd_version, "print the version" },
 	{ "help", cmd_help, "show this help" },

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `aiprof merge`: the ranks of one distributed job, each profiled on its own (its own host,
+ * its own clock), merged into one timeline on one clock, with cross-rank findings.
+ *
+ *   aiprof merge -o DIR|s3://B/P [--termination-log F] SRC...
+ *
+ * Clocks are aligned with the collectives themselves: a blocking collective ends at one
+ * shared moment on every rank, so for each rank the offset to the reference rank (the
+ * lowest rank number) is the median, over matched collectives, of the difference of their
+ * end times. Collectives are matched by order within the world communicator (the largest
+ * one a rank uses); since each rank's window may start at a different collective, the
+ * shift between the two sequences is searched: the shift whose op/bytes signatures agree
+ * and whose end times, once corrected, agree best (smallest median absolute deviation) wins.
+ * What is left after the correction — the spread of matched collective ends across ranks —
+ * is the residual skew, reported as p50 and max.
+ *
+ * Layout: merge_align.c (the estimator, pure), merge_read.c (reading one rank's artifacts:
+ * the parser of outside input, fuzzed by tests/fuzz/fuzz_merge.c), merge.c (analysis,
+ * merged artifacts, the command).
+ */
+#ifndef AIPROF_MERGE_H
+#define AIPROF_MERGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* ---- clock alignment (pure) ------------------------------------------------------------ */
+
+/* One collective of one rank, in that rank's clock. sig: op and size, equal across ranks. */
+struct merge_coll {
+	uint64_t start_ns, end_ns;
+	uint64_t sig;
+};
+
+struct merge_fit {
+	bool ok;                  /* false: fewer than MERGE_MIN_MATCHED collectives overlap */
+	int64_t offset_ns;        /* x's clock minus ref's clock: subtract it from x's times */
+	long shift;               /* ref index = x index + shift */
+	size_t matched;           /* collectives matched at that shift */
+	uint64_t mad_ns;          /* median |residual| of the matched ends after correction */
+	bool ambiguous;           /* another shift fits almost as well (periodic, no jitter) */
+	uint64_t runner_up_mad_ns;/* the best other shift's MAD, UINT64_MAX when none */
+};
+
+#define MERGE_MIN_MATCHED 3
+
+/*
+ * Finds the shift and offset that put x's collectives on ref's clock (see the file comment).
+ * A shift counts only when at least 90% of its matched pairs have equal signatures and at
+ * least MERGE_MIN_MATCHED (or min(nref, nx) when smaller, but >= 1) pairs overlap.
+ * Returns 0 with *ret filled (ret->ok false when nothing could be matched), -ENOMEM.
+ */
+int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
+		     struct merge_fit *ret);
+
+/* Median of v[0..n) (sorts v); 0 for n == 0. Quantile q in [0,1] likewise (nearest rank). */
+int64_t merge_median_i64(int64_t *v, size_t n);
+uint64_t merge_quantile_u64(uint64_t *v, size_t n, double q);
+
+/* Nearest integer (no libm). */
+static inline int64_t merge_round(double x)
+{
+	return (int64_t)(x >= 0 ? x + 0.5 : x - 0.5);
+}
+
+/* ---- one rank's artifacts -------------------------------------------------------------- */
+
+struct merge_span {
+	size_t off, len;          /* one event object inside merge_source.tl */
+};
+
+struct merge_wait {               /* an off-CPU interval of the world thread */
+	uint64_t ts_ns, dur_ns;
+	bool in_nccl;             /* a frame of its stack is an NCCL function or libnccl */
+	char what[96];            /* the event's name, "futex: futex_do_wait" */
+};
+
+struct merge_source {
+	char *label;              /* the SRC as given */
+	char *pod, *host, *session, *container; /* from summary.json "origin", else NULL */
+	char *tl;                 /* decompressed timeline JSON (owned) */
+	size_t tl_len;
+	struct merge_span *ev;
+	size_t nev, capev_;
+	json_t *frames;           /* "stackFrames" object, or NULL */
+	json_t *summary;          /* summary.json */
+	uint64_t win_start_ns, win_end_ns;
+
+	/* the world communicator as this rank sees it */
+	int rank, nranks;         /* -1 when the rank made no collective in the window */
+	long pid, tid;            /* the thread making them */
+	char comm[40];            /* its communicator handle ("0x...") */
+	struct merge_coll *coll;  /* in order of start */
+	size_t ncoll;
+	uint64_t last_api_end_ns; /* end of that thread's last CUDA/NCCL call */
+	struct merge_wait *waits; /* its off-CPU intervals */
+	size_t nwaits, capwaits_;
+	bool offcpu_known;        /* the window had the off-CPU collector */
+	char hang_blocked_in[256];/* the rank's own NcclHang evidence "blocked_in", or "" */
+};
+
+/*
+ * Parses a rank's decompressed timeline (tl, taken over: freed by merge_source__clear even
+ * on failure) and summary text into *s (zeroed first; label is copied). Returns 0, or
+ * -EBADMSG / -EINVAL with msg saying what is wrong with which file, -ENOMEM.
+ */
+int merge_source__parse(struct merge_source *s, const char *label, char *tl, size_t tl_len,
+			const char *summary, size_t summary_len, char *msg, size_t msglen);
+
+struct s3_client;
+/* Reads DIR/timeline.json.gz and DIR/summary.json, or the same objects under an s3:// prefix
+ * through s3 (which may be NULL when src is a folder). Errors as merge_source__parse, and
+ * -ENOENT when a file is missing, with msg naming it. */
+int merge_source__load(struct merge_source *s, const char *src, struct s3_client *s3, char *msg,
+		       size_t msglen);
+
+void merge_source__clear(struct merge_source *s);
+
+/* `aiprof merge` */
+int cmd_merge(int argc, char **argv);
+
+#endif

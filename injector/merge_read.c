@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading one rank's artifacts for `aiprof merge`: timeline.json.gz and summary.json, from
+ * a folder or an s3:// prefix. Outside input (a bucket anyone with write access can fill):
+ * every size is bounded, the timeline is split into events by a small scanner that only
+ * trusts what jansson then validates, and tests/fuzz/fuzz_merge.c feeds it garbage.
+ *
+ * The timeline is kept as text: the merged timeline copies each event with its pid, ts and
+ * ids rewritten, so a rank's 50 MiB timeline is never held as a jansson tree at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "merge.h"
+#include "s3.h"
+#include "s3url.h"
+
+#define TIMELINE_MAX (2048ULL << 20)  /* decompressed */
+#define SUMMARY_MAX  (64U << 20)
+#define FRAME_DEPTH  512
+
+/* ---- a structural scanner: spans of JSON values, validated later by jansson ------------ */
+
+static size_t skip_ws(const char *b, size_t n, size_t i)
+{
+	while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* Index just past the value starting at b[i], or SIZE_MAX when it is cut short. */
+static size_t skip_value(const char *b, size_t n, size_t i)
+{
+	size_t depth = 0;
+	bool in_str = false;
+
+	if (i >= n)
+		return SIZE_MAX;
+	if (b[i] != '{' && b[i] != '[' && b[i] != '"') {
+		while (i < n && !strchr(",}] \t\r\n", b[i]) && b[i])
+			i++;
+		return i;
+	}
+	for (; i < n; i++) {
+		char c = b[i];
+
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"') {
+				in_str = false;
+				if (depth == 0)
+					return i + 1;
+			}
+			continue;
+		}
+		if (c == '"')
+			in_str = true;
+		else if (c == '{' || c == '[')
+			depth++;
+		else if (c == '}' || c == ']') {
+			if (depth == 0)
+				return SIZE_MAX;
+			if (--depth == 0)
+				return i + 1;
+		}
+	}
+	return SIZE_MAX;
+}
+
+struct member {
+	const char *key;
+	size_t key_len;
+	size_t off, len;          /* the value */
+};
+
+/* Calls fn for each member of the object at b[0..n); returns 0, -EBADMSG or fn's error. */
+static int for_each_member(const char *b, size_t n, int (*fn)(void *ctx, const struct member *m), void *ctx)
+{
+	size_t i = skip_ws(b, n, 0);
+
+	if (i >= n || b[i] != '{')
+		return -EBADMSG;
+	i = skip_ws(b, n, i + 1);
+	if (i < n && b[i] == '}')
+		return 0;
+	for (;;) {
+		struct member m;
+		size_t e;
+		int r;
+
+		if (i >= n || b[i] != '"')
+			return -EBADMSG;
+		e = skip_value(b, n, i);
+		if (e == SIZE_MAX)
+			return -EBADMSG;
+		m.key = b + i + 1;
+		m.key_len = e - i - 2;
+		i = skip_ws(b, n, e);
+		if (i >= n || b[i] != ':')
+			return -EBADMSG;
+		i = skip_ws(b, n, i + 1);
+		e = skip_value(b, n, i);
+		if (e == SIZE_MAX || e == i)
+			return -EBADMSG;
+		m.off = i;
+		m.len = e - i;
+		r = fn(ctx, &m);
+		if (r < 0)
+			return r;
+		i = skip_ws(b, n, e);
+		if (i < n && b[i] == ',') {
+			i = skip_ws(b, n, i + 1);
+			continue;
+		}
+		if (i < n && b[i] == '}')
+			return 0;
+		return -EBADMSG;
+	}
+}
+
+static bool key_is(const struct member *m, const char *k)
+{
+	return m->key_len == strlen(k) && memcmp(m->key, k, m->key_len) == 0;
+}
+
+/* ---- the timeline --------------------------------------------------------------------- */
+
+struct nccl_ev {
+	long pid, tid;
+	char comm[40];
+	int rank, nranks;
+	uint64_t start, end, sig;
+};
+
+struct thr {
+	long pid, tid;
+	uint64_t last_api_end;
+};
+
+struct offcpu_ev {
+	long pid, tid;
+	uint64_t ts, dur;
+	long sf;
+	char name[96];
+};
+
+struct scan {
+	struct merge_source *s;
+	const char *tl;
+	size_t events_off, events_len, frames_off, frames_len, other_off, other_len;
+	bool have_events;
+	struct nccl_ev *nc;
+	size_t nnc, capnc;
+	struct thr *th;
+	size_t nth, capth;
+	struct offcpu_ev *oc;
+	size_t noc, capoc;
+};
+
+#define PUSH(arr, n, cap, val)                                                        \
+	({                                                                            \
+		int r_ = 0;                                                           \
+		if ((n) == (cap)) {                                                   \
+			size_t c_ = (cap) ? (cap) * 2 : 64;                           \
+			void *p_ = realloc((arr), c_ * sizeof(*(arr)));               \
+			if (!p_)                                                      \
+				r_ = -ENOMEM;                                         \
+			else {                                                        \
+				(arr) = p_;                                           \
+				(cap) = c_;                                           \
+			}                                                             \
+		}                                                                     \
+		if (!r_)                                                              \
+			(arr)[(n)++] = (val);                                         \
+		r_;                                                                   \
+	})
+
+static int top_member(void *ctx, const struct member *m)
+{
+	struct scan *sc = ctx;
+
+	if (key_is(m, "traceEvents")) {
+		sc->events_off = m->off;
+		sc->events_len = m->len;
+		sc->have_events = true;
+	} else if (key_is(m, "stackFrames")) {
+		sc->frames_off = m->off;
+		sc->frames_len = m->len;
+	} else if (key_is(m, "otherData")) {
+		sc->other_off = m->off;
+		sc->other_len = m->len;
+	}
+	return 0;
+}
+
+/* us with ns decimals -> ns; false for a value that is not a time (negative, NaN, > 100 days
+ * of ns in a double's exact range) */
+static bool us_to_ns(const json_t *v, uint64_t *ret)
+{
+	double d;
+
+	if (!json_is_number(v))
+		return false;
+	d = json_number_value(v);
+	if (!(d >= 0 && d < 9.0e12))
+		return false;
+	*ret = (uint64_t)merge_round(d * 1000.0);
+	return true;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static struct thr *thread_of(struct scan *sc, long pid, long tid)
+{
+	struct thr t = { pid, tid, 0 };
+
+	for (size_t i = sc->nth; i-- > 0;)
+		if (sc->th[i].pid == pid && sc->th[i].tid == tid)
+			return &sc->th[i];
+	if (PUSH(sc->th, sc->nth, sc->capth, t) < 0)
+		return NULL;
+	return &sc->th[sc->nth - 1];
+}
+
+/* One event object: remembered by span, and what the analysis needs is picked out. */
+static int scan_event(struct scan *sc, size_t off, size_t len)
+{
+	struct merge_source *s = sc->s;
+	struct merge_span sp = { off, len };
+	json_error_t jerr;
+	json_t *e = json_loadb(sc->tl + off, len, 0, &jerr), *args;
+	const char *ph, *cat, *name;
+	uint64_t ts = 0, dur = 0;
+	long pid, tid;
+	int r = 0;
+
+	if (!json_is_object(e)) {
+		json_decref(e);
+		return -EBADMSG;
+	}
+	ph = json_string_value(json_object_get(e, "ph"));
+	cat = json_string_value(json_object_get(e, "cat"));
+	name = json_string_value(json_object_get(e, "name"));
+	args = json_object_get(e, "args");
+	if (!ph || !json_is_integer(json_object_get(e, "pid")) || !json_is_integer(json_object_get(e, "tid")) ||
+	    !us_to_ns(json_object_get(e, "ts"), &ts)) {
+		json_decref(e);
+		return -EBADMSG;
+	}
+	pid = (long)json_integer_value(json_object_get(e, "pid"));
+	tid = (long)json_integer_value(json_object_get(e, "tid"));
+	if (PUSH(s->ev, s->nev, s->capev_, sp) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (strcmp(ph, "X") != 0 || !cat || !name)
+		goto out;
+	if (!us_to_ns(json_object_get(e, "dur"), &dur)) {
+		r = -EBADMSG;
+		goto out;
+	}
+	if (!strcmp(cat, "cuda_api") || !strcmp(cat, "cuda_memcpy") || !strcmp(cat, "cuda_memory") ||
+	    !strcmp(cat, "nccl")) {
+		struct thr *t = thread_of(sc, pid, tid);
+
+		if (!t) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (ts + dur > t->last_api_end)
+			t->last_api_end = ts + dur;
+	}
+	if (!strcmp(cat, "nccl") && json_is_object(args) && json_string_value(json_object_get(args, "op")) &&
+	    json_is_integer(json_object_get(args, "nranks"))) {
+		struct nccl_ev n = { .pid = pid, .tid = tid, .start = ts, .end = ts + dur };
+		const char *comm = json_string_value(json_object_get(args, "comm"));
+		const char *op = json_string_value(json_object_get(args, "op"));
+		json_int_t bytes = json_integer_value(json_object_get(args, "bytes"));
+
+		n.rank = (int)json_integer_value(json_object_get(args, "rank"));
+		n.nranks = (int)json_integer_value(json_object_get(args, "nranks"));
+		snprintf(n.comm, sizeof(n.comm), "%s", comm ? comm : "?");
+		n.sig = fnv(fnv(0xcbf29ce484222325ULL, op, strlen(op) + 1), &bytes, sizeof(bytes));
+		if (n.nranks > 0 && n.rank >= 0 && n.rank < n.nranks && PUSH(sc->nc, sc->nnc, sc->capnc, n) < 0)
+			r = -ENOMEM;
+	} else if (!strcmp(cat, "offcpu")) {
+		struct offcpu_ev o = { .pid = pid, .tid = tid, .ts = ts, .dur = dur, .sf = -1 };
+		json_t *sf = json_object_get(e, "sf");
+
+		if (json_is_integer(sf))
+			o.sf = (long)json_integer_value(sf);
+		else if (json_is_string(sf))
+			o.sf = strtol(json_string_value(sf), NULL, 10);
+		snprintf(o.name, sizeof(o.name), "%s", name);
+		if (PUSH(sc->oc, sc->noc, sc->capoc, o) < 0)
+			r = -ENOMEM;
+	}
+out:
+	json_decref(e);
+	return r;
+}
+
+static int scan_events(struct scan *sc)
+{
+	const char *b = sc->tl + sc->events_off;
+	size_t n = sc->events_len, i = skip_ws(b, n, 0);
+
+	if (i >= n || b[i] != '[')
+		return -EBADMSG;
+	i = skip_ws(b, n, i + 1);
+	if (i < n && b[i] == ']')
+		return 0;
+	for (;;) {
+		size_t e;
+		int r;
+
+		if (i >= n || b[i] != '{')
+			return -EBADMSG;
+		e = skip_value(b, n, i);
+		if (e == SIZE_MAX)
+			return -EBADMSG;
+		r = scan_event(sc, sc->events_off + i, e - i);
+		if (r < 0)
+			return r;
+		i = skip_ws(b, n, e);
+		if (i < n && b[i] == ',') {
+			i = skip_ws(b, n, i + 1);
+			continue;
+		}
+		return i < n && b[i] == ']' ? 0 : -EBADMSG;
+	}
+}
+
+/* Does the stack of frame id sf hold an NCCL function (or a frame in libnccl)? */
+static bool stack_in_nccl(json_t *frames, long sf)
+{
+	char id[32];
+
+	for (int depth = 0; frames && sf >= 0 && depth < FRAME_DEPTH; depth++) {
+		json_t *f, *parent;
+		const char *name;
+
+		snprintf(id, sizeof(id), "%ld", sf);
+		f = json_object_get(frames, id);
+		if (!json_is_object(f))
+			return false;
+		name = json_string_value(json_object_get(f, "name"));
+		if (name && strcasestr(name, "nccl"))
+			return true;
+		parent = json_object_get(f, "parent");
+		if (json_is_string(parent))
+			sf = strtol(json_string_value(parent), NULL, 10);
+		else if (json_is_integer(parent))
+			sf = (long)json_integer_value(parent);
+		else
+			return false;
+	}
+	return false;
+}
+
+static int cmp_coll(const void *a, const void *b)
+{
+	const struct merge_coll *x = a, *y = b;
+
+	return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* The world communicator: the largest, then the one with most collectives. */
+static int pick_world(struct scan *sc)
+{
+	struct merge_source *s = sc->s;
+	size_t best_n = 0;
+	int best_nranks = 0;
+	const struct nccl_ev *best = NULL;
+
+	for (size_t i = 0; i < sc->nnc; i++) {
+		const struct nccl_ev *a = &sc->nc[i];
+		size_t n = 0;
+
+		if (a->nranks < best_nranks)
+			continue;
+		for (size_t j = 0; j < sc->nnc; j++)
+			n += sc->nc[j].pid == a->pid && !strcmp(sc->nc[j].comm, a->comm);
+		if (a->nranks > best_nranks || n > best_n) {
+			best = a;
+			best_n = n;
+			best_nranks = a->nranks;
+		}
+	}
+	if (!best)
+		return 0;
+	s->rank = best->rank;
+	s->nranks = best->nranks;
+	s->pid = best->pid;
+	s->tid = best->tid;
+	snprintf(s->comm, sizeof(s->comm), "%s", best->comm);
+	s->coll = calloc(best_n, sizeof(*s->coll));
+	if (!s->coll)
+		return -ENOMEM;
+	for (size_t j = 0; j < sc->nnc; j++) {
+		const struct nccl_ev *a = &sc->nc[j];
+
+		if (a->pid == best->pid && !strcmp(a->comm, best->comm))
+			s->coll[s->ncoll++] = (struct merge_coll){ a->start, a->end, a->sig };
+	}
+	qsort(s->coll, s->ncoll, sizeof(*s->coll), cmp_coll);
+	for (size_t i = 0; i < sc->nth; i++)
+		if (sc->th[i].pid == s->pid && sc->th[i].tid == s->tid)
+			s->last_api_end_ns = sc->th[i].last_api_end;
+	for (size_t i = 0; i < sc->noc; i++) {
+		const struct offcpu_ev *o = &sc->oc[i];
+		struct merge_wait w;
+
+		if (o->pid != s->pid || o->tid != s->tid)
+			continue;
+		w = (struct merge_wait){ .ts_ns = o->ts, .dur_ns = o->dur, .in_nccl = stack_in_nccl(s->frames, o->sf) };
+		snprintf(w.what, sizeof(w.what), "%s", o->name);
+		if (PUSH(s->waits, s->nwaits, s->capwaits_, w) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static char *dup_str(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	char *d;
+
+	if (!v || !*v || strlen(v) > 253)
+		return NULL;
+	d = strdup(v);
+	/* names and hosts go into track names and messages: printable only */
+	for (char *p = d; p && *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return d;
+}
+
+static int parse_summary(struct merge_source *s, const char *text, size_t len, char *msg, size_t msglen)
+{
+	json_error_t jerr;
+	json_t *sum = json_loadb(text, len, 0, &jerr), *origin, *win, *ebpf, *findings, *f;
+	const char *schema;
+	size_t i;
+
+	if (!json_is_object(sum)) {
+		snprintf(msg, msglen, "%s: summary.json is not JSON: line %d: %s", s->label, jerr.line, jerr.text);
+		json_decref(sum);
+		return -EBADMSG;
+	}
+	s->summary = sum;
+	schema = json_string_value(json_object_get(sum, "schema"));
+	if (!schema || strncmp(schema, "aiprof.summary/", 15) != 0) {
+		snprintf(msg, msglen, "%s: summary.json is not an aiprof summary (schema '%s'); give each rank's "
+			 "`aiprof profile` output folder", s->label, schema ? schema : "(none)");
+		return -EINVAL;
+	}
+	origin = json_object_get(sum, "origin");
+	if (json_is_object(origin)) {
+		s->pod = dup_str(origin, "pod");
+		s->host = dup_str(origin, "host");
+		s->session = dup_str(origin, "session");
+		s->container = dup_str(origin, "container");
+	}
+	win = json_object_get(sum, "window");
+	if (!s->win_end_ns && json_is_object(win)) {
+		s->win_start_ns = (uint64_t)json_integer_value(json_object_get(win, "start_monotonic_ns"));
+		s->win_end_ns = (uint64_t)json_integer_value(json_object_get(win, "end_monotonic_ns"));
+	}
+	ebpf = json_object_get(sum, "ebpf");
+	json_array_foreach(json_object_get(ebpf, "collectors"), i, f)
+		if (json_is_string(f) && !strcmp(json_string_value(f), "offcpu"))
+			s->offcpu_known = true;
+	findings = json_object_get(sum, "findings");
+	json_array_foreach(findings, i, f) {
+		const char *cat = json_string_value(json_object_get(f, "category"));
+		const char *b = json_string_value(json_object_get(json_object_get(f, "evidence"), "blocked_in"));
+
+		if (cat && b && !strcmp(cat, "NcclHang"))
+			snprintf(s->hang_blocked_in, sizeof(s->hang_blocked_in), "%s", b);
+	}
+	return 0;
+}
+
+int merge_source__parse(struct merge_source *s, const char *label, char *tl, size_t tl_len,
+			const char *summary, size_t summary_len, char *msg, size_t msglen)
+{
+	struct scan sc = { .s = s, .tl = tl };
+	json_error_t jerr;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	s->tl = tl;
+	s->tl_len = tl_len;
+	s->rank = s->nranks = -1;
+	s->label = strdup(label);
+	if (!s->label)
+		return -ENOMEM;
+	r = for_each_member(tl, tl_len, top_member, &sc);
+	if (r < 0 || !sc.have_events) {
+		snprintf(msg, msglen, "%s: timeline.json.gz is not a Chrome trace object with \"traceEvents\"%s",
+			 label, r < 0 ? " (malformed JSON)" : "");
+		r = -EBADMSG;
+		goto out;
+	}
+	if (sc.other_len) {
+		json_t *o = json_loadb(tl + sc.other_off, sc.other_len, 0, &jerr);
+
+		s->win_start_ns = (uint64_t)json_integer_value(json_object_get(o, "window_start_ns"));
+		s->win_end_ns = (uint64_t)json_integer_value(json_object_get(o, "window_end_ns"));
+		json_decref(o);
+	}
+	if (sc.frames_len) {
+		s->frames = json_loadb(tl + sc.frames_off, sc.frames_len, 0, &jerr);
+		if (!json_is_object(s->frames)) {
+			snprintf(msg, msglen, "%s: timeline.json.gz: \"stackFrames\" is not an object", label);
+			r = -EBADMSG;
+			goto out;
+		}
+	}
+	r = scan_events(&sc);
+	if (r == -EBADMSG)
+		snprintf(msg, msglen, "%s: timeline.json.gz: event %zu is malformed (needs ph, integer pid/tid, "
+			 "ts/dur in microseconds >= 0)", label, s->nev + 1);
+	if (r < 0)
+		goto out;
+	r = parse_summary(s, summary, summary_len, msg, msglen);
+	if (r < 0)
+		goto out;
+	r = pick_world(&sc);
+out:
+	if (r == -ENOMEM)
+		snprintf(msg, msglen, "%s: out of memory", label);
+	free(sc.nc);
+	free(sc.th);
+	free(sc.oc);
+	return r;
+}
+
+void merge_source__clear(struct merge_source *s)
+{
+	if (!s)
+		return;
+	free(s->label);
+	free(s->pod);
+	free(s->host);
+	free(s->session);
+	free(s->container);
+	free(s->tl);
+	free(s->ev);
+	json_decref(s->frames);
+	json_decref(s->summary);
+	free(s->coll);
+	free(s->waits);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- loading from a folder or s3:// --------------------------------------------------- */
+
+/* gunzip gz[0..len) into a NUL-terminated buffer of at most TIMELINE_MAX bytes. */
+static int gunzip(const unsigned char *gz, size_t len, char **ret, size_t *ret_len)
+{
+	z_stream z = { 0 };
+	char *buf = NULL;
+	size_t cap = 0;
+	int zr, r = 0;
+
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		return -ENOMEM;
+	z.next_in = (unsigned char *)gz;
+	z.avail_in = (uInt)(len < UINT32_MAX ? len : UINT32_MAX);
+	do {
+		if (z.total_out + 1 >= cap) {
+			size_t c = cap ? cap * 2 : (len * 8 > (1U << 20) ? len * 8 : (1U << 20));
+			char *p;
+
+			if (c > TIMELINE_MAX + 1)
+				c = TIMELINE_MAX + 1;
+			if (c <= z.total_out + 1) {
+				r = -EFBIG;
+				break;
+			}
+			p = realloc(buf, c);
+			if (!p) {
+				r = -ENOMEM;
+				break;
+			}
+			buf = p;
+			cap = c;
+		}
+		z.next_out = (unsigned char *)buf + z.total_out;
+		z.avail_out = (uInt)(cap - 1 - z.total_out);
+		zr = inflate(&z, Z_NO_FLUSH);
+		if (zr != Z_OK && zr != Z_STREAM_END) {
+			r = zr == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
+			break;
+		}
+		if (zr == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+			r = -EBADMSG;   /* cut short */
+			break;
+		}
+	} while (zr != Z_STREAM_END);
+	if (r == 0) {
+		buf[z.total_out] = 0;
+		*ret = buf;
+		*ret_len = z.total_out;
+	} else {
+		free(buf);
+	}
+	inflateEnd(&z);
+	return r;
+}
+
+static int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+	size_t len = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size > max) {
+		close(fd);
+		return -EFBIG;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = 0;
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
+/* One artifact of src: DIR/name, or the object PREFIX/name. */
+static int fetch(const char *src, const char *name, size_t max, struct s3_client *s3, char **ret,
+		 size_t *ret_len, char *why, size_t whylen)
+{
+	struct s3_location loc = { 0 };
+	struct s3_error err = { 0 };
+	char path[4200];
+	int r;
+
+	if (!s3url_is_s3(src)) {
+		snprintf(path, sizeof(path), "%s/%s", src, name);
+		r = read_file(path, max, ret, ret_len);
+		snprintf(why, whylen, "%s", r == -EFBIG ? "too large" : strerror(-r));
+		return r;
+	}
+	if (!s3) {
+		snprintf(why, whylen, "no S3 client");
+		return -EINVAL;
+	}
+	r = s3_location__parse(src, &loc);
+	if (r < 0) {
+		snprintf(why, whylen, "not a valid s3://BUCKET/PREFIX");
+		return r;
+	}
+	snprintf(path, sizeof(path), "%s%s%s", loc.prefix, loc.prefix[0] ? "/" : "", name);
+	r = s3_client__get_buffer(s3, loc.bucket, path, max, ret, ret_len, &err);
+	if (r == -ENOENT)
+		snprintf(why, whylen, "no such object s3://%s/%s", loc.bucket, path);
+	else if (r == -EFBIG)
+		snprintf(why, whylen, "too large");
+	else if (r < 0)
+		s3_error__describe(&err, NULL, why, whylen);
+	s3_location__clear(&loc);
+	return r;
+}
+
+int merge_source__load(struct merge_source *s, const char *src, struct s3_client *s3, char *msg, size_t msglen)
+{
+	char *gz = NULL, *tl = NULL, *sum = NULL, why[600] = "";
+	size_t gz_len = 0, tl_len = 0, sum_len = 0;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	r = fetch(src, "timeline.json.gz", TIMELINE_MAX / 4, s3, &gz, &gz_len, why, sizeof(why));
+	if (r < 0) {
+		snprintf(msg, msglen, "%s: %s timeline.json.gz (%s)%s", src, r == -ENOENT ? "no" : "cannot read",
+			 why, r == -ENOENT ? ": give the output folder or s3:// prefix of one rank's `aiprof "
+			 "profile` (did that rank's profile fail?)" : "");
+		return r;
+	}
+	r = gunzip((const unsigned char *)gz, gz_len, &tl, &tl_len);
+	free(gz);
+	if (r < 0) {
+		snprintf(msg, msglen, "%s: timeline.json.gz: %s", src, r == -EBADMSG ? "not complete gzip data" :
+			 r == -EFBIG ? "larger than 2 GiB uncompressed" : strerror(-r));
+		return r;
+	}
+	r = fetch(src, "summary.json", SUMMARY_MAX, s3, &sum, &sum_len, why, sizeof(why));
+	if (r < 0) {
+		snprintf(msg, msglen, "%s: %s summary.json (%s): the rank's artifacts are incomplete", src,
+			 r == -ENOENT ? "no" : "cannot read", why);
+		free(tl);
+		return r;
+	}
+	r = merge_source__parse(s, src, tl, tl_len, sum, sum_len, msg, msglen);
+	free(sum);
+	return r;
+}
