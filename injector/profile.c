@@ -49,6 +49,7 @@ struct outcome {
 	char error[TERM_ERROR_MAX];
 	struct termination *term;   /* counts and findings collected on the way; may be NULL */
 	const char *outdir;         /* artifacts written there (NULL until they are) */
+	bool to_s3;                 /* -o s3://: only what was uploaded counts as artifacts */
 	bool uploaded;              /* and uploaded (outdir/manifest.json lists them) */
 };
 
@@ -98,7 +99,8 @@ static void usage(FILE *out)
 		"                             with s3:// they are built there, then uploaded\n"
 		"                             (manifest.json last; see 'aiprof upload --help')\n"
 		"      --collectors LIST      cuda,nccl,rdma,cupti (library) and cpu,offcpu,\n"
-		"                             syscalls,python (eBPF), or all (default all)\n"
+		"                             syscalls,python (eBPF), or all (default all);\n"
+		"                             no-launch-stacks: launches without call stacks\n"
 		"      --frequency HZ         on-CPU samples per second (default 99)\n"
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
@@ -158,6 +160,7 @@ static int parse_collectors(const char *arg, uint32_t *ret, uint32_t *ret_ebpf)
 		{ "cpu", 0, EBPF_COLLECT_CPU }, { "offcpu", 0, EBPF_COLLECT_OFFCPU },
 		{ "syscalls", 0, EBPF_COLLECT_SYSCALLS }, { "python", 0, EBPF_COLLECT_PYTHON },
 		{ "all", AIPROF_COLLECT_ALL, EBPF_COLLECT_ALL },
+		{ "no-launch-stacks", AIPROF_COLLECT_NO_STACKS, 0 },
 	};
 	uint32_t mask = 0, ebpf_mask = 0;
 
@@ -177,6 +180,8 @@ static int parse_collectors(const char *arg, uint32_t *ret, uint32_t *ret_ebpf)
 		if (*p == ',')
 			p++;
 	}
+	if (!(mask & ~AIPROF_COLLECT_NO_STACKS))
+		mask = 0;   /* a modifier alone records nothing */
 	*ret = mask;
 	*ret_ebpf = ebpf_mask;
 	return mask | ebpf_mask ? 0 : -EINVAL;
@@ -550,6 +555,7 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 		/* artifacts are built in a local staging folder, kept until the upload is confirmed */
 		snprintf(s3url, sizeof(s3url), "%s", outdir);
 		outdir[0] = 0;
+		oc->to_s3 = true;
 	}
 	if (strncmp(outdir, "file://", 7) == 0)
 		memmove(outdir, outdir + 7, strlen(outdir + 7) + 1);
@@ -809,7 +815,7 @@ static void write_termination_log(const char *path, struct outcome *oc, int rc)
 
 	if (oc->outdir && oc->uploaded)
 		r = termlog_uploaded_artifacts(t, oc->outdir);
-	else if (oc->outdir)
+	else if (oc->outdir && !oc->to_s3)
 		r = termlog_local_artifacts(t, oc->outdir);
 	if (r < 0)
 		log_warning_errno(r, "the termination message lists no artifacts: cannot read "
