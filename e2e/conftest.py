@@ -46,7 +46,7 @@ from fakeapi.client import Kube, launch  # noqa: E402
 from kubelet import Image, Kubelet  # noqa: E402
 
 
-def images():
+def images(store):
     """The image contents the kubelet double knows. The injector image holds what the injector
     image is built with (aiprof at /usr/local/bin, libaiprof.so where aiprof looks for it, the
     BPF programs are inside aiprof as skeletons); the trainer image the test trainer with the
@@ -57,8 +57,9 @@ def images():
     return {
         INJECTOR_IMAGE: Image({"/usr/local/bin/aiprof": AIPROF,
                                "/usr/local/lib/aiprof/libaiprof.so": LIBAIPROF},
-                              entrypoint=["/usr/local/bin/aiprof"]),
-        TRAINER_IMAGE: Image(doubles, entrypoint=["/opt/trainer/workloads/trainer"], workdir="/"),
+                              entrypoint=["/usr/local/bin/aiprof"]).snapshot(os.path.join(store, "injector")),
+        TRAINER_IMAGE: Image(doubles, entrypoint=["/opt/trainer/workloads/trainer"],
+                             workdir="/").snapshot(os.path.join(store, "trainer")),
     }
 
 
@@ -105,7 +106,7 @@ class Chain:
         r = kubectl(self, "apply", "-f", os.path.join(ROOT, "crds"))
         assert r.returncode == 0, r.stderr
         self.runc = runcenv.RuncEnv(os.path.join(self.tmp, "runc"))
-        self.kubelet = Kubelet(self.kube, NODE, self.runc, images(), os.path.join(self.tmp, "kubelet"),
+        self.kubelet = Kubelet(self.kube, NODE, self.runc, images(os.path.join(self.tmp, "images")), os.path.join(self.tmp, "kubelet"),
                                sa_dir=os.path.join(self.tmp, "api", "serviceaccount"),
                                ca_file=self.ep["ca"], grace_cap=3.0).start()
         return self

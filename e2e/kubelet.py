@@ -80,6 +80,16 @@ class Image:
         self.env = dict(env or {})
         self.workdir = workdir
 
+    def snapshot(self, store):
+        """Copies the files into `store` (an image is immutable: a rebuild of the tree while
+        the tests run must not change what a container runs). Returns self."""
+        for dest, src in list(self.files.items()):
+            copy = os.path.join(store, dest.lstrip("/"))
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            shutil.copy2(src, copy)
+            self.files[dest] = copy
+        return self
+
     def binds(self):
         return [Bind(src, dest) for dest, src in sorted(self.files.items())]
 
@@ -332,7 +342,7 @@ class Kubelet:
             self.log(f"{run.ns}/{run.name}/{name}: started {ctr.id[:12]} pid {ctr.pid}: {' '.join(args)}")
         except RuncError as e:
             self.log(f"{run.ns}/{run.name}/{name}: StartError: {e}")
-            ctr.start_error = str(e)
+            ctr.start_error, ctr.start_failed_at = str(e), time.time()
 
     def _args(self, c, image, env):
         command = c.get("command") or image.entrypoint
@@ -502,7 +512,8 @@ class Kubelet:
         started_at = now_rfc3339(ctr.started_at) if ctr.started_at else None
         if start_error:
             term = {"exitCode": 128, "reason": "StartError", "message": start_error[-4096:],
-                    "startedAt": now_rfc3339(0), "finishedAt": now_rfc3339(), "containerID": base["containerID"]}
+                    "startedAt": now_rfc3339(0), "finishedAt": now_rfc3339(ctr.start_failed_at),
+                    "containerID": base["containerID"]}
             return dict(base, ready=False, started=False, state={"terminated": term})
         st = ctr.exit_status()
         if st is None:

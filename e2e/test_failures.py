@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: MIT
+"""Failures through the whole chain. Each ends in a session status that says what happened,
+and the artifacts that were complete are kept in the bucket and listed in the status."""
+import json
+import signal
+
+import pytest
+
+import s3env
+from conftest import wait_for
+from test_e2e import TRAINER_RUN, check_artifacts_in_bucket
+
+
+def profiling(env, name="s"):
+    """Waits until the injector pod's container runs (the session is Profiling)."""
+    env.wait_phase(name, ("Profiling",), timeout=60)
+    pod = wait_for(lambda: (env.injector_pods(name) or [None])[0], 30, "the injector pod")
+    kubelet = env.chain.kubelet
+    return wait_for(lambda: kubelet.container_of(env.ns, pod["metadata"]["name"], "injector"), 30,
+                    "the injector container"), pod["metadata"]["name"]
+
+
+def status_text(st):
+    return json.dumps(st)
+
+
+def test_target_pod_deleted_mid_session(env):
+    env.controller()
+    env.pod("trainer-0", TRAINER_RUN)
+    env.wait_running("trainer-0")
+    env.session("s", {"podName": "trainer-0"}, duration="8s")
+    profiling(env)
+    r = env.kubectl("delete", "pod", "trainer-0", "--wait=false")
+    assert r.returncode == 0, r.stderr
+    s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=90)
+    st = s["status"]
+    t = st["targets"][0]
+    assert st["phase"] == "Failed" and t["state"] == "Failed", status_text(st)
+    # it says the target went away while it was profiled
+    assert t["reason"] == "TargetDeleted", status_text(st)
+    assert "trainer-0" in st["message"] and "deleted" in st["message"], st["message"]
+    # what was listed is in the bucket as listed (the controller stops the injector at once,
+    # so today nothing of the cut window is uploaded)
+    if any(a.get("target") == "trainer-0" for a in st.get("artifacts") or []):
+        check_artifacts_in_bucket(env, st, "trainer-0")
+    # its containers are gone from the node, the injector pod too
+    wait_for(lambda: not env.get_pod("trainer-0"), 30, "the target pod to be gone")
+    wait_for(lambda: not [p for p in env.injector_pods("s") if p["status"].get("phase") == "Running"], 30,
+             "the injector to stop")
+
+
+def test_injector_killed(env):
+    env.controller()
+    env.pod("trainer-0", TRAINER_RUN)
+    env.wait_running("trainer-0")
+    env.session("s", {"podName": "trainer-0"}, duration="20s")
+    ctr, pod = profiling(env)
+    ctr.kill("KILL")
+    s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=60)
+    st = s["status"]
+    assert st["phase"] == "Failed", status_text(st)
+    assert st["targets"][0]["state"] == "Failed"
+    assert "137" in st["message"] or "killed" in st["message"].lower(), st["message"]
+    assert not st.get("artifacts"), "nothing was uploaded, nothing may be listed"
+    inj = env.get_pod(pod)
+    term = inj["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 137 and term["signal"] == signal.SIGKILL
+    # the target was not harmed
+    assert env.chain.kubelet.container_of(env.ns, "trainer-0", "trainer").running()
+
+
+@pytest.fixture
+def proxy(env):
+    started = []
+
+    def start(**kw):
+        p = s3env.Proxy(env.rgw.hostport, **kw)
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        p.stop()
+
+
+def test_s3_unreachable_then_back(env, proxy):
+    """The first uploads find the connection reset (S3 unreachable), then it is back: the
+    injector's retries carry the session to Succeeded with every artifact."""
+    p = proxy(fault="reset", match="^PUT ", times=4)
+    env.controller()
+    env.pod("trainer-0", TRAINER_RUN)
+    env.wait_running("trainer-0")
+    env.session("s", {"podName": "trainer-0"}, duration="2s", endpoint=p.endpoint)
+    s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=120)
+    st = s["status"]
+    assert st["phase"] == "Succeeded", status_text(st) + env.debug()
+    assert len([f for f in p.faults() if f.startswith("reset ")]) == 4, p.lines()
+    check_artifacts_in_bucket(env, st, "trainer-0")
+
+
+def test_wrong_s3_secret(env):
+    env.secret("bad-creds", secret_key="wrong" + env.rgw.secret[5:])
+    env.controller()
+    env.pod("trainer-0", TRAINER_RUN)
+    env.wait_running("trainer-0")
+    env.session("s", {"podName": "trainer-0"}, duration="1s", secret="bad-creds")
+    s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=90)
+    st = s["status"]
+    text = status_text(st)
+    assert st["phase"] == "Failed", text
+    assert "403" in text or "SignatureDoesNotMatch" in text or "credential" in text.lower(), text
+    assert env.rgw.secret[5:] not in text and env.rgw.secret not in text
+    assert not [a for a in st.get("artifacts") or [] if a["url"].startswith("s3://")
+                and a["name"] == "manifest.json"], "no upload completed, none may be listed as uploaded"
+    assert env.list_keys(f"e2e/{env.ns}/s/trainer-0/manifest.json") == []
+
+
+def test_controller_restarted_mid_session(env):
+    c = env.controller()
+    env.pod("trainer-0", TRAINER_RUN)
+    env.wait_running("trainer-0")
+    env.session("s", {"podName": "trainer-0"}, duration="6s")
+    profiling(env)
+    c.stop(signal.SIGKILL)                 # a crash, mid-window
+    env.controller()
+    s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=90)
+    st = s["status"]
+    assert st["phase"] == "Succeeded", status_text(st) + env.debug()
+    assert len(env.injector_pods("s")) == 1, "the restarted controller made a second injector"
+    check_artifacts_in_bucket(env, st, "trainer-0")
