@@ -12,6 +12,7 @@
 #include "kjson.h"
 #include "ktime.h"
 #include "kubeclient.h"
+#include "policy.h"
 #include "timeutil.h"
 #include "workqueue.h"
 
@@ -44,6 +45,7 @@ struct controller {
 	struct memo *memo[MEMO_BUCKETS];
 	struct informer_ops session_ops, pod_ops;
 	struct informer *sessions, *pods;
+	struct policy_ctl *policies;        /* ProfilingPolicies (policy.c) */
 	struct workqueue *queue;
 	pthread_t *workers;
 	unsigned n_workers;
@@ -210,6 +212,7 @@ static void on_session_upsert(void *ctx, const void *old_, const void *obj_)
 	const struct session *old = old_, *s = obj_;
 
 	enqueue(c, s->key);
+	policy_ctl__session_changed(c->policies, s);
 	if (c->cfg.hooks.feed && (!old || !json_equal(old->status, s->status) ||
 				  (old->status == NULL) != (s->status == NULL))) {
 		char *m = feed_message(s, "status");
@@ -226,6 +229,7 @@ static void on_session_delete(void *ctx, const void *obj)
 	const struct session *s = obj;
 
 	memo_del(c, s->key);
+	policy_ctl__session_changed(c->policies, s);
 	if (c->cfg.hooks.feed) {
 		char *m = feed_message(s, "deleted");
 
@@ -314,8 +318,10 @@ static void on_pod_upsert(void *ctx, const void *old, const void *obj)
 
 	if (!atomic_load(&c->started) || !informer__synced(c->sessions))
 		return;                 /* the first list of sessions enqueues every session */
-	if (kpod__differs(old, obj))
+	if (kpod__differs(old, obj)) {
 		pod_changed(c, obj);
+		policy_ctl__pod_changed(c->policies, old, obj);
+	}
 }
 
 static void on_pod_delete(void *ctx, const void *obj)
@@ -1119,6 +1125,19 @@ int controller__new(const struct controller_config *cfg, struct controller **ret
 	err = informer__new(cfg->kube, &c->pod_ops, &c->pods);
 	if (err < 0)
 		goto fail;
+	{
+		struct policy_ctl_config pcfg = {
+			.kube = cfg->kube, .namespace = cfg->namespace,
+			.sessions = informer__store(c->sessions), .pods = informer__store(c->pods),
+			.session_informer = c->sessions, .pod_informer = c->pods,
+			.watch_timeout_s = cfg->watch_timeout_s, .identity = cfg->identity,
+			.log = cfg->hooks.log, .log_ctx = cfg->hooks.ctx,
+		};
+
+		err = policy_ctl__new(&pcfg, &c->policies);
+		if (err < 0)
+			goto fail;
+	}
 	*ret = c;
 	return 0;
 fail:
@@ -1153,6 +1172,9 @@ int controller__start(struct controller *c)
 			return -r;
 		c->n_workers++;
 	}
+	r = policy_ctl__start(c->policies);
+	if (r < 0)
+		return r;
 	c->started = true;
 	return 0;
 }
@@ -1166,6 +1188,7 @@ void controller__stop(struct controller *c)
 	for (unsigned i = 0; i < c->n_workers; i++)
 		pthread_join(c->workers[i], NULL);
 	c->n_workers = 0;
+	policy_ctl__stop(c->policies);
 	informer__stop(c->sessions);
 	informer__stop(c->pods);
 }
@@ -1185,6 +1208,7 @@ void controller__free(struct controller *c)
 	if (!c)
 		return;
 	controller__stop(c);
+	policy_ctl__free(c->policies);
 	informer__free(c->sessions);
 	informer__free(c->pods);
 	workqueue__free(c->queue);
@@ -1264,6 +1288,7 @@ void controller__metrics(struct controller *c, struct strbuf *b)
 		    "aiprof_cached_objects{resource=\"profilingsessions\"} %zu\n"
 		    "aiprof_cached_objects{resource=\"pods\"} %zu\n",
 		    store__len(informer__store(c->sessions)), store__len(informer__store(c->pods)));
+	policy_ctl__metrics(c->policies, b);
 	store__foreach(informer__store(c->sessions), count_phase, &pc);
 	strbuf_adds(b, "# HELP aiprof_sessions ProfilingSessions by phase.\n"
 		    "# TYPE aiprof_sessions gauge\n");
