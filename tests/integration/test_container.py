@@ -21,9 +21,8 @@ import pytest
 from conftest import (AIPROF, BUILD, TRAINER, events, load_summary, load_timeline,
                       require_root, run_aiprof, start_trainer)
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "s3"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "runc"))
-import s3env  # noqa: E402
+from test_s3 import rgw  # noqa: E402,F401  (the radosgw fixture, started once per module)
 
 EXIT_USAGE, EXIT_NO_TARGET, EXIT_OUTPUT = 2, 3, 7
 TRAINER_ARGS = ["--ranks", "2", "--run-seconds", "90", "--batch-bytes", str(1 << 20)]
@@ -332,24 +331,6 @@ def test_runc_container(tmp_path):
         assert_lists_local_artifacts(msg, out)
     finally:
         env.cleanup()
-
-
-@pytest.fixture(scope="module")
-def rgw():
-    missing = s3env.missing_ceph()
-    if missing:
-        pytest.skip("Ceph is not installed (missing " + ", ".join(missing) + ")")
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        pytest.skip("python3-boto3 is not installed (scripts/install-deps.sh)")
-    g = s3env.Radosgw()
-    try:
-        g.start()
-    except RuntimeError as e:
-        pytest.fail(str(e))
-    yield g
-    g.stop()
 
 
 def secret_dir(tmp_path, key_id, secret):
