@@ -563,7 +563,7 @@ class Kubelet:
             status["ephemeralContainerStatuses"] = eph
         if run.deadline_exceeded:
             status.update(reason="DeadlineExceeded",
-                          message=f"Pod was active on the node longer than the specified deadline")
+                          message="Pod was active on the node longer than the specified deadline")
         r = self.kube.patch(f"/api/v1/namespaces/{run.ns}/pods/{run.name}/status", {"status": status},
                             patch_type="application/strategic-merge-patch+json")
         if r.status == 200:

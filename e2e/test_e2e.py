@@ -4,11 +4,8 @@
 trainer in that container and uploads to radosgw → the controller reads the termination
 message into the status. Checked as a user would: kubectl, the bucket, the status."""
 import json
-import os
-import signal
-import time
 
-from conftest import gunzip_json, sha256, wait_for
+from chain import gunzip_json, sha256
 
 # pageable host buffers: a planted problem the diagnosis must name (PageableMemcpy)
 TRAINER_RUN = ["--ranks", "2", "--run-seconds", "300", "--pageable"]

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 import s3env
-from conftest import wait_for
+from chain import wait_for
 from test_e2e import TRAINER_RUN, check_artifacts_in_bucket
 
 

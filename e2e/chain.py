@@ -1,0 +1,327 @@
+# SPDX-License-Identifier: MIT
+"""The end-to-end chain, with real parts: the Kubernetes API double (tests/kubeapi, HTTPS), the
+real build/aiprof-controller, the real kubectl, Ceph radosgw (tests/s3/radosgw.sh) and runc
+containers started by the kubelet double (e2e/kubelet.py) for one node, "node-e2e".
+
+Chain: one API server, one radosgw, one kubelet (the tests share one per pytest session).
+Env: a namespace with the S3 Secret, and the controllers scoped to it (--namespace). Every
+process is stopped by its PID and every container by the runc id it was created with."""
+import base64
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+CONTROLLER = os.path.join(BUILD, "aiprof-controller")
+AIPROF = os.path.join(BUILD, "aiprof")
+LIBAIPROF = os.path.join(BUILD, "libaiprof.so")
+TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
+DOUBLES = os.path.join(BUILD, "tests", "doubles")
+KUBECTL = "/usr/bin/kubectl"
+NODE = "node-e2e"
+INJECTOR_IMAGE = "aiprof/injector:e2e"
+TRAINER_IMAGE = "aiprof-e2e/trainer:e2e"
+GROUP = "/apis/aiprof.io/v1alpha1"
+
+for d in (HERE, os.path.join(ROOT, "tests", "kubeapi"), os.path.join(ROOT, "tests", "s3"),
+          os.path.join(ROOT, "tests", "runc")):
+    if d not in sys.path:
+        sys.path.insert(0, d)
+
+import runcenv  # noqa: E402
+import s3env  # noqa: E402
+from fakeapi.client import Kube, launch  # noqa: E402
+from kubelet import Image, Kubelet  # noqa: E402
+
+
+def images(store):
+    """The image contents the kubelet double knows. The injector image holds what the injector
+    image is built with (aiprof at /usr/local/bin, libaiprof.so where aiprof looks for it, the
+    BPF programs are inside aiprof as skeletons); the trainer image the test trainer with the
+    fake CUDA/NCCL/ibverbs libraries beside it (its RUNPATH is $ORIGIN/../doubles)."""
+    doubles = {f"/opt/trainer/doubles/{f}": os.path.join(DOUBLES, f) for f in sorted(os.listdir(DOUBLES))
+               if ".so" in f} if os.path.isdir(DOUBLES) else {}
+    doubles["/opt/trainer/workloads/trainer"] = TRAINER
+    return {
+        INJECTOR_IMAGE: Image({"/usr/local/bin/aiprof": AIPROF,
+                               "/usr/local/lib/aiprof/libaiprof.so": LIBAIPROF},
+                              entrypoint=["/usr/local/bin/aiprof"]).snapshot(os.path.join(store, "injector")),
+        TRAINER_IMAGE: Image(doubles, entrypoint=["/opt/trainer/workloads/trainer"],
+                             workdir="/").snapshot(os.path.join(store, "trainer")),
+    }
+
+
+def wait_for(fn, timeout=30.0, what="condition", interval=0.1):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def missing():
+    """Why the chain cannot run here (None when it can)."""
+    if os.geteuid() != 0:
+        return "the end-to-end chain runs as root (runc, ptrace, eBPF)"
+    for p in (CONTROLLER, AIPROF, LIBAIPROF, TRAINER, KUBECTL):
+        if not os.path.exists(p):
+            return f"{p} is missing (make -j2; kubectl: scripts/install-deps.sh)"
+    if not runcenv.runc_available():
+        return "runc is not installed (scripts/install-deps.sh)"
+    absent = s3env.missing_ceph()
+    if absent:
+        return "Ceph radosgw is not installed (missing " + ", ".join(absent) + "): scripts/install-deps.sh"
+    return None
+
+
+class Chain:
+    """The session-wide parts."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="aiprof-e2e-")
+        self.api_proc = None
+        self.rgw = None
+        self.runc = None
+        self.kubelet = None
+
+    def start(self):
+        self.rgw = s3env.Radosgw().start()
+        self.api_proc, self.ep = launch(os.path.join(self.tmp, "api"), "--bookmark-interval", "1",
+                                        "--log", os.path.join(self.tmp, "api.log"))
+        self.kubeconfig = self.ep["kubeconfig"]
+        self.kube = Kube(self.ep["server"], self.ep["ca"], self.ep["token"], user_agent="kubelet/e2e-double")
+        r = kubectl(self, "apply", "-f", os.path.join(ROOT, "crds"))
+        assert r.returncode == 0, r.stderr
+        self.runc = runcenv.RuncEnv(os.path.join(self.tmp, "runc"))
+        self.kubelet = Kubelet(self.kube, NODE, self.runc, images(os.path.join(self.tmp, "images")), os.path.join(self.tmp, "kubelet"),
+                               sa_dir=os.path.join(self.tmp, "api", "serviceaccount"),
+                               ca_file=self.ep["ca"], grace_cap=3.0).start()
+        return self
+
+    def stop(self):
+        if self.kubelet:
+            self.kubelet.stop()
+        if self.runc:
+            self.runc.cleanup(keep_files=True)
+        if self.api_proc:
+            os.kill(self.api_proc.pid, signal.SIGKILL)
+            self.api_proc.wait()
+            for f in (self.api_proc.stdout, self.api_proc.stderr):
+                f.close()
+        if self.rgw:
+            self.rgw.stop()
+
+
+def kubectl(chain, *args, timeout=60, input=None):
+    return subprocess.run([KUBECTL, "--kubeconfig", chain.kubeconfig, *args], capture_output=True,
+                          text=True, timeout=timeout, input=input)
+
+
+class Controller:
+    """One aiprof-controller process scoped to a namespace; log kept in a file."""
+
+    def __init__(self, chain, ns, *extra):
+        self.log_path = os.path.join(chain.tmp, f"{ns}-controller-{uuid.uuid4().hex[:6]}.log")
+        args = [CONTROLLER, "--kubeconfig", chain.kubeconfig, "--namespace", ns,
+                "--metrics-addr", "127.0.0.1:0", "--workers", "2", "--target-wait", "30s",
+                "--grace", "40s", "--lease-namespace", ns, "--lease-duration", "3s",
+                "--renew-deadline", "2s", "--retry-period", "500ms", "--injector-image", INJECTOR_IMAGE,
+                "--identity", f"e2e-{uuid.uuid4().hex[:6]}", "-v", *extra]
+        self.log = open(self.log_path, "w")
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("AWS_")}
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def text(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, sig)
+        try:
+            self.p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+        self.log.close()
+
+
+def new_env(chain, ns):
+    """A namespace with the S3 credentials Secret."""
+    r = kubectl(chain, "create", "namespace", ns)
+    assert r.returncode == 0, r.stderr
+    e = Env(chain, ns)
+    e.secret()
+    return e
+
+
+def end_env(e):
+    """Stops its controllers, deletes the namespace and waits for the kubelet to stop its pods.
+    Returns the controllers' logs."""
+    chain, ns = e.chain, e.ns
+    for c in e.controllers:
+        c.stop()
+    kubectl(chain, "delete", "namespace", ns, "--wait=false")
+    wait_for(lambda: all(r.gone for r in list(chain.kubelet.pods.values()) if r.ns == ns), 30,
+             f"the kubelet to stop the pods of {ns}")
+    return [c.text() for c in e.controllers]
+
+
+class Env:
+    """One namespace on the chain."""
+
+    def __init__(self, chain, ns):
+        self.chain, self.ns = chain, ns
+        self.kube, self.rgw = chain.kube, chain.rgw
+        self.controllers = []
+        self.tmp = os.path.join(chain.tmp, ns)
+        os.makedirs(self.tmp)
+
+    def controller(self, *extra):
+        c = Controller(self.chain, self.ns, *extra)
+        self.controllers.append(c)
+        return c
+
+    def kubectl(self, *args, **kw):
+        return kubectl(self.chain, "-n", self.ns, *args, **kw)
+
+    def apply(self, obj):
+        path = os.path.join(self.tmp, f"{obj['kind'].lower()}-{obj['metadata']['name']}.json")
+        with open(path, "w") as f:
+            json.dump(obj, f)
+        r = self.kubectl("apply", "-f", path)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    def secret(self, name="s3-creds", key_id=None, secret_key=None):
+        e = self.rgw.env
+        r = self.kubectl("create", "secret", "generic", name,
+                         f"--from-literal=AWS_ACCESS_KEY_ID={key_id or e['AWS_ACCESS_KEY_ID']}",
+                         f"--from-literal=AWS_SECRET_ACCESS_KEY={secret_key or e['AWS_SECRET_ACCESS_KEY']}")
+        assert r.returncode == 0, r.stderr
+
+    def pod(self, name, trainer_args, labels=None, shm_dir=None, extra_volumes=(), runtime_class=None):
+        """A target pod on the node: the trainer (one process) in the trainer image."""
+        vols, mounts = [], []
+        if shm_dir:
+            vols.append({"name": "shm", "hostPath": {"path": shm_dir, "type": "Directory"}})
+            mounts.append({"name": "shm", "mountPath": "/dev/shm"})
+        for name_, path, mount in extra_volumes:
+            vols.append({"name": name_, "hostPath": {"path": path, "type": "Directory"}})
+            mounts.append({"name": name_, "mountPath": mount})
+        spec = {"nodeName": NODE, "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "trainer", "image": TRAINER_IMAGE, "args": list(trainer_args),
+                                "volumeMounts": mounts}],
+                "volumes": vols}
+        if runtime_class:
+            spec["runtimeClassName"] = runtime_class
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": self.ns, "labels": labels or {"app": "trainer"}},
+               "spec": spec}
+        self.apply(pod)
+        return pod
+
+    def get_pod(self, name):
+        r = self.kube.get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+        return r.json if r.status == 200 else None
+
+    def wait_running(self, name, timeout=30):
+        def ok():
+            p = self.get_pod(name)
+            return p if p and p["status"].get("phase") == "Running" else None
+        return wait_for(ok, timeout, f"pod {name} to run")
+
+    def session(self, name, targets, duration="3s", endpoint=None, secret="s3-creds", prefix="e2e", **spec):
+        s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
+             "metadata": {"name": name, "namespace": self.ns},
+             "spec": {"targets": targets, "duration": duration,
+                      "output": {"s3": {"endpoint": endpoint or self.rgw.endpoint, "bucket": self.rgw.bucket,
+                                        "prefix": prefix, "region": self.rgw.env["AWS_REGION"],
+                                        "secretRef": {"name": secret}}}}}
+        s["spec"].update(spec)
+        self.apply(s)
+        return s
+
+    def get_session(self, name):
+        r = self.kube.get(f"{GROUP}/namespaces/{self.ns}/profilingsessions/{name}")
+        return r.json if r.status == 200 else None
+
+    def kubectl_phase(self, name):
+        """The phase as a user sees it: `kubectl get profilingsessions NAME`."""
+        r = self.kubectl("get", "profilingsessions", name, "-o", "jsonpath={.status.phase}")
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def wait_phase(self, name, phases, timeout=90):
+        phases = (phases,) if isinstance(phases, str) else tuple(phases)
+        seen = []
+
+        def ok():
+            p = self.kubectl_phase(name)
+            if p and (not seen or seen[-1] != p):
+                seen.append(p)
+            return p in phases
+        try:
+            wait_for(ok, timeout, f"session {name} to reach {'/'.join(phases)}", interval=0.3)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; phases seen {seen}; status "
+                                 f"{json.dumps((self.get_session(name) or {}).get('status'))[:3000]}\n"
+                                 f"{self.debug()}") from None
+        return self.get_session(name), seen
+
+    def injector_pods(self, session=None):
+        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/pods",
+                              query={"labelSelector": "aiprof.io/session-uid"}).json["items"]
+        return [p for p in items if session is None or p["metadata"]["labels"].get("aiprof.io/session") == session]
+
+    def debug(self):
+        """What to read when something went wrong: pods, controller log tail, kubelet log tail."""
+        out = []
+        for p in self.kube.get(f"/api/v1/namespaces/{self.ns}/pods").json["items"]:
+            out.append(f"pod {p['metadata']['name']}: {p['status'].get('phase')} "
+                       f"{json.dumps(p['status'].get('containerStatuses'))[:1500]}")
+            run = self.chain.kubelet.pod_run(self.ns, p["metadata"]["name"])
+            if run:
+                for n, c in list(run.containers.items()) + list(run.ephemeral.items()):
+                    out.append(f"--- {n} output:\n{c.output()[-3000:]}")
+        for c in self.controllers:
+            out.append("--- controller log:\n" + c.text()[-3000:])
+        return "\n".join(out)
+
+    # ---- the bucket
+
+    def s3(self):
+        return self.rgw.boto3()
+
+    def get_object(self, url):
+        assert url.startswith(f"s3://{self.rgw.bucket}/"), url
+        key = url.split("/", 3)[3]
+        return self.s3().get_object(Bucket=self.rgw.bucket, Key=key)["Body"].read()
+
+    def list_keys(self, prefix):
+        r = self.s3().list_objects_v2(Bucket=self.rgw.bucket, Prefix=prefix)
+        return sorted(o["Key"] for o in r.get("Contents") or [])
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def gunzip_json(b):
+    return json.loads(gzip.decompress(b))
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
