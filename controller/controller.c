@@ -39,6 +39,30 @@ struct memo {
 
 #define MEMO_BUCKETS 1024
 
+/* Events are recorded by a thread of their own, as client-go's broadcaster does: a worker
+ * queues them and goes on; a full queue drops (and counts) the newest. */
+#define EVQ_MAX 1024
+#define EVQ_DRAIN_NS (2 * NSEC_PER_SEC)     /* at stop: how long queued events may still take */
+
+struct queued_event {
+	char *body;
+	char path[300];
+	char key[300];
+	char reason[48];
+};
+
+struct event_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct queued_event items[EVQ_MAX];
+	size_t head, n;
+	bool closing, running;
+	uint64_t closing_at;
+	atomic_bool abort;
+	atomic_uint_fast64_t dropped;
+	pthread_t thread;
+};
+
 struct controller {
 	struct controller_config cfg;
 	pthread_mutex_t memo_lock;
@@ -52,6 +76,7 @@ struct controller {
 	pthread_mutex_t lookup_lock;
 	struct lookup *runtime_classes, *nodes;
 	atomic_bool stopping;               /* aborts the workers' requests in flight */
+	struct event_queue evq;
 	atomic_uint_fast64_t reconciles, reconcile_errors, conflicts, injectors_created,
 		status_writes, events_emitted;
 	bool started;
@@ -737,15 +762,14 @@ static json_t *finalizers_with(const struct session *s, bool with)
 	return out;
 }
 
-static void emit_event(struct controller *c, struct kube_client *kc, const struct session *s,
-		       const struct plan_event *e)
+static void emit_event(struct controller *c, const struct session *s, const struct plan_event *e)
 {
-	struct kube_status st;
-	char path[400], now[KTIME_LEN], micro[KTIME_MICRO_LEN], gen[300];
+	char now[KTIME_LEN], micro[KTIME_MICRO_LEN], gen[300];
 	int64_t t = (int64_t)now_realtime_ns();
+	struct event_queue *q = &c->evq;
+	struct queued_event *qe;
 	json_t *ev;
 	char *body;
-	int r;
 
 	snprintf(gen, sizeof(gen), "%.200s.", s->name);
 	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},"
@@ -769,13 +793,94 @@ static void emit_event(struct controller *c, struct kube_client *kc, const struc
 	json_decref(ev);
 	if (!body)
 		return;
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", s->ns);
-	r = kube_client__request(kc, "POST", path, NULL, body, strlen(body), NULL, NULL, &st);
-	free(body);
-	if (r < 0)
-		ctl_log(c, 4, "session %s: cannot record event %s: %s", s->key, e->reason, st.message);
-	else
-		atomic_fetch_add(&c->events_emitted, 1);
+	pthread_mutex_lock(&q->lock);
+	if (q->n == EVQ_MAX || q->closing || !q->running) {
+		pthread_mutex_unlock(&q->lock);
+		atomic_fetch_add(&q->dropped, 1);
+		ctl_log(c, 2, "session %s: event %s dropped (queue full)", s->key, e->reason);
+		free(body);
+		return;
+	}
+	qe = &q->items[(q->head + q->n++) % EVQ_MAX];
+	qe->body = body;
+	snprintf(qe->path, sizeof(qe->path), "/api/v1/namespaces/%s/events", s->ns);
+	snprintf(qe->key, sizeof(qe->key), "%s", s->key);
+	snprintf(qe->reason, sizeof(qe->reason), "%s", e->reason);
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void *event_thread(void *arg)
+{
+	struct controller *c = arg;
+	struct event_queue *q = &c->evq;
+	struct kube_client *kc = NULL;
+	struct queued_event qe;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct kube_status st;
+		int r;
+
+		while (!q->n && !q->closing)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (!q->n)
+			break;
+		qe = q->items[q->head];
+		q->head = (q->head + 1) % EVQ_MAX;
+		q->n--;
+		pthread_mutex_unlock(&q->lock);
+		if (!kc && kube_client__new(c->cfg.kube, &kc) == 0)   /* at the first event */
+			kube_client__set_stop(kc, &q->abort);
+		r = kc ? kube_client__request(kc, "POST", qe.path, NULL, qe.body, strlen(qe.body),
+					      NULL, NULL, &st) : -ENOMEM;
+		if (r < 0)
+			ctl_log(c, 4, "session %s: cannot record event %s: %s", qe.key, qe.reason,
+				kc ? st.message : strerror(-r));
+		else
+			atomic_fetch_add(&c->events_emitted, 1);
+		free(qe.body);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	kube_client__free(kc);
+	return NULL;
+}
+
+/* Stops the event thread once it has sent what is queued (or EVQ_DRAIN_NS has passed). */
+static void event_queue_stop(struct controller *c)
+{
+	struct event_queue *q = &c->evq;
+	bool running;
+
+	pthread_mutex_lock(&q->lock);
+	running = q->running;
+	q->closing = true;
+	q->running = false;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	if (!running)
+		return;
+	for (uint64_t t0 = now_monotonic_ns();;) {
+		size_t n;
+
+		pthread_mutex_lock(&q->lock);
+		n = q->n;
+		pthread_mutex_unlock(&q->lock);
+		if (!n || now_monotonic_ns() - t0 > EVQ_DRAIN_NS)
+			break;
+		sleep_ns(10 * NSEC_PER_MSEC);
+	}
+	pthread_mutex_lock(&q->lock);       /* what is left is dropped, the request in flight aborted */
+	while (q->n) {
+		free(q->items[q->head].body);
+		q->head = (q->head + 1) % EVQ_MAX;
+		q->n--;
+		atomic_fetch_add(&q->dropped, 1);
+	}
+	pthread_mutex_unlock(&q->lock);
+	atomic_store(&q->abort, true);
+	pthread_join(q->thread, NULL);
 }
 
 /* A failure another try cannot fix (the request itself is wrong or not allowed). */
@@ -1030,7 +1135,7 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 			ctl_log(c, 4, "session %s: %s", key, session_phase_name(s->phase));
 		}
 		for (size_t i = 0; i < p.n_events; i++)
-			emit_event(c, kc, s, &p.events[i]);
+			emit_event(c, s, &p.events[i]);
 		*requeue_at = p.requeue_at_ns;
 		r = 0;
 		goto out;
@@ -1093,6 +1198,8 @@ int controller__new(const struct controller_config *cfg, struct controller **ret
 		c->cfg.workers = 1;
 	pthread_mutex_init(&c->lookup_lock, NULL);
 	pthread_mutex_init(&c->memo_lock, NULL);
+	pthread_mutex_init(&c->evq.lock, NULL);
+	pthread_cond_init(&c->evq.cond, NULL);
 
 	c->session_ops = (struct informer_ops){
 		.resource = SESSION_RESOURCE, .decode = session_decode, .rv = session_rv,
@@ -1163,6 +1270,12 @@ int controller__start(struct controller *c)
 	r = informer__start(c->sessions);
 	if (r < 0)
 		return r;
+	if (!c->evq.running && !c->evq.closing) {
+		r = pthread_create(&c->evq.thread, NULL, event_thread, c);
+		if (r)
+			return -r;
+		c->evq.running = true;
+	}
 	c->workers = calloc(c->cfg.workers, sizeof(*c->workers));
 	if (!c->workers)
 		return -ENOMEM;
@@ -1189,6 +1302,7 @@ void controller__stop(struct controller *c)
 		pthread_join(c->workers[i], NULL);
 	c->n_workers = 0;
 	policy_ctl__stop(c->policies);
+	event_queue_stop(c);
 	informer__stop(c->sessions);
 	informer__stop(c->pods);
 }
@@ -1224,6 +1338,8 @@ void controller__free(struct controller *c)
 			free(m);
 		}
 	pthread_mutex_destroy(&c->memo_lock);
+	pthread_mutex_destroy(&c->evq.lock);
+	pthread_cond_destroy(&c->evq.cond);
 	free(c);
 }
 
@@ -1265,6 +1381,10 @@ void controller__metrics(struct controller *c, struct strbuf *b)
 	strbuf_addf(b, "# HELP aiprof_events_total Events recorded.\n"
 		    "# TYPE aiprof_events_total counter\naiprof_events_total %llu\n",
 		    (unsigned long long)atomic_load(&c->events_emitted));
+	strbuf_addf(b, "# HELP aiprof_events_dropped_total Events not recorded: the queue was "
+		    "full, or the controller stopped.\n# TYPE aiprof_events_dropped_total counter\n"
+		    "aiprof_events_dropped_total %llu\n",
+		    (unsigned long long)atomic_load(&c->evq.dropped));
 	strbuf_addf(b, "# HELP aiprof_workqueue_depth Session keys ready to reconcile.\n"
 		    "# TYPE aiprof_workqueue_depth gauge\naiprof_workqueue_depth %zu\n",
 		    workqueue__len(c->queue));

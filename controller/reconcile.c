@@ -319,9 +319,8 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 			return r;
 	}
 	t->created = true;
-	tset(t, PHASE_INJECTING, "Injecting", ephemeral ?
-	     "ephemeral container %s added to pod %s" : "injector pod %s created on node %s",
-	     t->injector, ephemeral ? o->name : kpod__node(pod));
+	/* what the next pass says of an injector that has not started: no second status write */
+	tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting", t->injector);
 	return 0;
 }
 
@@ -644,8 +643,12 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 			    add_results(arts, finds, o->name, t->term))
 				goto fail;
 			if (t->state != prev) {
-				if (t->state == PHASE_INJECTING && t->created)
-					add_event(p, false, "InjectorCreated", "pod %s: %s", o->name, t->message);
+				if (t->state == PHASE_INJECTING && t->created && !strcmp(t->mode, "NodeAgent"))
+					add_event(p, false, "InjectorCreated", "pod %s: injector pod %s "
+						  "created on node %s", o->name, t->injector, t->node);
+				else if (t->state == PHASE_INJECTING && t->created)
+					add_event(p, false, "InjectorCreated", "pod %s: ephemeral "
+						  "container %s added", o->name, t->injector);
 				else if (t->state == PHASE_SUCCEEDED)
 					add_event(p, false, "TargetSucceeded", "pod %s: %s", o->name, t->message);
 				else if (t->state == PHASE_FAILED)

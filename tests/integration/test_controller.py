@@ -333,7 +333,9 @@ def test_session_succeeds_with_artifacts(env):
     assert st["targets"][0]["state"] == "Succeeded" and st["targets"][0]["node"] == "node-1"
     assert condition(st, "Complete")["status"] == "True"
     assert st["completionTime"] >= st["startTime"]
-    reasons = {x["reason"]: x["type"] for x in events(env)}
+    # Events are recorded asynchronously (as client-go's recorder does): they follow shortly
+    reasons = wait_for(lambda: (lambda r: r if {"InjectorCreated", "Succeeded"} <= set(r) else None)(
+        {x["reason"]: x["type"] for x in events(env)}), 10, "the events")
     assert reasons.get("InjectorCreated") == "Normal" and reasons.get("Succeeded") == "Normal"
     assert len(injector_pods(env)) == 1
     assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
@@ -350,7 +352,7 @@ def test_target_missing(env):
     assert condition(st, "Failed")["reason"] == "TargetNotFound"
     assert "ghost" in st["message"]
     assert injector_pods(env) == []
-    assert events(env, "TargetNotFound")[0]["type"] == "Warning"
+    assert wait_for(lambda: events(env, "TargetNotFound"), 10, "the event")[0]["type"] == "Warning"
 
 
 def test_target_in_another_namespace(env):
@@ -376,7 +378,7 @@ def test_injector_fails(env):
     assert condition(st, "Failed")["reason"] == "InjectorFailed"
     assert "CAP_SYS_PTRACE" in st["message"] and "code 4" in st["message"]
     assert st["targets"][0]["state"] == "Failed"
-    assert any(x["type"] == "Warning" for x in events(env, "InjectorFailed"))
+    assert wait_for(lambda: any(x["type"] == "Warning" for x in events(env, "InjectorFailed")), 10, "the event")
 
 
 def test_deadline(env):
@@ -576,6 +578,7 @@ def test_http_metrics_and_websocket_feed(env):
     make_pod(env)
     make_session(env, name="first")
     wait_injector(env, "first")
+    wait_phase(env, "Injecting", "first")      # the status write follows the injector's create
     assert c.http("/healthz") == (200, "ok\n")
     wait_for(lambda: c.http("/readyz")[0] == 200, 5, "ready")
     code, body = c.http("/metrics")

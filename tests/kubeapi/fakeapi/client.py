@@ -56,7 +56,11 @@ class Response:
 class Kube:
     """Just enough of a Kubernetes REST client: bearer token or client certificate."""
 
-    def __init__(self, server, ca_file, token=None, cert=None, key=None, user_agent="fakeapi-tests/1"):
+    def __init__(self, server, ca_file, token=None, cert=None, key=None, user_agent="fakeapi-tests/1",
+                 keep_alive=False):
+        """keep_alive: reuse one connection for every request (an object per thread then)."""
+        self.keep_alive = keep_alive
+        self._kept = None
         u = urllib.parse.urlsplit(server)
         self.host, self.port = u.hostname, u.port
         self.ctx = ssl.create_default_context(cafile=ca_file)
@@ -86,14 +90,35 @@ class Kube:
             data = body if isinstance(body, (bytes, str)) else json.dumps(body)
             if isinstance(data, str):
                 data = data.encode()
+        hdrs = self._headers(content_type if data is not None else None, accept, headers)
+        if self.keep_alive:
+            for attempt in (0, 1):
+                if self._kept is None:
+                    self._kept = self._conn(timeout)
+                try:
+                    self._kept.request(method, path, body=data, headers=hdrs)
+                    r = self._kept.getresponse()
+                    out = Response(r.status, dict(r.getheaders()), r.read())
+                except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                    self.close()        # the server closed an idle connection: once more on a new one
+                    if attempt:
+                        raise
+                    continue
+                if r.will_close:
+                    self.close()
+                return out
         c = self._conn(timeout)
         try:
-            c.request(method, path, body=data, headers=self._headers(content_type if data is not None else None,
-                                                                      accept, headers))
+            c.request(method, path, body=data, headers=hdrs)
             r = c.getresponse()
             return Response(r.status, dict(r.getheaders()), r.read())
         finally:
             c.close()
+
+    def close(self):
+        if self._kept is not None:
+            self._kept.close()
+            self._kept = None
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)

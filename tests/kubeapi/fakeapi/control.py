@@ -141,7 +141,7 @@ class ControlHandler(BaseHTTPRequestHandler):
                 reg.pod_graceful = bool(b["podGracefulDelete"])
             if "autoRun" in b:
                 reg.auto_run = bool(b["autoRun"])
-                reg._wake.set()
+                reg.request_full_pass()
             if "gc" in b:
                 reg.gc_enabled = bool(b["gc"])
             if "rvWait" in b:

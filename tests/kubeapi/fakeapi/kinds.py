@@ -102,6 +102,15 @@ class ResourceType:
         out.update((k, deepcopy(v)) for k, v in o.items() if k not in ("kind", "apiVersion"))
         return out
 
+    def view(self, o, version):
+        """from_storage for a caller that only reads (serialises) the result: stored objects are
+        never mutated, so the copy can share their members."""
+        if type(self).from_storage is not ResourceType.from_storage:
+            return self.from_storage(o, version)
+        out = {"kind": self.kind, "apiVersion": self.api_version(version)}
+        out.update((k, v) for k, v in o.items() if k not in ("kind", "apiVersion"))
+        return out
+
     # ---- strategy hooks (obj in storage form)
     def prepare_create(self, o):
         if self.status_subresource:

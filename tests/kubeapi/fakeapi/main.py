@@ -66,11 +66,13 @@ def main(argv=None):
     ap.add_argument("--rv-wait", type=float, default=3.0,
                     help="how long a request for a future resourceVersion waits before 504")
     ap.add_argument("--log", metavar="FILE", help="append one line per request")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the serving threads; pstats written to FILE "
+                    "at SIGTERM")
     a = ap.parse_args(argv)
     log = open(a.log, "a") if a.log else None
     server = FakeAPIServer(a.dir, a.port, a.control_port, a.token, a.bookmark_interval, a.history_limit,
                            a.pod_graceful_delete, not a.no_gc, a.anonymous, a.auto_run, a.namespace,
-                           a.sa_namespace, a.sa_name, a.rv_wait, a.watch_timeout, log)
+                           a.sa_namespace, a.sa_name, a.rv_wait, a.watch_timeout, log, a.profile)
     server.start()
     for ns in a.create_namespace:
         try:

@@ -38,7 +38,8 @@ class Ctx:
 
 
 class Registry:
-    def __init__(self, store=None, pod_graceful=False, gc=True, rv_wait=3.0, clock=None):
+    def __init__(self, store=None, pod_graceful=False, gc=True, rv_wait=3.0, clock=None, profiles=None):
+        self.profiles = profiles
         self.store = store or Store()
         self.lock = self.store.lock
         self.pod_graceful = pod_graceful
@@ -50,6 +51,9 @@ class Registry:
         self.auto_run = False               # stand-in kubelet starts pods bound to a node
         self.pod_logs = {}                  # (ns, pod, container) -> text
         self._wake = threading.Event()
+        self._full_pass = True
+        self._terminating = set()           # keys of namespaces and CRDs being deleted
+        self._types_by_skey = {}
         self._stop = threading.Event()
         self._thread = None
         with self.lock:
@@ -93,6 +97,7 @@ class Registry:
             if rt.storage_version:
                 crs[(rt.group, rt.plural)] = rt
         self.crs = crs
+        self._types_by_skey = {}
 
     # ================================================================ helpers
     def now(self):
@@ -223,7 +228,7 @@ class Registry:
         o = self.store.get(rt.storage_key, self._key(rt, ns), name)
         if o is None:
             raise not_found(rt.plural, rt.group, name)
-        return rt.from_storage(o, version)
+        return rt.view(o, version)
 
     def _wait_rv(self, rv):
         if rv in (None, "", "0"):
@@ -317,7 +322,7 @@ class Registry:
             token = _encode_continue(snap_rv, _obj_key(items[-1]))
             if ls.empty() and fs.empty():
                 remaining = rest
-        return [rt.from_storage(o, version) for o in items], str(snap_rv), token, remaining
+        return [rt.view(o, version) for o in items], str(snap_rv), token, remaining
 
     # ================================================================ create
     def create(self, rt, version, ns, body, ctx):
@@ -366,12 +371,12 @@ class Registry:
         else:
             self._track_update(rt, version, None, o, ctx.manager, None)
         if ctx.dry_run:
-            return rt.from_storage(o, version)
+            return rt.view(o, version)
         rv = self.store.next_rv()
         md["resourceVersion"] = str(rv)
         self.store.commit("ADDED", rt.storage_key, self._key(rt, ns), name, o, rv)
         self._after_write(rt, o)
-        return rt.from_storage(o, version)
+        return rt.view(o, version)
 
     # ================================================================ update
     def update(self, rt, version, ns, name, body, ctx, subresource=None):
@@ -447,17 +452,17 @@ class Registry:
             self._track_update(rt, version, old, new, ctx.manager, subresource)
         nmd["resourceVersion"] = omd["resourceVersion"]
         if _same(new, old):
-            return rt.from_storage(old, version)
+            return rt.view(old, version)
         if ctx.dry_run:
-            return rt.from_storage(new, version)
+            return rt.view(new, version)
         if nmd.get("deletionTimestamp") and not nmd.get("finalizers") and not self._pod_waits(rt, new) \
                 and not (isinstance(rt, Namespaces) and (new.get("spec") or {}).get("finalizers")):
-            return rt.from_storage(self._remove(rt, new), version)
+            return rt.view(self._remove(rt, new), version)
         rv = self.store.next_rv()
         nmd["resourceVersion"] = str(rv)
         self.store.commit("MODIFIED", rt.storage_key, self._key(rt, ns), name, new, rv)
         self._after_write(rt, new)
-        return rt.from_storage(new, version)
+        return rt.view(new, version)
 
     def _pod_waits(self, rt, o):
         """A pod being deleted gracefully stays until the kubelet confirms (grace period 0)."""
@@ -679,14 +684,21 @@ class Registry:
     def _after_write(self, rt, o, deleted=False):
         if isinstance(rt, CRDs):
             self._rebuild_crs()
+            self._full_pass = True      # owners of a kind served now or no longer
         self._wake.set()
 
     def start(self):
-        self._thread = threading.Thread(target=self._run, name="controllers", daemon=True)
+        run = self._run if self.profiles is None else lambda: self.profiles.run(self._run)
+        self._thread = threading.Thread(target=run, name="controllers", daemon=True)
         self._thread.start()
 
     def stop(self):
         self._stop.set()
+        self._wake.set()
+
+    def request_full_pass(self):
+        """Make the controllers look at every object once more (a setting they depend on changed)."""
+        self._full_pass = True
         self._wake.set()
 
     def _run(self):
@@ -695,8 +707,8 @@ class Registry:
             self._wake.clear()
             time.sleep(0.02)       # let a burst of writes land first, as real controllers lag
             try:
-                with self.lock:
-                    for _ in range(1000):
+                for _ in range(1000):
+                    with self.lock:
                         if not self._controller_pass():
                             break
             except Exception as e:          # a bug here must not kill the double silently
@@ -705,34 +717,64 @@ class Registry:
                 print(f"fakeapi: controller error: {e}", flush=True)
 
     def _type_for_skey(self, skey):
-        for rt in self.all_types():
-            if rt.storage_key == skey and rt.group == (skey.split("/")[0]):
-                return rt
-        return None
+        rt = self._types_by_skey.get(skey)
+        if rt is None:
+            for t in self.all_types():
+                if t.storage_key == skey and t.group == (skey.split("/")[0]):
+                    rt = self._types_by_skey[skey] = t
+                    break
+        return rt
 
     def _controller_pass(self):
         """One round of the namespace, CRD-cleanup and garbage-collection controllers and the
-        stand-in kubelet. Returns True if it changed anything."""
+        stand-in kubelet over what changed since the last round (as the real controllers work
+        from their informers' events): the objects written, the owners of those, the dependents
+        of those deleted, and the namespaces and CRDs being deleted. Returns True if it changed
+        anything (what it changed is looked at in the next round)."""
         st = self.store
-        for (skey, ns, name), o in list(st.objects.items()):
-            md = o["metadata"]
+        dirty = st.take_dirty()
+        if self._full_pass:
+            self._full_pass = False
+            keys = set(st.objects)
+        else:
+            keys = set()
+            for key, uid in dirty.items():
+                o = st.objects.get(key)
+                if o is None:
+                    if uid:
+                        keys.update(st.dependents(uid))
+                    continue
+                keys.add(key)
+                for r in o["metadata"].get("ownerReferences") or []:
+                    k = st.by_uid.get(r.get("uid")) if isinstance(r, dict) else None
+                    if k is not None:
+                        keys.add(k)
+                if (uid and o["metadata"].get("uid") != uid):
+                    keys.update(st.dependents(uid))
+            keys |= self._terminating
+        changed = False
+        for key in sorted(keys, key=lambda k: (k[0], k[1] or "", k[2])):
+            o = st.objects.get(key)
+            if o is None:
+                self._terminating.discard(key)
+                continue
+            skey, md = key[0], o["metadata"]
             if skey == "/namespaces" and md.get("deletionTimestamp"):
-                if self._finish_namespace(o):
-                    return True
+                self._terminating.add(key)
+                changed |= bool(self._finish_namespace(o))
+                continue
             if skey == CRDs().storage_key and md.get("deletionTimestamp") and CRD_CLEANUP in (md.get("finalizers") or []):
-                if self._finish_crd(o):
-                    return True
-        if self.gc_enabled:
-            for (skey, ns, name), o in list(st.objects.items()):
-                if self._gc_object(skey, o):
-                    return True
-        if self.auto_run:
-            for (skey, ns, name), o in list(st.objects.items()):
-                if skey == "/pods" and (o.get("spec") or {}).get("nodeName") and \
-                        (o.get("status") or {}).get("phase") == "Pending" and not o["metadata"].get("deletionTimestamp"):
-                    self.kubelet_run(ns, name)
-                    return True
-        return False
+                self._terminating.add(key)
+                changed |= bool(self._finish_crd(o))
+                continue
+            if self.gc_enabled and self._gc_object(skey, o):
+                changed = True
+                continue
+            if self.auto_run and skey == "/pods" and (o.get("spec") or {}).get("nodeName") and \
+                    (o.get("status") or {}).get("phase") == "Pending" and not md.get("deletionTimestamp"):
+                self.kubelet_run(key[1], key[2])
+                changed = True
+        return changed or bool(st.dirty)
 
     def _finish_namespace(self, nso):
         name = nso["metadata"]["name"]
@@ -783,11 +825,10 @@ class Registry:
 
     def _dependents(self, uid):
         out = []
-        for key, o in self.store.objects.items():
-            for r in o["metadata"].get("ownerReferences") or []:
-                if r.get("uid") == uid:
-                    out.append((key, o))
-                    break
+        for key in sorted(self.store.dependents(uid)):
+            o = self.store.objects.get(key)
+            if o is not None:
+                out.append((key, o))
         return out
 
     def _owner_present(self, ref, dep_ns):

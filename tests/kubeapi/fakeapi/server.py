@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import discovery as D
 from . import pki, protobuf
+from .profiling import Profiles
 from .kinds import CustomResources
 from .registry import APPLY, JSONP, MERGE, SMP, Ctx, Registry, parse_rv
 from .util import (APIError, bad_request, dumps, expired, forbidden_field, invalid_object, loads_strict,
@@ -120,7 +121,8 @@ class FakeAPIServer:
     def __init__(self, workdir, port=0, control_port=0, token=None, bookmark_interval=60.0,
                  history_limit=2000, pod_graceful=False, gc=True, anonymous=False, auto_run=False,
                  namespace="default", sa_namespace="aiprof-system", sa_name="aiprof-controller",
-                 rv_wait=3.0, watch_timeout=None, log=None):
+                 rv_wait=3.0, watch_timeout=None, log=None, profile=None):
+        self.profiles = Profiles(profile) if profile else None
         self.workdir = os.path.abspath(workdir)
         self.port, self.control_port = port, control_port
         self.token = token or secrets.token_hex(24)
@@ -132,7 +134,7 @@ class FakeAPIServer:
         self.bookmark_interval = float(bookmark_interval)
         self.anonymous = anonymous
         self.watch_timeout = watch_timeout           # default for watches without timeoutSeconds
-        self.registry = Registry(pod_graceful=pod_graceful, gc=gc, rv_wait=rv_wait)
+        self.registry = Registry(pod_graceful=pod_graceful, gc=gc, rv_wait=rv_wait, profiles=self.profiles)
         self.registry.store.history_limit = history_limit
         self.registry.auto_run = auto_run
         self.log = log
@@ -180,6 +182,8 @@ class FakeAPIServer:
             if srv:
                 srv.shutdown()
                 srv.server_close()
+        if self.profiles:
+            self.profiles.dump()
 
     @property
     def url(self):
@@ -295,6 +299,13 @@ class TLSServer(ThreadingHTTPServer):
         super().__init__(addr, handler)
 
     def finish_request(self, request, client_address):
+        if self.api.profiles:
+            return self.api.profiles.run(self._finish_request, request, client_address)
+        return self._finish_request(request, client_address)
+
+    def _finish_request(self, request, client_address):
+        # as Go's net/http: no Nagle delay between an answer's headers and its body
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         request.settimeout(30)
         try:
             tls = self.ctx.wrap_socket(request, server_side=True)
@@ -428,8 +439,10 @@ class APIHandler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         for w in self._warnings + (self._cur_ctx.warnings if self._cur_ctx else []):
             self.send_header("Warning", '299 - ' + json.dumps(w))
-        self.end_headers()
-        self.wfile.write(body)
+        # headers and body in one write: one TLS record, one segment
+        self._headers_buffer.append(b"\r\n")
+        self._headers_buffer.append(body)
+        self.flush_headers()
         self._code = code
 
     def _send_obj(self, code, obj, fmt=("json", None), headers=None):
@@ -459,7 +472,8 @@ class APIHandler(BaseHTTPRequestHandler):
         raise Dropped()
 
     def _serve(self, method):
-        self._audit_id = str(uuid.uuid4())
+        # a random (version 4) UUID without a getrandom() call per request
+        self._audit_id = str(uuid.UUID(int=random.getrandbits(128), version=4))
         self._warnings = []
         self._cur_ctx = None
         self._after_fault = None
@@ -803,7 +817,7 @@ class APIHandler(BaseHTTPRequestHandler):
             elif fmt[0] == "partial":
                 obj = D.partial_metadata(rt.from_storage(o, version), fmt[1])
             else:
-                obj = rt.from_storage(o, version)
+                obj = rt.view(o, version)
             self._write_chunk((dumps({"type": type_, "object": obj}) + "\n").encode())
             info.events_sent += 1
 

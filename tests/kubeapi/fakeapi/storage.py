@@ -33,6 +33,10 @@ class Store:
         self.cut_epoch = 0             # bumped to end every open watch
         self.cut_mode = "close"        # how they end: "close" (clean end) or "reset" (TCP RST)
         self.bookmark_epoch = 0        # bumped to make every watch send a bookmark now
+        # for the control-plane controllers, which look only at what changed since their last
+        # pass: key -> uid of the object written, and owner uid -> keys of its dependents
+        self.dirty = {}
+        self.owned = {}
 
     # ---- writes (caller holds the lock)
     def next_rv(self):
@@ -44,6 +48,8 @@ class Store:
         was deleted, with resourceVersion = rv)."""
         key = (skey, ns, name)
         prev = self.objects.get(key)
+        self._index_owners(key, prev, None if type_ == "DELETED" else obj)
+        self.dirty[key] = (obj.get("metadata") or {}).get("uid")
         if type_ == "DELETED":
             self.objects.pop(key, None)
             uid = (obj.get("metadata") or {}).get("uid")
@@ -59,6 +65,29 @@ class Store:
         if len(self.log) > self.history_limit:
             self._drop(len(self.log) - self.history_limit)
         self.changed.notify_all()
+
+    def _index_owners(self, key, old, new):
+        def uids(o):
+            refs = ((o or {}).get("metadata") or {}).get("ownerReferences") or []
+            return {r.get("uid") for r in refs if isinstance(r, dict) and r.get("uid")}
+        before, after = uids(old), uids(new)
+        for u in before - after:
+            deps = self.owned.get(u)
+            if deps is not None:
+                deps.discard(key)
+                if not deps:
+                    del self.owned[u]
+        for u in after - before:
+            self.owned.setdefault(u, set()).add(key)
+
+    def take_dirty(self):
+        """The keys written since the last call, with the uid each had (caller holds the lock)."""
+        d, self.dirty = self.dirty, {}
+        return d
+
+    def dependents(self, uid):
+        """Keys of the objects whose ownerReferences name uid (caller holds the lock)."""
+        return list(self.owned.get(uid, ()))
 
     def _drop(self, n):
         self.compacted = self.log[n - 1].rv
