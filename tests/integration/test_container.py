@@ -326,6 +326,9 @@ def test_runc_container(tmp_path):
         # the library was loaded across the mount namespace: the trainer's calls are there
         tl = load_timeline(out)
         assert events(tl, "cuda_api") and events(tl, "nccl")
+        # and the eBPF collectors followed it by host pid
+        assert summary["ebpf"]["state"] == "on", summary["ebpf"]
+        assert events(tl, "offcpu")
         msg = read_termination(term)
         assert msg["summary"]["processes"] == 1
         assert_lists_local_artifacts(msg, out)
