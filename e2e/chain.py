@@ -234,6 +234,26 @@ class Env:
         self.apply(pod)
         return pod
 
+    def ranks(self, n, job, *trainer_args, run_seconds=300):
+        """N pods job-0..job-N-1, labels {job: JOB}; their /dev/shm is one host folder (the fake
+        NCCL's shared memory), and /nccl holds the communicator id file rank 0 writes."""
+        shm = os.path.join(self.tmp, f"{job}-shm")
+        ids = os.path.join(self.tmp, f"{job}-nccl")
+        os.makedirs(shm, mode=0o1777)
+        os.makedirs(ids)
+        pods = [f"{job}-{r}" for r in range(n)]
+        for r, name in enumerate(pods):
+            self.pod(name, ["--rank", str(r), "--world", str(n), "--nccl-id-file", "/nccl/id",
+                           "--run-seconds", str(run_seconds), *trainer_args],
+                    labels={"job": job, "rank": str(r)}, shm_dir=shm, extra_volumes=[("nccl", ids, "/nccl")])
+        for name in pods:
+            self.wait_running(name)
+        # every rank has joined the communicator once each has printed "ready"
+        kubelet = self.chain.kubelet
+        wait_for(lambda: all("ready pid=" in kubelet.container_of(self.ns, p, "trainer").output() for p in pods),
+                 60, "every rank to join the communicator")
+        return pods
+
     def get_pod(self, name):
         r = self.kube.get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
         return r.json if r.status == 200 else None
@@ -313,6 +333,10 @@ class Env:
     def list_keys(self, prefix):
         r = self.s3().list_objects_v2(Bucket=self.rgw.bucket, Prefix=prefix)
         return sorted(o["Key"] for o in r.get("Contents") or [])
+
+
+def merged_artifacts(st):
+    return {a["name"]: a for a in st.get("artifacts") or [] if a.get("target") == "merged"}
 
 
 def sha256(b):

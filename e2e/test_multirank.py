@@ -4,37 +4,11 @@ per rank forming one communicator through the fake NCCL over a shared /dev/shm),
 whose selector matches them all → one injector per pod, artifacts per rank, and the merged
 timeline of the controller's merge pod (`aiprof merge`) with every rank on one clock."""
 import json
-import os
 
 import pytest
 
-from chain import gunzip_json, sha256, wait_for
+from chain import gunzip_json, merged_artifacts, sha256, wait_for
 from test_e2e import check_artifacts_in_bucket
-
-
-def start_ranks(env, n, job, *trainer_args, run_seconds=300):
-    """N pods job-0..job-N-1, labels {job: JOB}; their /dev/shm is one host folder (the fake
-    NCCL's shared memory), and /nccl holds the communicator id file rank 0 writes."""
-    shm = os.path.join(env.tmp, f"{job}-shm")
-    ids = os.path.join(env.tmp, f"{job}-nccl")
-    os.makedirs(shm, mode=0o1777)
-    os.makedirs(ids)
-    pods = [f"{job}-{r}" for r in range(n)]
-    for r, name in enumerate(pods):
-        env.pod(name, ["--rank", str(r), "--world", str(n), "--nccl-id-file", "/nccl/id",
-                       "--run-seconds", str(run_seconds), *trainer_args],
-                labels={"job": job, "rank": str(r)}, shm_dir=shm, extra_volumes=[("nccl", ids, "/nccl")])
-    for name in pods:
-        env.wait_running(name)
-    # every rank has joined the communicator once each has printed "ready"
-    kubelet = env.chain.kubelet
-    wait_for(lambda: all("ready pid=" in kubelet.container_of(env.ns, p, "trainer").output() for p in pods),
-             60, "every rank to join the communicator")
-    return pods
-
-
-def merged_artifacts(st):
-    return {a["name"]: a for a in st.get("artifacts") or [] if a.get("target") == "merged"}
 
 
 def condition(st, type_):
@@ -70,7 +44,7 @@ def finding_names_rank(summary, category, rank):
 @pytest.mark.parametrize("n", [2, 4])
 def test_selector_over_ranks_with_merged_timeline(env, n):
     env.controller()
-    pods = start_ranks(env, n, "llama")
+    pods = env.ranks(n, "llama")
     st, _ = run_session(env, "all-ranks", "llama", n)
     assert st["phase"] == "Succeeded", json.dumps(st)[:3000] + env.debug()
     assert st["targetCount"] == n
@@ -101,7 +75,7 @@ def test_selector_over_ranks_with_merged_timeline(env, n):
 
 def test_straggler_rank_found(env):
     env.controller()
-    start_ranks(env, 2, "strag", "--fault", "straggler", "--fault-rank", "1")
+    env.ranks(2, "strag", "--fault", "straggler", "--fault-rank", "1")
     st, _ = run_session(env, "straggler", "strag", 2)
     assert st["phase"] == "Succeeded", json.dumps(st)[:3000] + env.debug()
     summary, _ = merged_summary(env, st)
@@ -112,7 +86,7 @@ def test_straggler_rank_found(env):
 
 def test_rank_never_enters_collective(env):
     env.controller()
-    pods = start_ranks(env, 2, "hang", "--fault", "nccl-hang", "--fault-rank", "1", "--fault-step", "20")
+    pods = env.ranks(2, "hang", "--fault", "nccl-hang", "--fault-rank", "1", "--fault-step", "20")
     kubelet = env.chain.kubelet
     wait_for(lambda: "never enters the all-reduce" in kubelet.container_of(env.ns, pods[1], "trainer").output(),
              60, "rank 1 to stop entering collectives")

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Benchmark of the whole chain (e2e/chain.py: API double, aiprof-controller, kubectl, radosgw,
+runc containers): for sessions over 1, 2 and 4 ranks, the time from `kubectl apply -f` of the
+ProfilingSession to the moment `kubectl get` shows it Succeeded, beside the session's own
+window (so the chain's overhead reads directly), and the merged timeline's residual clock skew
+(target <= 50 us on one machine) from the merge pod's summary.json.
+
+    /usr/bin/python3 e2e/bench_e2e.py [--ranks 1,2,4] [--duration 3s] [--rounds 1]
+
+Run as root. Ends with one line per rank count."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from chain import Chain, end_env, merged_artifacts, missing, new_env  # noqa: E402
+
+
+def one_session(env, n, duration, i):
+    job = f"b{n}r{i}"
+    env.ranks(n, job)
+    name = f"bench-{n}-{i}"
+    t0 = time.monotonic()
+    env.session(name, {"selector": {"matchLabels": {"job": job}}, "container": "trainer"}, duration=duration)
+    s, _ = env.wait_phase(name, ("Succeeded", "Failed"), timeout=180)
+    elapsed = time.monotonic() - t0
+    st = s["status"]
+    if st["phase"] != "Succeeded":
+        raise RuntimeError(f"{name}: {st['phase']}: {st.get('message')}")
+    skew = None
+    m = merged_artifacts(st)
+    if "summary.json" in m:
+        skew = json.loads(env.get_object(m["summary.json"]["url"]))["residual_skew_us"]
+    return elapsed, skew, st
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--duration", default="3s")
+    ap.add_argument("--rounds", type=int, default=1)
+    o = ap.parse_args()
+    why = missing()
+    if why:
+        print(f"e2e benchmark not run: {why}")
+        return 0
+    window = float(o.duration.rstrip("s"))
+    chain = Chain()
+    rows = []
+    try:
+        chain.start()
+        for n in [int(x) for x in o.ranks.split(",")]:
+            env = new_env(chain, f"bench-{n}-{uuid.uuid4().hex[:4]}")
+            try:
+                env.controller()
+                times, skews, merged = [], [], "no merge (1 rank)" if n == 1 else None
+                for i in range(o.rounds):
+                    elapsed, skew, st = one_session(env, n, o.duration, i)
+                    times.append(elapsed)
+                    if skew:
+                        skews.append(skew)
+                    elif n > 1:
+                        cond = next((c for c in st.get("conditions") or [] if c["type"] == "Merged"), None)
+                        merged = ("no merge pod: the controller does not make one in this build" if cond is None
+                                  else f"merge failed: {cond.get('message')}")
+                rows.append((n, statistics.median(times), skews, merged))
+                sk = (f"residual skew p50 {max(s['p50'] for s in skews):.1f} us, max {max(s['max'] for s in skews):.1f} us"
+                      f" over {sum(s['collectives'] for s in skews)} collectives (target <= 50 us)"
+                      if skews else f"residual skew n/a ({merged})")
+                print(f"ranks {n}: apply -> Succeeded {statistics.median(times):.1f} s "
+                      f"(window {window:g} s, chain overhead {statistics.median(times) - window:.1f} s); {sk}",
+                      flush=True)
+            finally:
+                end_env(env)
+    finally:
+        chain.stop()
+    worst = max((s["max"] for _, _, skews, _ in rows for s in skews), default=None)
+    if worst is not None and worst > 50:
+        print(f"residual skew {worst:.1f} us is above the 50 us target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
