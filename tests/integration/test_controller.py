@@ -505,6 +505,71 @@ def test_kata_target_gets_ephemeral_container(env):
     no_credentials_anywhere(env)
 
 
+def make_cluster_object(e, path, obj):
+    """A cluster-scoped object (Node, RuntimeClass) named after the test's namespace, deleted
+    at the end of the test by the caller."""
+    r = e["kube"].post(path, obj)
+    assert r.status == 201, r
+    return r.json
+
+
+def test_runtime_class_handler_decides_the_injection(env):
+    """The RuntimeClass's handler (not its name) decides: kata and kata-qemu handlers get an
+    ephemeral container, another handler a node-agent pod."""
+    sfx = env["ns"][-4:]
+    classes = {f"sandboxed-{sfx}": "kata", f"secure-{sfx}": "kata-qemu", f"gvisor-{sfx}": "runsc"}
+    for name, handler in classes.items():
+        make_cluster_object(env, "/apis/node.k8s.io/v1/runtimeclasses", {
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+            "handler": handler})
+    try:
+        env["controller"]()
+        for i, name in enumerate(classes):
+            make_pod(env, name=f"pod-{i}", runtime_class=name)
+            make_session(env, name=f"s-{i}", targets={"podName": f"pod-{i}", "container": "trainer"})
+        for i, (name, handler) in enumerate(classes.items()):
+            st = wait_phase(env, "Injecting", f"s-{i}")["status"]
+            t = st["targets"][0]
+            assert t["runtime"] == handler, t
+            pod = env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/pod-{i}").json
+            if handler.startswith("kata"):
+                assert t["mode"] == "EphemeralContainer"
+                assert [c["targetContainerName"] for c in pod["spec"]["ephemeralContainers"]] == ["trainer"]
+                assert injector_pods(env, f"s-{i}") == []
+            else:
+                assert t["mode"] == "NodeAgent" and not pod["spec"].get("ephemeralContainers")
+                assert len(injector_pods(env, f"s-{i}")) == 1
+    finally:
+        for name in classes:
+            env["kube"].delete(f"/apis/node.k8s.io/v1/runtimeclasses/{name}")
+
+
+def test_sys_admin_only_for_old_kernels(env):
+    """CAP_BPF and CAP_PERFMON exist from Linux 5.8: a node reporting 5.4 gets SYS_ADMIN added
+    to the injector, a 6.x node does not."""
+    sfx = env["ns"][-4:]
+    kernels = {f"old-{sfx}": "5.4.0-150-generic", f"new-{sfx}": "6.8.0-45-generic"}
+    for node, kv in kernels.items():
+        make_cluster_object(env, "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
+            "status": {"nodeInfo": {"kernelVersion": kv, "kubeletVersion": "v1.32.0"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
+    try:
+        env["controller"]()
+        for i, node in enumerate(kernels):
+            make_pod(env, name=f"pod-{i}", node=node)
+            make_session(env, name=f"s-{i}", targets={"podName": f"pod-{i}", "container": "trainer"})
+        for i, node in enumerate(kernels):
+            inj = wait_injector(env, f"s-{i}")
+            assert inj["spec"]["nodeName"] == node
+            caps = inj["spec"]["containers"][0]["securityContext"]["capabilities"]
+            want = ["BPF", "PERFMON", "SYS_PTRACE"] + (["SYS_ADMIN"] if node.startswith("old-") else [])
+            assert sorted(caps["add"]) == sorted(want), (node, caps)
+    finally:
+        for node in kernels:
+            env["kube"].delete(f"/api/v1/nodes/{node}")
+
+
 def test_selector_targets_every_rank(env):
     env["controller"]()
     for i in range(3):

@@ -801,3 +801,58 @@ def test_policy_defaults(api):
     assert out[0].split() == ["NAME", "SCHEDULE", "SUSPEND", "LAST", "SCHEDULE", "AGE"]
     assert out[1].split()[:7] == ["nightly", "0", "3", "*", "*", "*", "false"]
 
+
+
+def test_nodes_and_runtime_classes(api):
+    """core/v1 Node (a create may carry .status, as the kubelet registers; updates of the main
+    resource keep it) and node.k8s.io/v1 RuntimeClass (handler required and immutable)."""
+    out = api.kubectl("api-resources", "-o", "wide").stdout
+    assert any(l.split()[:2] == ["nodes", "no"] for l in out.splitlines()), out
+    assert any(l.split()[:3] == ["runtimeclasses", "node.k8s.io/v1", "false"] for l in out.splitlines()), out
+    manifest = """
+apiVersion: v1
+kind: Node
+metadata: {name: gpu-1, labels: {node-role.kubernetes.io/worker: ""}}
+status:
+  nodeInfo: {kernelVersion: 5.4.0-150-generic, kubeletVersion: v1.32.0}
+  conditions: [{type: Ready, status: "True"}]
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: kata}
+handler: kata-qemu
+"""
+    api.kubectl("apply", "-f", "-", input=manifest)
+    table = api.kubectl("get", "nodes", "gpu-1", "-o", "wide").stdout.splitlines()
+    assert table[1].split()[:5] == ["gpu-1", "Ready", "worker", table[1].split()[3], "v1.32.0"]
+    assert "5.4.0-150-generic" in table[1]
+    assert api.kubectl("get", "node", "gpu-1", "-o", "jsonpath={.status.nodeInfo.kernelVersion}").stdout == \
+        "5.4.0-150-generic"
+    # the main resource cannot change the status; /status can
+    api.kubectl("label", "node", "gpu-1", "zone=a")
+    n = api.kube.put("/api/v1/nodes/gpu-1", dict(api.kube.get("/api/v1/nodes/gpu-1").json, status={}))
+    assert n.status == 200 and n.json["status"]["nodeInfo"]["kernelVersion"] == "5.4.0-150-generic"
+    api.kubectl("patch", "node", "gpu-1", "--subresource", "status", "-p",
+                '{"status":{"nodeInfo":{"kernelVersion":"6.8.0"}}}')
+    assert api.kube.get("/api/v1/nodes/gpu-1").json["status"]["nodeInfo"]["kernelVersion"] == "6.8.0"
+    assert api.kubectl("get", "runtimeclass", "kata", "-o", "jsonpath={.handler}").stdout == "kata-qemu"
+    r = api.kubectl("patch", "runtimeclass", "kata", "--type", "merge", "-p", '{"handler":"runc"}', ok=False)
+    assert 'handler: Invalid value: "runc": field is immutable' in r.stderr
+    r = api.kube.post("/apis/node.k8s.io/v1/runtimeclasses", {"apiVersion": "node.k8s.io/v1",
+                                                                "kind": "RuntimeClass", "metadata": {"name": "x"}})
+    assert_status(r, 422, "Invalid")
+    assert r.json["details"]["causes"][0]["field"] == "handler"
+    r = api.kube.get("/apis/node.k8s.io/v1/runtimeclasses/nope")
+    assert_status(r, 404, "NotFound")
+    assert r.json["message"] == 'runtimeclasses.node.k8s.io "nope" not found'
+    # list and watch as for other kinds: a deletion reaches a watch
+    events = []
+    t = threading.Thread(target=lambda: events.extend(api.kube.watch(
+        "/apis/node.k8s.io/v1/runtimeclasses", {"timeoutSeconds": "3"})))
+    t.start()
+    time.sleep(0.5)
+    api.kubectl("delete", "runtimeclass", "kata")
+    api.kubectl("delete", "node", "gpu-1")
+    t.join()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "kata"), ("DELETED", "kata")]
+    assert api.kube.get("/api/v1/nodes").json["items"] == []

@@ -1259,4 +1259,121 @@ def _cell(typ, v, now):
     return str(v)
 
 
-BUILTINS = (Pods(), Secrets(), Namespaces(), CoreEvents(), NewEvents(), Leases(), CRDs())
+
+# ====================================================================== nodes, runtime classes
+
+TAINT = obj("Taint", key=STR, value=STR, effect=STR, timeAdded=TIME)
+NODE_ADDRESS = obj("NodeAddress", type=STR, address=STR)
+NODE_INFO = obj("NodeSystemInfo", machineID=STR, systemUUID=STR, bootID=STR, kernelVersion=STR,
+                osImage=STR, containerRuntimeVersion=STR, kubeletVersion=STR, kubeProxyVersion=STR,
+                operatingSystem=STR, architecture=STR, swap=ANYOBJ)
+NODE_CONDITION = obj("NodeCondition", type=STR, status=STR, lastHeartbeatTime=TIME,
+                     lastTransitionTime=TIME, reason=STR, message=STR)
+NODE = obj("Node", apiVersion=STR, kind=STR, metadata=OBJECT_META,
+           spec=obj("NodeSpec", podCIDR=STR, podCIDRs=lst(STR), providerID=STR, unschedulable=BOOL,
+                    taints=lst(TAINT), configSource=ANYOBJ, externalID=STR),
+           status=obj("NodeStatus", capacity=mp(QTY), allocatable=mp(QTY), phase=STR,
+                      conditions=lst(NODE_CONDITION), addresses=lst(NODE_ADDRESS),
+                      daemonEndpoints=ANYOBJ, nodeInfo=NODE_INFO, images=lst(ANYOBJ),
+                      volumesInUse=lst(STR), volumesAttached=lst(ANYOBJ), config=ANYOBJ,
+                      runtimeHandlers=lst(ANYOBJ), features=ANYOBJ))
+NODE_SMP = {"metadata": OBJECT_META_SMP,
+            "spec": {"taints": keyed("key")},
+            "status": {"conditions": keyed("type"), "addresses": keyed("type")}}
+
+
+class Nodes(ResourceType):
+    """core/v1 Node: cluster-scoped; unlike most kinds a create may set .status (the kubelet
+    registers its node that way), while updates of the main resource keep the old one."""
+    plural, singular, kind = "nodes", "node", "Node"
+    namespaced = False
+    short_names = ("no",)
+    subresources = ("status",)
+    status_subresource = True
+    typed = NODE
+    smp = NODE_SMP
+    apply_meta = NODE_SMP
+    field_labels = ("spec.unschedulable",)
+
+    def prepare_create(self, o):
+        pass                    # nodeStrategy.PrepareForCreate keeps the status
+
+    def field_values(self, o):
+        v = super().field_values(o)
+        v["spec.unschedulable"] = "true" if (o.get("spec") or {}).get("unschedulable") else "false"
+        return v
+
+    def validate(self, o, old=None):
+        errs = validate_meta(o, False)
+        for i, t in enumerate((o.get("spec") or {}).get("taints") or []):
+            if t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                errs.append(not_supported(f"spec.taints[{i}].effect", t.get("effect", ""),
+                                          ["NoExecute", "NoSchedule", "PreferNoSchedule"]))
+        return errs
+
+    def columns(self, version):
+        return [NAME_COLUMN,
+                {"name": "Status", "type": "string", "format": "", "priority": 0,
+                 "description": "The status of the node"},
+                {"name": "Roles", "type": "string", "format": "", "priority": 0,
+                 "description": "The roles of the node"},
+                AGE_COLUMN,
+                {"name": "Version", "type": "string", "format": "", "priority": 0,
+                 "description": "Kubelet Version reported by the node."},
+                {"name": "Kernel-Version", "type": "string", "format": "", "priority": 1,
+                 "description": "Kernel Version reported by the node."}]
+
+    def cells(self, o, version, now):
+        st = o.get("status") or {}
+        ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
+        status = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+        if (o.get("spec") or {}).get("unschedulable"):
+            status += ",SchedulingDisabled"
+        roles = sorted(k.split("/", 1)[1] for k in (o["metadata"].get("labels") or {})
+                       if k.startswith("node-role.kubernetes.io/") and k.split("/", 1)[1])
+        info = st.get("nodeInfo") or {}
+        return [o["metadata"]["name"], status, ",".join(roles) or "<none>", age_of(o, now),
+                info.get("kubeletVersion", ""), info.get("kernelVersion", "")]
+
+
+RUNTIME_CLASS = obj("RuntimeClass", apiVersion=STR, kind=STR, metadata=OBJECT_META, handler=STR,
+                    overhead=obj("Overhead", podFixed=mp(QTY)),
+                    scheduling=obj("Scheduling", nodeSelector=SMAP, tolerations=lst(TOLERATION)))
+
+
+class RuntimeClasses(ResourceType):
+    """node.k8s.io/v1 RuntimeClass: cluster-scoped; handler required (an RFC 1123 label) and
+    immutable."""
+    group = "node.k8s.io"
+    plural, singular, kind = "runtimeclasses", "runtimeclass", "RuntimeClass"
+    namespaced = False
+    typed = RUNTIME_CLASS
+    smp = {"metadata": OBJECT_META_SMP}
+    apply_meta = smp
+
+    def validate(self, o, old=None):
+        errs = validate_meta(o, False)
+        h = o.get("handler")
+        if not h:
+            errs.append(required("handler"))
+        else:
+            why = check_label(h)
+            if why:
+                errs.append(invalid("handler", h, why))
+        if old is not None and h != old.get("handler"):
+            errs.append(invalid("handler", h, "field is immutable"))
+        return errs
+
+    def columns(self, version):
+        return [NAME_COLUMN,
+                {"name": "Handler", "type": "string", "format": "", "priority": 0,
+                 "description": "handler specifies the underlying runtime and configuration that the "
+                                "CRI implementation will use to handle pods of this class."},
+                AGE_COLUMN]
+
+    def cells(self, o, version, now):
+        return [o["metadata"]["name"], o.get("handler", ""), age_of(o, now)]
+
+
+BUILTINS = (Pods(), Secrets(), Namespaces(), CoreEvents(), NewEvents(), Leases(), CRDs(), Nodes(),
+            RuntimeClasses())
