@@ -357,7 +357,8 @@ static int cmp_pod(const void *a, const void *b)
 static int prune(const struct policy *p, struct policy_plan *pl, const struct session **v,
 		 size_t n, int32_t limit, const char *what)
 {
-	qsort(v, n, sizeof(*v), cmp_finished);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_finished);
 	for (size_t i = 0; i + (size_t)limit < n; i++) {
 		struct policy_action *a = add_action(pl, PACT_DELETE_SESSION, v[i]->name);
 		char ts[KTIME_LEN];
@@ -509,7 +510,8 @@ static int plan_triggers(const struct policy_input *in, struct policy_plan *pl, 
 		    strcmp(kpod__ns(pod), p->ns) == 0 && kpod__matches(pod, &p->selector))
 			pods[n++] = pod;
 	}
-	qsort(pods, n, sizeof(*pods), cmp_pod);
+	if (n > 1)
+		qsort(pods, n, sizeof(*pods), cmp_pod);
 	for (size_t i = 0; i < n; i++) {
 		const char *pod = kpod__name(pods[i]), *tok = kpod__annotation(pods[i], p->trigger);
 		char name[254], ts[KTIME_LEN], what[400];
@@ -621,7 +623,8 @@ static int active_refs(json_t *st, const struct active_set *as)
 	}
 	for (size_t i = 0; i < as->n_created; i++, k++)
 		snprintf(v[k].name, sizeof(v[k].name), "%s", as->created[i]);
-	qsort(v, n, sizeof(*v), cmp_str);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_str);
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, v[i].uid ? json_pack("{s:s,s:s}", "name", v[i].name,
 								"uid", v[i].uid)
@@ -662,7 +665,7 @@ int policy__plan(const struct policy_input *in, struct policy_plan *pl)
 	for (size_t i = 0; i < in->n_sessions; i++) {
 		const struct session *s = in->sessions[i];
 
-		if (s->deleting)
+		if (s->deleting || !s->policy_uid || strcmp(s->policy_uid, p->uid) != 0)
 			continue;
 		if (s->phase == PHASE_SUCCEEDED) {
 			done_ok[n_ok++] = s;
