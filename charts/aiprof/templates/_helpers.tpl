@@ -23,7 +23,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{- define "aiprof.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
-{{- default (include "aiprof.fullname" .) .Values.serviceAccount.name -}}
+{{- default (printf "%s-controller" (include "aiprof.fullname" .)) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}

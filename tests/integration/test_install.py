@@ -1,0 +1,589 @@
+# SPDX-License-Identifier: MIT
+"""Installing aiprof: the CRDs, the Helm chart, the kustomize base, the example CRs and the
+images target — checked with the real tools a user runs (helm 3.17 from
+scripts/fetch-helm.sh, kubectl), Kubernetes' own schemas (kubernetes-models, via
+tests/install/k8s_validate.mjs), python3-jsonschema, and the API double (tests/kubeapi) for
+what an API server would answer, CEL rules included.
+
+The RBAC test runs the real aiprof-controller with the arguments the chart renders, as the
+service account the chart binds, through a session's life, and checks every request it made
+against the rules the chart grants — and that the chart grants nothing it does not use."""
+import copy
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build")
+CHART = os.path.join(ROOT, "charts", "aiprof")
+CRDS = os.path.join(ROOT, "crds")
+EXAMPLES = os.path.join(ROOT, "manifests", "examples")
+BASE = os.path.join(ROOT, "manifests", "base")
+INVALID = os.path.join(ROOT, "tests", "install", "invalid")
+TOOLS = os.path.join(ROOT, "build", "tools")
+MODELS = os.path.join(TOOLS, "k8s-models")
+CONTROLLER = os.path.join(ROOT, BUILD, "aiprof-controller")
+RELEASE_NS = "aiprof-system"
+sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
+
+from fakeapi.client import Control, Kube, launch  # noqa: E402
+from fakeapi.validation import check_rule, rules_of  # noqa: E402
+
+INSTALL_HINT = "run scripts/install-deps.sh (it fetches helm and kubernetes-models into build/tools)"
+
+
+def helm_path():
+    for p in (os.environ.get("HELM"), os.path.join(TOOLS, "helm", "helm"), shutil.which("helm")):
+        if p and os.access(p, os.X_OK):
+            return p
+    raise AssertionError(f"helm not found: {INSTALL_HINT}")
+
+
+def run(argv, ok=True, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 120)
+    r = subprocess.run(argv, **kw)
+    if ok and r.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def helm(*args, ok=True):
+    return run([helm_path(), *args], ok=ok)
+
+
+def render(*sets, crds=False, chart=CHART):
+    argv = ["template", "aiprof", chart, "-n", RELEASE_NS]
+    if crds:
+        argv.append("--include-crds")
+    for s in sets:
+        argv += ["--set", s]
+    return [d for d in yaml.safe_load_all(helm(*argv).stdout) if d]
+
+
+def one(docs, kind, name=None):
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} objects"
+    return found[0]
+
+
+def container_args(docs):
+    return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def load_crd(name):
+    with open(os.path.join(CRDS, name)) as f:
+        return yaml.safe_load(f)
+
+
+def crd_schema(crd):
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def notes(*sets):
+    """NOTES.txt as `helm install` prints it (rendered through a copy of the chart, since
+    `helm template` does not render NOTES and `helm install` needs a full cluster)."""
+    tmp = tempfile.mkdtemp(prefix="aiprof-notes-")
+    try:
+        chart = os.path.join(tmp, "aiprof")
+        shutil.copytree(CHART, chart)
+        os.rename(os.path.join(chart, "templates", "NOTES.txt"), os.path.join(chart, "notes.txt"))
+        with open(os.path.join(chart, "templates", "notes.yaml"), "w") as f:
+            f.write('notes: |\n{{ tpl (.Files.Get "notes.txt") . | indent 2 }}\n')
+        argv = ["template", "aiprof", chart, "-n", RELEASE_NS, "--show-only", "templates/notes.yaml"]
+        for s in sets:
+            argv += ["--set", s]
+        return yaml.safe_load(helm(*argv).stdout)["notes"]
+    finally:
+        shutil.rmtree(tmp)
+
+
+# ------------------------------------------------------------------------------- the chart
+
+def test_helm_lint_is_clean():
+    for sets in ([], ["controller.watchNamespace=train", "metrics.serviceMonitor.enabled=true",
+                      "controller.replicas=1"]):
+        argv = ["lint", "--strict", CHART]
+        for s in sets:
+            argv += ["--set", s]
+        out = helm(*argv).stdout
+        assert "1 chart(s) linted, 0 chart(s) failed" in out
+        assert not re.search(r"\[(INFO|WARNING|ERROR)\]", out), out
+
+
+def test_chart_crds_are_the_crds():
+    for name in ("profilingsession.yaml", "profilingpolicy.yaml"):
+        with open(os.path.join(CRDS, name), "rb") as a, open(os.path.join(CHART, "crds", name), "rb") as b:
+            assert a.read() == b.read(), f"charts/aiprof/crds/{name} differs from crds/{name}: copy it"
+    assert sorted(os.listdir(os.path.join(CHART, "crds"))) == sorted(
+        f for f in os.listdir(CRDS) if f.endswith(".yaml"))
+
+
+def test_default_render():
+    docs = render()
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == sorted([
+        ("ServiceAccount", "aiprof-controller"), ("ClusterRole", "aiprof"),
+        ("ClusterRoleBinding", "aiprof"), ("ClusterRole", "aiprof-nodes"),
+        ("ClusterRoleBinding", "aiprof-nodes"), ("Role", "aiprof-leader-election"),
+        ("RoleBinding", "aiprof-leader-election"), ("Service", "aiprof-metrics"),
+        ("Deployment", "aiprof"), ("PodDisruptionBudget", "aiprof")])
+    for d in docs:
+        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"]["namespace"] == RELEASE_NS, d["metadata"]
+    dep = one(docs, "Deployment")
+    assert dep["spec"]["replicas"] == 2
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "aiprof-controller"
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    c = pod["containers"][0]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc.get("privileged") is False
+    assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+    port = c["ports"][0]
+    assert (c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"]) == ("/healthz", "/readyz")
+    assert c["livenessProbe"]["httpGet"]["port"] == port["name"]
+    args = c["args"]
+    assert f"--metrics-addr=:{port['containerPort']}" in args
+    assert "--leader-elect" in args and f"--lease-namespace={RELEASE_NS}" in args
+    assert "--injector-image=aiprof/aiprof-injector:0.1.0" in args
+    assert not any(a.startswith("--namespace") for a in args)          # every namespace
+    assert c["image"] == "aiprof/aiprof-controller:0.1.0"
+    svc = one(docs, "Service")
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"][0]["targetPort"] == port["name"]
+    assert one(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    # no Secrets, no wildcards, anywhere in the RBAC
+    for d in docs:
+        for rule in d.get("rules") or []:
+            assert "secrets" not in rule["resources"] and "*" not in rule["resources"] + rule["verbs"], rule
+
+
+def test_render_options():
+    docs = render("controller.watchNamespace=train", "controller.replicas=1",
+                  "metrics.serviceMonitor.enabled=true", "injector.priorityClassName=aiprof-high",
+                  "controller.logLevel=debug", "controller.image.tag=1.2.3")
+    args = container_args(docs)
+    assert "--namespace=train" in args and "--no-leader-elect" in args and "-v" in args
+    assert "--priority-class=aiprof-high" in args
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "aiprof/aiprof-controller:1.2.3"
+    role = one(docs, "Role", "aiprof")
+    assert role["metadata"]["namespace"] == "train"
+    assert one(docs, "RoleBinding", "aiprof")["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "aiprof"}
+    assert not [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "aiprof"]
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]       # one replica
+    sm = one(docs, "ServiceMonitor")
+    assert sm["spec"]["endpoints"][0]["port"] == "http-metrics"
+    r = helm("template", "aiprof", CHART, "--set", "controller.logLevel=chatty", ok=False)
+    assert r.returncode != 0 and 'controller.logLevel "chatty": use info, debug or warning' in r.stderr
+    r = helm("template", "aiprof", CHART, "--set", "serviceAccount.create=false", ok=False)
+    assert r.returncode != 0 and "serviceAccount.name is required" in r.stderr
+
+
+def test_controller_flags_the_chart_passes_exist():
+    with open(os.path.join(ROOT, "controller", "main.c")) as f:
+        src = f.read()
+    table = set(re.findall(r'\{\s*"([a-z-]+)",\s*(?:no|required)_argument', src))
+    assert "leader-elect" in table, "cannot read the option table of controller/main.c"
+    seen = set()
+    for sets in ([], ["controller.watchNamespace=train", "controller.replicas=1",
+                      "injector.priorityClassName=p", "controller.logLevel=warning"]):
+        for a in container_args(render(*sets)):
+            if a.startswith("--"):
+                seen.add(a[2:].split("=", 1)[0])
+            else:
+                assert a in ("-v", "-q"), a
+    missing = seen - table
+    assert not missing, f"the chart passes flags aiprof-controller does not have: {missing}"
+    if os.path.exists(CONTROLLER):
+        usage = run([CONTROLLER, "--help"]).stdout
+        for flag in seen:
+            assert f"--{flag}" in usage, flag
+
+
+def test_notes_tell_the_next_command():
+    n = notes()
+    assert f"kubectl -n {RELEASE_NS} rollout status deployment/aiprof" in n
+    assert "get profilingsessions -w" in n
+    assert "NOT applied" not in n and "s3.* values" not in n
+    n = notes("injector.nodeSelector.gpu=true", "s3.bucket=profiles", "s3.secretName=creds")
+    assert "WARNING: injector.nodeSelector and injector.tolerations are NOT applied" in n
+    session = yaml.safe_load(notes_session(n))
+    assert session["spec"]["output"]["s3"] == {"bucket": "profiles", "secretRef": {"name": "creds"}}
+
+
+def notes_session(n):
+    """The session NOTES.txt tells the user to apply (a here-document)."""
+    return textwrap.dedent(re.search(r"<<'SESSION'\n(.*?\n)  SESSION\n", n, re.S).group(1))
+
+
+def k8s_validate(docs):
+    node = shutil.which("node")
+    assert node, f"node is missing: {INSTALL_HINT}"
+    assert os.path.exists(os.path.join(MODELS, "node_modules", "kubernetes-models")), \
+        f"kubernetes-models missing in {MODELS}: {INSTALL_HINT}"
+    r = run([node, os.path.join(ROOT, "tests", "install", "k8s_validate.mjs"), MODELS],
+            input=json.dumps(docs))
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def test_rendered_objects_are_valid_kubernetes_objects():
+    docs = render(crds=True) + render("controller.watchNamespace=train", "controller.replicas=1",
+                                      "metrics.serviceMonitor.enabled=true",
+                                      "controller.nodeSelector.pool=system",
+                                      "controller.tolerations[0].key=dedicated",
+                                      "controller.tolerations[0].operator=Exists",
+                                      "controller.imagePullSecrets[0].name=regcred")
+    with open(os.path.join(BASE, "namespace.yaml")) as f:
+        docs.append(yaml.safe_load(f))
+    res = k8s_validate(docs)
+    assert len(res) == len(docs)
+    bad = [r for r in res if not r["ok"]]
+    assert not bad, json.dumps(bad, indent=1)
+    assert {r["kind"] for r in res} >= {"Deployment", "CustomResourceDefinition", "ServiceMonitor",
+                                        "ClusterRole", "Role", "Namespace", "PodDisruptionBudget"}
+    # the validator is live: a wrong type and a misspelt field are caught
+    dep = copy.deepcopy(one(docs[:20], "Deployment"))
+    dep["spec"]["replicas"] = "2"
+    dep["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    crd = copy.deepcopy(one(docs, "CustomResourceDefinition", "profilingsessions.aiprof.io"))
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validation"] = []
+    errs = [r["errors"] for r in k8s_validate([dep, crd])]
+    assert any("spec/replicas must be integer" in e for e in errs[0]), errs
+    assert any('unknown field "readinesProbe"' in e for e in errs[0]), errs
+    assert any('unknown field "x-kubernetes-validation"' in e for e in errs[1]), errs
+
+
+def test_kustomize_base_is_the_chart():
+    with open(os.path.join(BASE, "aiprof.yaml")) as f:
+        committed = f.read()
+    rendered = helm("template", "aiprof", CHART, "-n", RELEASE_NS, "--include-crds").stdout
+    assert committed == rendered, (
+        "manifests/base/aiprof.yaml is not the chart's output; regenerate it: build/tools/helm/helm "
+        "template aiprof charts/aiprof -n aiprof-system --include-crds > manifests/base/aiprof.yaml")
+    out = run(["kubectl", "kustomize", BASE]).stdout
+    objs = [d for d in yaml.safe_load_all(out) if d]
+    ns = [d for d in objs if d["kind"] == "Namespace"]
+    assert [n["metadata"]["name"] for n in ns] == [RELEASE_NS]
+
+    def key(d):
+        return (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+    assert sorted((d for d in objs if d["kind"] != "Namespace"), key=key) == \
+        sorted(render(crds=True), key=key)
+
+
+# ------------------------------------------------------------------ CRs: schema and CEL rules
+
+def example_docs():
+    out = []
+    for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.yaml"))):
+        with open(path) as f:
+            out += [(path, d) for d in yaml.safe_load_all(f) if d]
+    return out
+
+
+def test_every_crd_rule_is_one_the_double_evaluates():
+    n = 0
+    for name in ("profilingsession.yaml", "profilingpolicy.yaml"):
+        for path, rule in rules_of(crd_schema(load_crd(name))):
+            check_rule(rule)               # raises UnsupportedRule naming the construct
+            assert rule.get("message"), f"{name} {path}: a rule without a message"
+            n += 1
+    assert n >= 10
+
+
+def test_session_and_template_schemas_agree():
+    sess = crd_schema(load_crd("profilingsession.yaml"))["properties"]["spec"]
+    tmpl = crd_schema(load_crd("profilingpolicy.yaml"))["properties"]["spec"]["properties"][
+        "sessionTemplate"]["properties"]["spec"]
+    assert tmpl["x-kubernetes-validations"] == sess["x-kubernetes-validations"]
+    assert {k: v for k, v in tmpl["properties"].items() if k != "targets"} == \
+        {k: v for k, v in sess["properties"].items() if k != "targets"}
+
+
+def test_examples_validate_against_their_crd_schema():
+    import jsonschema
+    schemas = {"ProfilingSession": crd_schema(load_crd("profilingsession.yaml")),
+               "ProfilingPolicy": crd_schema(load_crd("profilingpolicy.yaml"))}
+    kinds = []
+    for path, d in example_docs():
+        jsonschema.Draft4Validator(schemas[d["kind"]]).validate(d)
+        kinds.append(d["kind"])
+    assert kinds.count("ProfilingSession") >= 4 and kinds.count("ProfilingPolicy") >= 2
+    # and the validator rejects what the schema forbids
+    bad = copy.deepcopy(next(d for _, d in example_docs() if d["kind"] == "ProfilingSession"))
+    bad["spec"]["duration"] = 30
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft4Validator(schemas[bad["kind"]]).validate(bad)
+
+
+@pytest.fixture(scope="module")
+def api():
+    tmp = tempfile.mkdtemp(prefix="aiprof-install-")
+    namespaces = sorted({d["metadata"]["namespace"] for _, d in example_docs()} | {"train", "rbac", RELEASE_NS})
+    args = []
+    for ns in namespaces:
+        args += ["--create-namespace", ns]
+    p, ep = launch(os.path.join(tmp, "api"), *args)
+    try:
+        yield {"ep": ep, "tmp": tmp, "kube": Kube(ep["server"], ep["ca"], ep["token"]),
+               "ctl": Control(ep["control"])}
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def kubectl(api, *args, ok=True, input=None):
+    return run(["kubectl", "--kubeconfig", api["ep"]["kubeconfig"], *args], ok=ok, input=input)
+
+
+def test_examples_apply_and_invalid_ones_are_refused(api):
+    out = kubectl(api, "apply", "-f", CRDS).stdout
+    assert "profilingsessions.aiprof.io" in out and "profilingpolicies.aiprof.io" in out
+    out = kubectl(api, "apply", "-f", EXAMPLES).stdout
+    for _, d in example_docs():
+        assert f"{d['kind'].lower()}.aiprof.io/{d['metadata']['name']} created" in out, out
+    got = kubectl(api, "get", "profs", "-A", "-o", "name").stdout.split()
+    assert len(got) == sum(1 for _, d in example_docs() if d["kind"] == "ProfilingSession")
+    header = kubectl(api, "get", "profs", "-n", "train").stdout.splitlines()[0].split()
+    assert header == ["NAME", "PHASE", "TARGETS", "FINDINGS", "AGE"]
+    # every invalid example is refused with the message kept next to it, and only that
+    files = sorted(glob.glob(os.path.join(INVALID, "*.yaml")))
+    assert len(files) >= 12
+    for path in files:
+        with open(path[:-5] + ".expected") as f:
+            want = [line for line in f.read().splitlines() if line]
+        r = kubectl(api, "apply", "-f", path, ok=False)
+        assert r.returncode != 0, f"{os.path.basename(path)} was accepted"
+        doc = yaml.safe_load(open(path))
+        head = f'The {doc["kind"]} "{doc["metadata"]["name"]}" is invalid: '
+        assert r.stderr.startswith(head), r.stderr
+        causes = r.stderr[len(head):].strip()
+        if len(want) == 1:
+            assert causes == want[0], f"{os.path.basename(path)}:\n got: {causes}\nwant: {want[0]}"
+        else:
+            assert sorted(line.lstrip("* ") for line in causes.splitlines()[1:]) == sorted(want)
+    # what the API answers: 422 Invalid with one cause per rule, as the real server
+    with open(os.path.join(INVALID, "both-podname-and-selector.yaml")) as f:
+        bad = yaml.safe_load(f)
+    r = api["kube"].post("/apis/aiprof.io/v1alpha1/namespaces/train/profilingsessions", bad)
+    assert r.status == 422 and r.json["reason"] == "Invalid"
+    assert r.json["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "spec.targets",
+        "message": 'Invalid value: "object": exactly one of podName and selector must be set: '
+                   'podName for one pod, selector for all ranks of a job'}]
+
+
+def test_rules_ratchet_and_apply_to_patches(api):
+    kubectl(api, "apply", "-f", CRDS)
+    base = "/apis/aiprof.io/v1alpha1/namespaces/train/profilingsessions"
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": "ratchet"},
+         "spec": {"targets": {"podName": "trainer-0"}, "duration": "10s"}}
+    assert api["kube"].post(base, s).status == 201
+    # a patch that breaks a rule is refused like a create
+    r = api["kube"].patch(f"{base}/ratchet", {"spec": {"duration": "25h"}})
+    assert r.status == 422 and r.json["details"]["causes"][0]["field"] == "spec.duration"
+    r = api["kube"].patch(f"{base}/ratchet", {"spec": {"targets": {"selector": {"matchLabels": {"a": "b"}}}}})
+    assert r.status == 422 and "exactly one of podName and selector" in r.json["message"]
+    # status writes do not re-check the unchanged spec; a valid change goes through
+    r = api["kube"].patch(f"{base}/ratchet/status", {"status": {"phase": "Pending"}})
+    assert r.status == 200, r.json
+    assert api["kube"].patch(f"{base}/ratchet", {"spec": {"duration": "1m"}}).status == 200
+
+
+def test_notes_session_is_accepted(api):
+    kubectl(api, "apply", "-f", CRDS)
+    n = notes("s3.bucket=profiles", "s3.endpoint=https://s3.example.com", "s3.region=us-east-1")
+    text = notes_session(n).replace("{podName: POD}", "{podName: trainer-0}")
+    out = kubectl(api, "apply", "-n", "train", "-f", "-", input=text).stdout
+    assert "profilingsession.aiprof.io/first-look created" in out
+
+
+# ---------------------------------------------------------------------- RBAC, measured
+
+def rbac_allows(docs, user, req):
+    """Does the rendered RBAC let `user` make request `req` (a request-log entry)?"""
+    sa_ns, sa_name = user.split(":")[2:4]
+    res = req["resource"] + (f"/{req['subresource']}" if req["subresource"] else "")
+    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
+             for d in docs if d["kind"] in ("Role", "ClusterRole")}
+    for b in docs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == sa_name and s["namespace"] == sa_ns
+                   for s in b["subjects"]):
+            continue
+        bns = b["metadata"].get("namespace")
+        if b["kind"] == "RoleBinding" and req["namespace"] != bns:
+            continue
+        ref = b["roleRef"]
+        role = roles.get((ref["kind"], bns if ref["kind"] == "Role" else None, ref["name"]))
+        for rule in (role or {}).get("rules", []):
+            if req["group"] in rule["apiGroups"] and res in rule["resources"] and req["verb"] in rule["verbs"] \
+                    and (not rule.get("resourceNames") or req["name"] in rule["resourceNames"]):
+                return True
+    return False
+
+
+def granted(docs):
+    out = set()
+    for d in docs:
+        for rule in d.get("rules") or []:
+            for g in rule["apiGroups"]:
+                for r in rule["resources"]:
+                    for v in rule["verbs"]:
+                        out.add((g, r, v))
+    return out
+
+
+# Grants no request shows, each with its reason. The test fails if one of them starts to be
+# used (then it belongs to the measured set) or if the chart grants anything else.
+UNOBSERVED = {
+    # admission (OwnerReferencesPermissionEnforcement): injector pods' ownerReferences to their
+    # session set blockOwnerDeletion, which needs update on the owner's finalizers
+    ("aiprof.io", "profilingsessions/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
+    ("aiprof.io", "profilingpolicies/finalizers", "update"): "sessions a policy makes are owned by it",
+}
+POLICY_GRANTS = {("aiprof.io", "profilingpolicies", v) for v in ("get", "list", "watch")} | \
+    {("aiprof.io", "profilingpolicies/status", "patch"), ("aiprof.io", "profilingsessions", "create")}
+
+
+def test_controller_with_chart_args_and_rbac_covers_exactly_its_calls(api):
+    if not os.path.exists(CONTROLLER):
+        pytest.skip(f"{CONTROLLER} not built")
+    from test_controller import result, wait_for          # the same helpers, not copies
+    kube, ctl, ep = api["kube"], api["ctl"], api["ep"]
+    kubectl(api, "apply", "-f", CRDS)
+    docs = render()
+    user = ep["serviceAccountUser"]
+    assert user == f"system:serviceaccount:{RELEASE_NS}:" + one(docs, "ServiceAccount")["metadata"]["name"], \
+        "the API double's service account is not the chart's"
+    args = [a for a in container_args(docs) if not a.startswith("--metrics-addr")]
+    args = [a if not a.startswith(("--grace", "--target-wait")) else a.split("=")[0] + "=5s" for a in args]
+    port = ep["server"].rsplit(":", 1)[1]
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=port)
+    log = open(os.path.join(api["tmp"], "controller.log"), "w")
+    p = subprocess.Popen([CONTROLLER, *args, "--metrics-addr", "127.0.0.1:0",
+                          "--service-account-dir", ep["serviceAccountDir"]],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def logtext():
+        with open(log.name) as f:
+            return f.read()
+    try:
+        ns = "rbac"
+        grp = f"/apis/aiprof.io/v1alpha1/namespaces/{ns}/profilingsessions"
+
+        def pod(name, **spec):
+            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"job": "x"}},
+                    "spec": {"nodeName": "node-1", "containers": [{"name": "trainer", "image": "t"}], **spec}}
+            assert kube.post(f"/api/v1/namespaces/{ns}/pods", body).status == 201
+            ctl.kubelet("run", ns, name)
+
+        def session(name, target, **spec):
+            body = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": name},
+                    "spec": {"targets": {"podName": target}, "duration": "2s", **spec,
+                             "output": {"s3": {"bucket": "profiles", "secretRef": {"name": "s3-creds"}}}}}
+            assert kube.post(grp, body).status == 201
+
+        def injector(session_name):
+            items = kube.get(f"/api/v1/namespaces/{ns}/pods",
+                             query={"labelSelector": f"aiprof.io/session={session_name}"}).json["items"]
+            return items[0]["metadata"]["name"] if items else None
+
+        def phase(name):
+            r = kube.get(f"{grp}/{name}")
+            return ((r.json or {}).get("status") or {}).get("phase") if r.status == 200 else "gone"
+
+        wait_for(lambda: p.poll() is not None or "leader" in logtext().lower(), 30, "leadership")
+        assert p.poll() is None, logtext()[-3000:]
+        pod("rank-0")
+        pod("rank-1")
+        pod("kata-0", runtimeClassName="kata")
+        # one succeeds and is deleted by its TTL, one is deleted while it runs, one is a Kata pod
+        session("done", "rank-0", ttlSecondsAfterFinished=1)
+        session("cancelled", "rank-1")
+        session("kata", "kata-0")
+        done = wait_for(lambda: injector("done"), 30, "the injector of 'done'")
+        ctl.kubelet("run", ns, done)
+        ctl.kubelet("terminate", ns, done, container="injector", exitCode=0, reason="Completed",
+                    message=json.dumps({"artifacts": [result("summary.json", "s3://b/p/summary.json")]}))
+        wait_for(lambda: phase("done") == "gone", 60, "'done' to succeed and be deleted by its TTL")
+        wait_for(lambda: injector("cancelled"), 30, "the injector of 'cancelled'")
+        assert kube.delete(f"{grp}/cancelled").status in (200, 202)
+        wait_for(lambda: phase("cancelled") == "gone" and not injector("cancelled"), 30,
+                 "'cancelled' and its injector to go")
+        # a policy whose trigger annotation on a pod makes a session it owns
+        pol = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingPolicy", "metadata": {"name": "on-demand"},
+               "spec": {"selector": {"matchLabels": {"job": "x"}}, "trigger": {},
+                        "sessionTemplate": {"spec": {"duration": "2s", "output": {
+                            "s3": {"bucket": "profiles", "secretRef": {"name": "s3-creds"}}}}}}}
+        assert kube.post(f"/apis/aiprof.io/v1alpha1/namespaces/{ns}/profilingpolicies", pol).status == 201
+        r = kube.patch(f"/api/v1/namespaces/{ns}/pods/rank-0",
+                       {"metadata": {"annotations": {"aiprof.io/profile-now": "1"}}})
+        assert r.status == 200, r
+        wait_for(lambda: [x for x in kube.get(grp).json["items"]
+                          if (x["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "ProfilingPolicy"],
+                 30, "a session made by the policy")
+        wait_for(lambda: (kube.get(f"/apis/aiprof.io/v1alpha1/namespaces/{ns}/profilingpolicies/on-demand")
+                          .json.get("status") or {}).get("triggers"), 30, "the policy's status")
+        wait_for(lambda: any(c["name"].startswith("aiprof-") for c in
+                             kube.get(f"/api/v1/namespaces/{ns}/pods/kata-0").json["spec"].get(
+                                 "ephemeralContainers", [])), 30, "an ephemeral injector in kata-0")
+        assert p.poll() is None, logtext()[-3000:]
+    except AssertionError as e:
+        state = {n: (kube.get(f"{grp}/{n}").json or {}).get("status") for n in ("done", "cancelled", "kata")}
+        raise AssertionError(f"{e}\nsessions: {json.dumps(state)[:3000]}\n"
+                             f"controller log:\n{logtext()[-4000:]}") from None
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+        log.close()
+
+    reqs = [r for r in ctl.requests() if r["user"] == user]
+    assert reqs, "no request as the chart's service account"
+    denied = sorted({(r["verb"], r["group"], r["resource"], r["subresource"], r["namespace"]) for r in reqs
+                     if r["resource"] and not rbac_allows(docs, user, r)}, key=str)
+    assert not denied, f"the chart's RBAC does not allow calls the controller made: {denied}"
+    used = {(r["group"], r["resource"] + (f"/{r['subresource']}" if r["subresource"] else ""), r["verb"])
+            for r in reqs if r["resource"]}
+    grants = granted(docs)
+    # calls in the code that this run need not reach: a re-read after a conflict (GET session)
+    with open(os.path.join(ROOT, "controller", "controller.c")) as f:
+        src = f.read()
+    in_code = set()
+    if "refresh_session" in src:
+        in_code.add(("aiprof.io", "profilingsessions", "get"))
+    policy_c = os.path.join(ROOT, "controller", "policy.c")
+    if os.path.exists(policy_c) and "refresh_policy" in open(policy_c).read():
+        in_code.add(("aiprof.io", "profilingpolicies", "get"))
+    pending = set() if ("aiprof.io", "profilingpolicies", "list") in used else POLICY_GRANTS
+    unused = grants - used - in_code - set(UNOBSERVED) - pending
+    assert not unused, f"the chart grants what the controller never calls: {sorted(unused)}"
+    assert not (set(UNOBSERVED) & used), "an 'unobserved' grant is used now: move it to the measured set"
+    if pending:
+        print(f"note: granted for the ProfilingPolicy reconciler, not measured here: {sorted(pending)}")
+    # the lease get/update are limited to the chart's lease name
+    lease_reqs = [r for r in reqs if r["resource"] == "leases" and r["verb"] in ("get", "update")]
+    assert lease_reqs and all(r["namespace"] == RELEASE_NS for r in lease_reqs)
