@@ -107,7 +107,8 @@ class Chain:
         self.runc = runcenv.RuncEnv(os.path.join(self.tmp, "runc"))
         self.kubelet = Kubelet(self.kube, NODE, self.runc, images(os.path.join(self.tmp, "images")), os.path.join(self.tmp, "kubelet"),
                                sa_dir=os.path.join(self.tmp, "api", "serviceaccount"),
-                               ca_file=self.ep["ca"], grace_cap=3.0).start()
+                               ca_file=self.ep["ca"], grace_cap=3.0,
+                               service_ports=[int(self.rgw.hostport.rsplit(":", 1)[1])]).start()
         return self
 
     def stop(self):

@@ -24,7 +24,9 @@ What it does for a pod:
   loopback, so pods share the node's network namespace, except *target* pods: a pod that is
   not hostNetwork and not made by aiprof (no `aiprof.io/session-uid` label) gets a sandbox
   (a pause-like container holding its own network, IPC and UTS namespaces, as a pod sandbox
-  does; only `lo` inside, so no podIP is reported for it). Every container has its own mount
+  does; only `lo` inside, so no podIP is reported for it; the node's services it must reach —
+  the S3 endpoint — are relayed from 127.0.0.1:PORT inside it to the node's 127.0.0.1:PORT by
+  PodNetworkRoute, `service_ports`). Every container has its own mount
   namespace and root filesystem, and its own pid namespace unless `hostPID` (the node's) or
   `shareProcessNamespace` (the sandbox's). An ephemeral container joins, by /proc/PID/ns path,
   the pid namespace of its `targetContainerName` and the pod's network/IPC/UTS namespaces.
@@ -39,6 +41,7 @@ What it does for a pod:
   seconds), then `runc delete`. A pod already Succeeded/Failed when first seen is left alone.
 """
 import base64
+import ctypes
 import json
 import os
 import queue
@@ -94,6 +97,87 @@ class Image:
         return [Bind(src, dest) for dest, src in sorted(self.files.items())]
 
 
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class PodNetworkRoute:
+    """Stands in for the pod network's route to a service on the node (there is no CNI here):
+    a socket listening on 127.0.0.1:PORT inside a pod's network namespace, each connection
+    relayed to 127.0.0.1:PORT of the node (radosgw). The listening socket is made by a short
+    thread that enters the namespace with setns(2) — a thread's own network namespace — and
+    leaves; the relay runs in the node's namespace."""
+
+    def __init__(self, netns_path, port):
+        self.port, self.closed = port, False
+        got = {}
+
+        def listen():
+            own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    got["error"] = OSError(ctypes.get_errno(), f"setns {netns_path}")
+                    return
+                try:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind(("127.0.0.1", port))
+                    s.listen(64)
+                    got["sock"] = s
+                except OSError as e:
+                    got["error"] = e
+                finally:
+                    if _libc.setns(own, CLONE_NEWNET) != 0:
+                        got["stuck"] = True         # this thread ends here anyway
+            finally:
+                os.close(fd)
+                os.close(own)
+        t = threading.Thread(target=listen)
+        t.start()
+        t.join()
+        if "error" in got:
+            raise got["error"]
+        self.sock = got["sock"]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for x in (a, b):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+
+
 class ContainerConfigError(Exception):
     """A container cannot be created (missing Secret, unknown volume, ...): reason + message."""
 
@@ -110,6 +194,7 @@ class PodRun:
         self.dir = os.path.join(workdir, self.uid)
         os.makedirs(self.dir, exist_ok=True)
         self.sandbox = None
+        self.routes = []            # PodNetworkRoute of an isolated pod
         self.containers = {}        # name -> runc Container (regular)
         self.ephemeral = {}         # name -> runc Container
         self.waiting = {}           # name -> (reason, message)
@@ -129,12 +214,13 @@ class Kubelet:
     """Runs the pods of node `node` (tests: Kubelet(kube, "node-e2e", runcenv, images).start())."""
 
     def __init__(self, kube, node, runcenv, images, workdir, sa_dir=None, ca_file=None,
-                 grace_cap=5.0, log=None):
+                 grace_cap=5.0, log=None, service_ports=()):
         self.kube, self.node, self.runc, self.images = kube, node, runcenv, images
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.sa_dir, self.ca_file = sa_dir, ca_file
         self.grace_cap = grace_cap
+        self.service_ports = list(service_ports)   # node loopback ports pods with their own network reach
         self.events = queue.Queue()
         self.pods = {}              # uid -> PodRun
         self.stopping = threading.Event()
@@ -269,6 +355,8 @@ class Kubelet:
                                               namespaces={"pid": "new", "network": "new", "ipc": "new",
                                                           "uts": "new"})
             run.sandbox.start()
+            for port in self.service_ports:
+                run.routes.append(PodNetworkRoute(run.sandbox.ns_path("net"), port))
         for c in spec["containers"]:
             self._start_container(run, c, ephemeral=False)
         self._report(run)
@@ -597,6 +685,8 @@ class Kubelet:
                 except TimeoutError:
                     pass
         if delete:
+            for r in run.routes:
+                r.close()
             for c in ctrs + ([run.sandbox] if run.sandbox else []):
                 c.delete()
             shutil.rmtree(os.path.join(run.dir, "volumes"), ignore_errors=True)

@@ -4,6 +4,7 @@
 trainer in that container and uploads to radosgw → the controller reads the termination
 message into the status. Checked as a user would: kubectl, the bucket, the status."""
 import json
+import os
 
 from chain import gunzip_json, sha256
 
@@ -89,3 +90,37 @@ def test_session_by_pod_name(env):
     for path in (f"/api/v1/namespaces/{env.ns}/pods", f"/apis/aiprof.io/v1alpha1/namespaces/{env.ns}/profilingsessions",
                  f"/api/v1/namespaces/{env.ns}/events"):
         assert env.rgw.secret.encode() not in env.kube.get(path).raw, path
+
+
+def test_session_on_kata_pod_by_ephemeral_container(env):
+    """A pod whose RuntimeClass is a Kata one gets an ephemeral container (not a node-agent
+    pod): the kubelet double starts it in the target container's pid namespace and the pod's
+    network/IPC/UTS namespaces (joined by path), with the S3 credentials resolved from the
+    Secret into its env. (Here the pod itself still runs in a runc container: no Kata on this
+    machine.)"""
+    env.controller()
+    env.pod("trainer-k", TRAINER_RUN, runtime_class="kata")
+    env.wait_running("trainer-k")
+    env.session("kata", {"podName": "trainer-k", "container": "trainer"}, duration="2s")
+    s, _ = env.wait_phase("kata", ("Succeeded", "Failed"), timeout=120)
+    st = s["status"]
+    assert st["phase"] == "Succeeded", json.dumps(st)[:3000] + env.debug()
+    assert st["targets"][0]["mode"] == "EphemeralContainer"
+    assert env.injector_pods("kata") == [], "a Kata target gets no node-agent pod"
+    pod = env.get_pod("trainer-k")
+    eph = pod["spec"]["ephemeralContainers"]
+    assert len(eph) == 1 and eph[0]["targetContainerName"] == "trainer"
+    assert "--container-name" in eph[0]["args"]
+    for v in eph[0]["env"]:
+        assert "value" not in v or not v["name"].startswith("AWS_SECRET"), v
+    es = pod["status"]["ephemeralContainerStatuses"][0]
+    assert es["state"]["terminated"]["exitCode"] == 0, es
+    # it ran in the target's pid namespace and the sandbox's network namespace
+    kubelet = env.chain.kubelet
+    inj = kubelet.container_of(env.ns, "trainer-k", eph[0]["name"], ephemeral=True)
+    target = kubelet.container_of(env.ns, "trainer-k", "trainer")
+    cfg = json.load(open(os.path.join(inj.bundle, "config.json")))
+    joined = {n["type"]: n.get("path") for n in cfg["linux"]["namespaces"]}
+    assert joined["pid"] == target.ns_path("pid")
+    assert joined["network"] == kubelet.pod_run(env.ns, "trainer-k").sandbox.ns_path("net")
+    check_artifacts_in_bucket(env, st, "trainer-k")
