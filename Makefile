@@ -82,7 +82,28 @@ fuzz:
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: all everything test demo bench fuzz clean
+# make images: the controller and injector images (controller/Dockerfile, injector/Dockerfile)
+# with docker or podman, whichever answers (ENGINE=podman to choose); tagged
+# $(IMAGE_REPO)/aiprof-{controller,injector}:$(IMAGE_TAG), the names the Helm chart uses.
+IMAGE_REPO ?= aiprof
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/aiprof/Chart.yaml)
+images:
+	$(Q)engine="$(ENGINE)"; why=""; \
+	if [ -z "$$engine" ]; then \
+		for e in docker podman; do \
+			if ! command -v $$e >/dev/null 2>&1; then why="$$why $$e: not installed;"; \
+			elif $$e info >/dev/null 2>&1; then engine=$$e; break; \
+			else why="$$why $$e: installed, but '$$e info' fails (is its daemon/service running?);"; fi; \
+		done; \
+	fi; \
+	if [ -z "$$engine" ]; then \
+		echo "make images: no usable container engine ($$why). Install and start docker or podman, or build elsewhere: docker build -f controller/Dockerfile . and -f injector/Dockerfile ." >&2; \
+		exit 2; \
+	fi; \
+	$$engine build -f controller/Dockerfile -t $(IMAGE_REPO)/aiprof-controller:$(IMAGE_TAG) . && \
+	$$engine build -f injector/Dockerfile -t $(IMAGE_REPO)/aiprof-injector:$(IMAGE_TAG) .
+
+.PHONY: all everything test demo bench fuzz clean images
 .DELETE_ON_ERROR:
 .SECONDARY:
 
