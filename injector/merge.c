@@ -65,8 +65,9 @@ struct merge {
 	size_t ref;                   /* index of the reference rank; n when none has collectives */
 	size_t complete;              /* collectives matched on every aligned rank */
 	size_t aligned;
-	uint64_t skew_p50, skew_max;
-	size_t skew_n;
+	uint64_t skew_p50, skew_max;  /* |end - median end of the collective|, over ranks x collectives */
+	size_t skew_n;                /* collectives seen on at least two aligned ranks */
+	uint64_t spread_p50, spread_max; /* max - min end of a collective over the ranks */
 	uint64_t period_ns;           /* step period of the reference rank's collectives */
 	json_t *findings, *warnings;
 };
@@ -235,11 +236,78 @@ static uint64_t step_period(const struct merge_source *s)
 	return p;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The i-th of sorted v[0..n] without v[p]. */
+static int64_t other_at(const int64_t *v, size_t p, size_t i)
+{
+	return i < p ? v[i] : v[i + 1];
+}
+
+/*
+ * With more than two ranks, each rank's offset is refined against the consensus of the
+ * others (the median of their corrected ends of the same collective) rather than against
+ * the reference alone, whose own wake-up noise would otherwise go into every offset. The
+ * reference keeps offset 0.
+ */
+static int refine_offsets(struct merge *m, long gmin, long gmax)
+{
+	int64_t *d = malloc(((size_t)(gmax - gmin) + 1) * sizeof(*d)), *o = malloc((m->n + 1) * sizeof(*o));
+	int64_t *next = calloc(m->n + 1, sizeof(*next));
+
+	if (!d || !o || !next) {
+		free(d);
+		free(o);
+		free(next);
+		return -ENOMEM;
+	}
+	for (int iter = 0; iter < 4 && m->aligned > 2; iter++) {
+		for (size_t i = 0; i < m->n; i++) {
+			const struct rank_state *x = &m->r[i];
+			size_t nd = 0;
+
+			next[i] = x->offset_ns;
+			if (!x->aligned)
+				continue;
+			for (long g = gmin; g <= gmax; g++) {
+				long j = coll_at(x, g);
+				size_t no = 0;
+
+				if (j < 0)
+					continue;
+				for (size_t k = 0; k < m->n; k++) {
+					long jk = coll_at(&m->r[k], g);
+
+					if (k != i && jk >= 0 && m->r[k].s.coll[jk].sig == x->s.coll[j].sig)
+						o[no++] = (int64_t)m->r[k].s.coll[jk].end_ns - m->r[k].offset_ns;
+				}
+				if (no)
+					d[nd++] = (int64_t)x->s.coll[j].end_ns - merge_median_i64(o, no);
+			}
+			if (nd >= MERGE_MIN_MATCHED)
+				next[i] = merge_median_i64(d, nd);
+		}
+		for (size_t i = 0; i < m->n; i++)
+			if (m->r[i].aligned)
+				m->r[i].offset_ns = next[i] - next[m->ref];
+	}
+	free(d);
+	free(o);
+	free(next);
+	return 0;
+}
+
 static int analyse_collectives(struct merge *m)
 {
 	long gmin = LONG_MAX, gmax = LONG_MIN;
-	uint64_t *spread = NULL;
-	size_t nspread = 0;
+	uint64_t *spread = NULL, *resid = NULL;
+	int64_t *ends = NULL;
+	size_t nspread = 0, nresid = 0, total = 0;
 
 	if (m->ref == m->n)
 		return 0;
@@ -254,16 +322,24 @@ static int analyse_collectives(struct merge *m)
 		if (x->fit.shift + (long)x->s.ncoll - 1 > gmax)
 			gmax = x->fit.shift + (long)x->s.ncoll - 1;
 	}
-	spread = malloc((size_t)(gmax - gmin + 1) * sizeof(*spread));
-	for (size_t i = 0; i < m->n; i++) {
-		m->r[i].late = calloc((size_t)(gmax - gmin + 1), sizeof(uint64_t));
-		if (!m->r[i].late) {
-			free(spread);
-			return -ENOMEM;
-		}
-	}
-	if (!spread)
+	if (refine_offsets(m, gmin, gmax) < 0)
 		return -ENOMEM;
+	for (size_t i = 0; i < m->n; i++)
+		total += m->r[i].aligned ? m->r[i].s.ncoll : 0;
+	spread = malloc((size_t)(gmax - gmin + 1) * sizeof(*spread));
+	resid = malloc((total + 1) * sizeof(*resid));
+	ends = malloc((m->n + 1) * sizeof(*ends));
+	for (size_t i = 0; i < m->n && spread && resid && ends; i++) {
+		m->r[i].late = calloc((size_t)(gmax - gmin + 1), sizeof(uint64_t));
+		if (!m->r[i].late)
+			break;
+	}
+	if (!spread || !resid || !ends || (m->n && !m->r[m->n - 1].late)) {
+		free(spread);
+		free(resid);
+		free(ends);
+		return -ENOMEM;
+	}
 	for (long g = gmin; g <= gmax; g++) {
 		uint64_t emin = UINT64_MAX, emax = 0, smin = UINT64_MAX, smax = 0, sig = 0;
 		size_t present = 0, last = 0;
@@ -278,6 +354,7 @@ static int analyse_collectives(struct merge *m)
 				continue;
 			s = corr(x, x->s.coll[j].start_ns);
 			e = corr(x, x->s.coll[j].end_ns);
+			ends[present] = (int64_t)e;
 			if (present++ == 0)
 				sig = x->s.coll[j].sig;
 			else if (x->s.coll[j].sig != sig)
@@ -293,6 +370,16 @@ static int analyse_collectives(struct merge *m)
 		if (present < 2 || !same)
 			continue;
 		spread[nspread++] = emax - emin;
+		/* each rank's end against the median end of the others (leave one out: with two
+		 * ranks, each one's residual is the whole gap between them) */
+		qsort(ends, present, sizeof(*ends), cmp_i64);
+		for (size_t p = 0; p < present; p++) {
+			size_t mo = present - 1;
+			int64_t med = mo % 2 ? other_at(ends, p, mo / 2)
+					     : (other_at(ends, p, mo / 2 - 1) + other_at(ends, p, mo / 2)) / 2;
+
+			resid[nresid++] = ends[p] > med ? (uint64_t)(ends[p] - med) : (uint64_t)(med - ends[p]);
+		}
 		if (present != m->aligned)
 			continue;
 		m->complete++;
@@ -309,10 +396,14 @@ static int analyse_collectives(struct merge *m)
 	}
 	m->skew_n = nspread;
 	if (nspread) {
-		m->skew_max = merge_quantile_u64(spread, nspread, 1.0);
-		m->skew_p50 = merge_quantile_u64(spread, nspread, 0.5);
+		m->spread_max = merge_quantile_u64(spread, nspread, 1.0);
+		m->spread_p50 = merge_quantile_u64(spread, nspread, 0.5);
+		m->skew_max = merge_quantile_u64(resid, nresid, 1.0);
+		m->skew_p50 = merge_quantile_u64(resid, nresid, 0.5);
 	}
 	free(spread);
+	free(resid);
+	free(ends);
 	return 0;
 }
 
@@ -790,7 +881,7 @@ static int write_summary(struct merge *m, const char *dir)
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; i < m->n; i++)
 		json_array_append_new(ranks, rank_json(m, &m->r[i], i));
-	j = json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:I,s:I,s:{s:f,s:f,s:I}},s:f,s:O,s:O}",
+	j = json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
 		      "schema", "aiprof.merge/v1", "aiprof_version", AIPROF_VERSION, "created", created,
 		      "reference_rank", m->ref < m->n ? m->r[m->ref].s.rank : -1,
 		      "aligned_ranks", (json_int_t)m->aligned, "ranks", ranks,
@@ -799,7 +890,7 @@ static int write_summary(struct merge *m, const char *dir)
 		      "collectives_matched_all_ranks", (json_int_t)m->complete,
 		      "collectives_compared", (json_int_t)m->skew_n,
 		      "residual_skew_us", "p50", us(m->skew_p50), "max", us(m->skew_max), "collectives",
-		      (json_int_t)m->skew_n,
+		      (json_int_t)m->skew_n, "end_spread_us", "p50", us(m->spread_p50), "max", us(m->spread_max),
 		      "step_period_us", us(m->period_ns), "findings", m->findings, "warnings", m->warnings);
 	if (!j)
 		return -ENOMEM;
