@@ -174,6 +174,8 @@ def end_env(e):
     chain, ns = e.chain, e.ns
     for c in e.controllers:
         c.stop()
+    for kind, name in e.cluster_objects:
+        kubectl(chain, "delete", kind, name, "--wait=false")
     kubectl(chain, "delete", "namespace", ns, "--wait=false")
     wait_for(lambda: all(r.gone for r in list(chain.kubelet.pods.values()) if r.ns == ns), 30,
              f"the kubelet to stop the pods of {ns}")
@@ -187,6 +189,7 @@ class Env:
         self.chain, self.ns = chain, ns
         self.kube, self.rgw = chain.kube, chain.rgw
         self.controllers = []
+        self.cluster_objects = []   # (kind, name) of cluster-scoped objects to delete at the end
         self.tmp = os.path.join(chain.tmp, ns)
         os.makedirs(self.tmp)
 

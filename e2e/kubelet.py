@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """A TEST DOUBLE of the kubelet for one node, running pods as runc containers.
 
-It speaks to the API server (tests/kubeapi, over HTTPS) only as a kubelet does: it lists and
-watches the pods bound to its node (fieldSelector spec.nodeName=NODE), reads the Secrets their
+It speaks to the API server (tests/kubeapi, over HTTPS) only as a kubelet does: it registers
+its Node (node info of this machine: kernel, OS, runc), lists and watches the pods bound to its node (fieldSelector spec.nodeName=NODE), reads the Secrets their
 volumes and env refer to, and writes pod status through the pods/status subresource. Nothing
 is short-cut through the double's control API. Containers run with runc (tests/runc/runcenv.py).
 
@@ -233,7 +233,48 @@ class Kubelet:
     def log(self, msg):
         self.logf.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
 
+    def register(self):
+        """Registers the Node as a kubelet does (a create carrying its status), or refreshes the
+        status of an existing one: node info from this machine, Ready."""
+        uname = os.uname()
+        try:
+            with open("/etc/os-release") as f:
+                osimg = next((ln.split("=", 1)[1].strip().strip('"') for ln in f if ln.startswith("PRETTY_NAME=")), "")
+        except OSError:
+            osimg = ""
+        t = now_rfc3339()
+        status = {
+            "capacity": {"cpu": str(os.cpu_count()), "pods": "110"},
+            "allocatable": {"cpu": str(os.cpu_count()), "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet double is posting ready status",
+                            "lastHeartbeatTime": t, "lastTransitionTime": t}],
+            "addresses": [{"type": "InternalIP", "address": NODE_IP}, {"type": "Hostname", "address": self.node}],
+            "nodeInfo": {"kernelVersion": uname.release, "osImage": osimg, "operatingSystem": "linux",
+                         "architecture": {"x86_64": "amd64", "aarch64": "arm64"}.get(uname.machine, uname.machine),
+                         "containerRuntimeVersion": "runc://" + self.runc_version(),
+                         "kubeletVersion": "v1.32.0-e2e-double", "kubeProxyVersion": "",
+                         "machineID": "", "systemUUID": "", "bootID": ""},
+            "runtimeHandlers": [{"name": "runc", "features": {"recursiveReadOnlyMounts": False}}],
+        }
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.node, "labels": {"kubernetes.io/hostname": self.node,
+                                                           "kubernetes.io/os": "linux"}},
+                "status": status}
+        r = self.kube.post("/api/v1/nodes", node)
+        if r.status == 409:
+            r = self.kube.patch(f"/api/v1/nodes/{self.node}/status", {"status": status},
+                                patch_type="application/strategic-merge-patch+json")
+        if r.status not in (200, 201):
+            raise RuntimeError(f"registering node {self.node}: {r.status} {r.raw[:300]!r}")
+
+    def runc_version(self):
+        import subprocess
+        out = subprocess.run([self.runc.runc, "--version"], capture_output=True, text=True).stdout
+        return out.split()[2] if out.startswith("runc version") else "unknown"
+
     def start(self):
+        self.register()
         for fn in (self._watch_loop, self._sync_loop):
             t = threading.Thread(target=self._guard, args=(fn,), daemon=True, name=fn.__name__)
             t.start()

@@ -56,6 +56,11 @@ def test_session_by_pod_name(env):
     assert len(inj) == 1
     ctr = inj[0]["spec"]["containers"][0]
     assert ctr["args"][:3] == ["profile", "--container-id", target_cid]
+    # the node the kubelet double registered reports this machine's kernel (>= 5.8 here): no SYS_ADMIN
+    r = env.kubectl("get", "nodes", "-o", "wide")
+    assert r.returncode == 0 and "node-e2e" in r.stdout and "Ready" in r.stdout, r.stdout + r.stderr
+    assert os.uname().release in r.stdout
+    assert "SYS_ADMIN" not in ctr["securityContext"]["capabilities"]["add"]
     cs = inj[0]["status"]["containerStatuses"][0]
     term = cs["state"]["terminated"]
     assert term["exitCode"] == 0 and term["reason"] == "Completed"
@@ -98,14 +103,19 @@ def test_session_on_kata_pod_by_ephemeral_container(env):
     network/IPC/UTS namespaces (joined by path), with the S3 credentials resolved from the
     Secret into its env. (Here the pod itself still runs in a runc container: no Kata on this
     machine.)"""
+    rc = f"kata-{env.ns}"[:63]
+    r = env.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": rc}, "handler": "kata"}))
+    assert r.returncode == 0, r.stderr
+    env.cluster_objects.append(("runtimeclass", rc))
     env.controller()
-    env.pod("trainer-k", TRAINER_RUN, runtime_class="kata")
+    env.pod("trainer-k", TRAINER_RUN, runtime_class=rc)
     env.wait_running("trainer-k")
     env.session("kata", {"podName": "trainer-k", "container": "trainer"}, duration="2s")
     s, _ = env.wait_phase("kata", ("Succeeded", "Failed"), timeout=120)
     st = s["status"]
     assert st["phase"] == "Succeeded", json.dumps(st)[:3000] + env.debug()
-    assert st["targets"][0]["mode"] == "EphemeralContainer"
+    assert st["targets"][0]["mode"] == "EphemeralContainer" and st["targets"][0]["runtime"] == "kata"
     assert env.injector_pods("kata") == [], "a Kata target gets no node-agent pod"
     pod = env.get_pod("trainer-k")
     eph = pod["spec"]["ephemeralContainers"]
