@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The clock-offset estimator of `aiprof merge` (injector/merge_align.c) on synthetic ranks
+ * with known offsets, jitter, wake-up delays and windows that start at different
+ * collectives; and the reader of a rank's artifacts (injector/merge_read.c) on small
+ * timelines.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "injector/merge.h"
+
+#define NS_PER_MS 1000000ULL
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/*
+ * One job seen by two ranks: n collectives on a shared timeline, two per step (a gradient
+ * all-reduce and a 4-byte one) with a jittered step period. Rank x's clock reads offset_ns
+ * more, its window starts `skip` collectives later, and its ends carry wake-up delays.
+ */
+static void make_job(struct merge_coll *ref, size_t n, struct merge_coll *x, size_t skip, int64_t offset_ns,
+		     uint64_t jitter_ns, uint64_t wake_ns)
+{
+	uint64_t t = 5000 * NS_PER_MS;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t dur = i % 2 ? 50000 : 3 * NS_PER_MS;
+		uint64_t end = t + dur;
+
+		ref[i] = (struct merge_coll){ t, end + (wake_ns ? rnd() % wake_ns : 0), i % 2 ? 4 : 2097152 };
+		if (i >= skip) {
+			uint64_t xs = t + 1000 + rnd() % 2000;   /* enters a little later */
+
+			x[i - skip] = (struct merge_coll){ (uint64_t)((int64_t)xs + offset_ns),
+							  (uint64_t)((int64_t)end + offset_ns) +
+							  (wake_ns ? rnd() % wake_ns : 0), ref[i].sig };
+		}
+		t = end + (i % 2 ? 30 * NS_PER_MS : 2 * NS_PER_MS) + (jitter_ns ? rnd() % jitter_ns : 0);
+	}
+}
+
+static void assert_near(int64_t got, int64_t want, int64_t tol)
+{
+	if (got > want + tol || got < want - tol)
+		fail_msg("offset %lld ns, expected %lld +- %lld", (long long)got, (long long)want, (long long)tol);
+}
+
+static void test_same_windows_offset_recovered(void **state)
+{
+	struct merge_coll ref[200], x[200];
+	struct merge_fit f;
+
+	make_job(ref, 200, x, 0, 123456789, 500000, 0);
+	assert_int_equal(merge_fit_offset(ref, 200, x, 200, &f), 0);
+	assert_true(f.ok);
+	assert_int_equal(f.shift, 0);
+	assert_int_equal(f.matched, 200);
+	assert_int_equal(f.offset_ns, 123456789);
+	assert_int_equal(f.mad_ns, 0);
+	assert_false(f.ambiguous);
+}
+
+static void test_window_starting_later_and_clock_behind(void **state)
+{
+	struct merge_coll ref[300], x[300];
+	struct merge_fit f;
+
+	/* x's window starts 7 collectives later, its clock is 2.5 s behind (many periods) */
+	make_job(ref, 300, x, 7, -2500000000LL, 800000, 0);
+	assert_int_equal(merge_fit_offset(ref, 300, x, 293, &f), 0);
+	assert_true(f.ok);
+	assert_int_equal(f.shift, 7);
+	assert_int_equal(f.matched, 293);
+	assert_int_equal(f.offset_ns, -2500000000LL);
+	assert_false(f.ambiguous);
+}
+
+static void test_reference_starting_later(void **state)
+{
+	struct merge_coll ref[300], x[300];
+	struct merge_fit f;
+
+	/* the other way round: x's window holds 4 collectives before ref's first */
+	make_job(x, 300, ref, 4, 777777, 800000, 0);
+	assert_int_equal(merge_fit_offset(ref, 296, x, 300, &f), 0);
+	assert_true(f.ok);
+	assert_int_equal(f.shift, -4);
+	assert_int_equal(f.offset_ns, -777777);
+}
+
+static void test_wakeup_delays(void **state)
+{
+	struct merge_coll ref[400], x[400];
+	struct merge_fit f;
+
+	/* both ranks' ends late by up to 40 us at random: the offset within the noise */
+	make_job(ref, 400, x, 3, 987654321, 600000, 40000);
+	assert_int_equal(merge_fit_offset(ref, 400, x, 397, &f), 0);
+	assert_true(f.ok);
+	assert_int_equal(f.shift, 3);
+	assert_near(f.offset_ns, 987654321, 8000);
+	assert_true(f.mad_ns < 20000);
+}
+
+static void test_outliers_do_not_move_the_offset(void **state)
+{
+	struct merge_coll ref[200], x[200];
+	struct merge_fit f;
+
+	make_job(ref, 200, x, 0, 5000000, 400000, 0);
+	/* every 8th end on x is 3 ms late (a descheduled thread) */
+	for (size_t i = 0; i < 200; i += 8)
+		x[i].end_ns += 3 * NS_PER_MS;
+	assert_int_equal(merge_fit_offset(ref, 200, x, 200, &f), 0);
+	assert_int_equal(f.shift, 0);
+	assert_int_equal(f.offset_ns, 5000000);
+}
+
+static void test_signatures_must_agree(void **state)
+{
+	struct merge_coll ref[100], x[100];
+	struct merge_fit f;
+
+	make_job(ref, 100, x, 0, 0, 300000, 0);
+	/* another job: every collective of another size */
+	for (size_t i = 0; i < 100; i++)
+		x[i].sig = 12345;
+	assert_int_equal(merge_fit_offset(ref, 100, x, 100, &f), 0);
+	assert_false(f.ok);
+}
+
+static void test_perfectly_periodic_is_ambiguous(void **state)
+{
+	struct merge_coll ref[100], x[100];
+	struct merge_fit f;
+
+	make_job(ref, 100, x, 0, 1000, 0, 0);
+	assert_int_equal(merge_fit_offset(ref, 100, x, 100, &f), 0);
+	assert_true(f.ok);
+	assert_true(f.ambiguous);
+	assert_int_equal(f.mad_ns, 0);
+}
+
+static void test_nothing_to_match(void **state)
+{
+	struct merge_coll ref[10], x[10];
+	struct merge_fit f;
+
+	make_job(ref, 10, x, 0, 0, 100000, 0);
+	assert_int_equal(merge_fit_offset(ref, 10, x, 0, &f), 0);
+	assert_false(f.ok);
+	assert_int_equal(merge_fit_offset(ref, 0, x, 10, &f), 0);
+	assert_false(f.ok);
+	/* a single collective each: matched, offset from that one */
+	assert_int_equal(merge_fit_offset(ref, 1, x, 1, &f), 0);
+	assert_true(f.ok);
+	assert_int_equal(f.offset_ns, 0);
+}
+
+static void test_median_and_quantiles(void **state)
+{
+	int64_t v[] = { 9, -3, 7, 7, 1, 100, -50 };
+	uint64_t q[] = { 5, 1, 4, 2, 3 };
+	uint64_t one[] = { 42 };
+
+	assert_int_equal(merge_median_i64(v, 7), 7);
+	assert_int_equal(merge_median_i64(v, 0), 0);
+	assert_int_equal(merge_quantile_u64(q, 5, 0.5), 3);
+	assert_int_equal(merge_quantile_u64(q, 5, 1.0), 5);
+	assert_int_equal(merge_quantile_u64(q, 5, 0.0), 1);
+	assert_int_equal(merge_quantile_u64(one, 1, 0.5), 42);
+}
+
+/* ---- reading a rank's artifacts ------------------------------------------------------- */
+
+static const char summary_ok[] =
+	"{\"schema\":\"aiprof.summary/v2\",\"window\":{\"start_monotonic_ns\":1000000,"
+	"\"end_monotonic_ns\":9000000},\"origin\":{\"pod\":\"trainer-1\",\"host\":\"node-b\","
+	"\"session\":\"train/s1\"},\"ebpf\":{\"collectors\":[\"cpu\",\"offcpu\"]},\"findings\":[]}";
+
+static char *dup(const char *s)
+{
+	char *d = strdup(s);
+
+	assert_non_null(d);
+	return d;
+}
+
+static void test_read_world_communicator(void **state)
+{
+	static const char tl[] =
+		"{\"traceEvents\":[\n"
+		"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":7,\"tid\":0,\"ts\":0,\"args\":{\"name\":\"t\"}},\n"
+		"{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":7,\"tid\":8,\"ts\":2000.5,\"dur\":10,"
+		"\"args\":{\"op\":\"AllReduce\",\"bytes\":64,\"rank\":1,\"nranks\":4,\"comm\":\"0xa\"}},\n"
+		"{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":7,\"tid\":8,\"ts\":2100,\"dur\":10,"
+		"\"args\":{\"op\":\"AllReduce\",\"bytes\":64,\"rank\":0,\"nranks\":2,\"comm\":\"0xb\"}},\n"
+		"{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":7,\"tid\":8,\"ts\":1000,\"dur\":10,"
+		"\"args\":{\"op\":\"AllReduce\",\"bytes\":64,\"rank\":1,\"nranks\":4,\"comm\":\"0xa\"}},\n"
+		"{\"ph\":\"X\",\"cat\":\"cuda_api\",\"name\":\"cudaStreamSynchronize\",\"pid\":7,\"tid\":8,\"ts\":3000,"
+		"\"dur\":500,\"args\":{}},\n"
+		"{\"ph\":\"X\",\"cat\":\"offcpu\",\"name\":\"futex: futex_do_wait\",\"pid\":7,\"tid\":8,\"ts\":4000,"
+		"\"dur\":4000,\"sf\":3,\"args\":{}}\n"
+		"],\"stackFrames\":{\"1\":{\"name\":\"trainer-7\"},\"2\":{\"name\":\"pncclAllReduce\",\"parent\":\"1\"},"
+		"\"3\":{\"name\":\"[libc.so.6]\",\"parent\":\"2\"}},"
+		"\"otherData\":{\"window_start_ns\":500000,\"window_end_ns\":9500000}}";
+	struct merge_source s;
+	char msg[512] = "";
+
+	assert_int_equal(merge_source__parse(&s, "src", dup(tl), strlen(tl), summary_ok, strlen(summary_ok), msg,
+					     sizeof(msg)), 0);
+	assert_int_equal(s.nev, 6);
+	assert_int_equal(s.rank, 1);
+	assert_int_equal(s.nranks, 4);
+	assert_string_equal(s.comm, "0xa");
+	assert_int_equal(s.ncoll, 2);
+	assert_int_equal(s.coll[0].start_ns, 1000000);   /* sorted by start */
+	assert_int_equal(s.coll[1].start_ns, 2000500);
+	assert_int_equal(s.coll[1].end_ns, 2010500);
+	assert_int_equal(s.last_api_end_ns, 3500000);
+	assert_int_equal(s.win_start_ns, 500000);         /* the timeline's window wins */
+	assert_int_equal(s.win_end_ns, 9500000);
+	assert_string_equal(s.pod, "trainer-1");
+	assert_string_equal(s.host, "node-b");
+	assert_string_equal(s.session, "train/s1");
+	assert_true(s.offcpu_known);
+	assert_int_equal(s.nwaits, 1);
+	assert_true(s.waits[0].in_nccl);
+	merge_source__clear(&s);
+}
+
+static void test_read_rejects(void **state)
+{
+	static const struct {
+		const char *tl, *sum, *why;
+	} bad[] = {
+		{ "[1,2]", summary_ok, "traceEvents" },
+		{ "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":-5,\"dur\":1}]}", summary_ok, "malformed" },
+		{ "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":\"1\",\"tid\":1,\"ts\":5,\"dur\":1}]}", summary_ok, "malformed" },
+		{ "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":1}", summary_ok, "traceEvents" },
+		{ "{\"traceEvents\":[]}", "{\"schema\":\"other/v1\"}", "not an aiprof summary" },
+		{ "{\"traceEvents\":[]}", "{\"schema\":", "not JSON" },
+		{ "{\"traceEvents\":[],\"stackFrames\":[1]}", summary_ok, "stackFrames" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct merge_source s;
+		char msg[512] = "";
+
+		assert_true(merge_source__parse(&s, "r", dup(bad[i].tl), strlen(bad[i].tl), bad[i].sum,
+						strlen(bad[i].sum), msg, sizeof(msg)) < 0);
+		if (!strstr(msg, bad[i].why))
+			fail_msg("case %zu: '%s' does not say '%s'", i, msg, bad[i].why);
+		merge_source__clear(&s);
+	}
+}
+
+static void test_read_no_collectives(void **state)
+{
+	static const char tl[] = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cuda_api\",\"name\":\"cudaMalloc\","
+				 "\"pid\":3,\"tid\":3,\"ts\":1,\"dur\":1,\"args\":{}}]}";
+	struct merge_source s;
+	char msg[512] = "";
+
+	assert_int_equal(merge_source__parse(&s, "r", dup(tl), strlen(tl), summary_ok, strlen(summary_ok), msg,
+					     sizeof(msg)), 0);
+	assert_int_equal(s.ncoll, 0);
+	assert_int_equal(s.rank, -1);
+	assert_int_equal(s.win_end_ns, 9000000);          /* from the summary */
+	merge_source__clear(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_same_windows_offset_recovered),
+		cmocka_unit_test(test_window_starting_later_and_clock_behind),
+		cmocka_unit_test(test_reference_starting_later),
+		cmocka_unit_test(test_wakeup_delays),
+		cmocka_unit_test(test_outliers_do_not_move_the_offset),
+		cmocka_unit_test(test_signatures_must_agree),
+		cmocka_unit_test(test_perfectly_periodic_is_ambiguous),
+		cmocka_unit_test(test_nothing_to_match),
+		cmocka_unit_test(test_median_and_quantiles),
+		cmocka_unit_test(test_read_world_communicator),
+		cmocka_unit_test(test_read_rejects),
+		cmocka_unit_test(test_read_no_collectives),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
