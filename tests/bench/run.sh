@@ -15,5 +15,7 @@ echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_ebpf.py
 echo "== controller: 1,000 sessions at once against the API double; RSS with 10,000 pods cached"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_controller.py || echo "controller benchmark: a target was missed (figures above)"
+echo "== aiprof merge: 1, 2, 4 ranks as processes; merge time and residual clock skew"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_merge.py
 echo "== end to end: kubectl apply -> Succeeded for 1, 2, 4 ranks in runc containers; merged timeline's residual clock skew"
 BUILD=$BUILD /usr/bin/python3 e2e/bench_e2e.py
