@@ -587,3 +587,80 @@ def test_controller_with_chart_args_and_rbac_covers_exactly_its_calls(api):
     # the lease get/update are limited to the chart's lease name
     lease_reqs = [r for r in reqs if r["resource"] == "leases" and r["verb"] in ("get", "update")]
     assert lease_reqs and all(r["namespace"] == RELEASE_NS for r in lease_reqs)
+
+
+# ---------------------------------------------------------------------------------- images
+
+def dockerfile_stages(path):
+    """[(base, [package=version ...], text)] of each FROM stage."""
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    stages = []
+    for chunk in re.split(r"^FROM ", text, flags=re.M)[1:]:
+        pkgs = []
+        for m in re.finditer(r"apt-get install[^&]*", chunk):
+            pkgs += [w for w in m.group(0).split() if "=" in w]
+        stages.append((chunk.split()[0], pkgs, chunk))
+    return stages
+
+
+@pytest.mark.parametrize("dockerfile,binaries", [
+    ("controller/Dockerfile", ["aiprof-controller"]),
+    ("injector/Dockerfile", ["aiprof", "libaiprof.so"]),
+])
+def test_dockerfiles(dockerfile, binaries):
+    stages = dockerfile_stages(os.path.join(ROOT, dockerfile))
+    with open(os.path.join(ROOT, dockerfile)) as f:
+        assert "ARG DEBIAN=debian:bookworm-slim" in f.read()
+    assert len(stages) == 2 and all(base == "${DEBIAN}" for base, _, _ in stages), "two bookworm-slim stages"
+    build, final = stages
+    for _, pkgs, _ in stages:
+        assert pkgs, "no pinned packages"
+        for p in pkgs:
+            name, ver = p.split("=", 1)
+            # the pinned version is the one Debian 12 has here (installed or in the apt lists)
+            have = run(["dpkg-query", "-W", "-f=${Version}", name], ok=False).stdout
+            known = have == ver or run(["apt-cache", "show", f"{name}={ver}"], ok=False).returncode == 0
+            assert known, f"{dockerfile}: {name}={ver}, but this Debian has {have or 'none'}"
+    for b in binaries:
+        assert f"build/{b}" in build[2], f"{dockerfile} does not build build/{b}"
+        assert re.search(rf"COPY --from=build /src/build/{re.escape(b)} ", final[2]), b
+    assert "USER 65532" in final[2] or dockerfile.startswith("injector/")
+    # every shared library the built programs need comes from a package the final stage installs
+    final_pkgs = {p.split("=", 1)[0] for p in final[1]} | {"libc6"}
+    for b in binaries:
+        path = os.path.join(ROOT, BUILD, b)
+        if not os.path.exists(path):
+            pytest.skip(f"{path} not built")
+        needed = re.findall(r"\(NEEDED\).*\[(.+)\]", run(["readelf", "-d", path]).stdout)
+        resolved = dict(re.findall(r"^\s*(\S+) => (/\S+)", run(["ldd", path]).stdout, re.M))
+        for so in needed:
+            if so.startswith("ld-linux"):
+                continue
+            lib = resolved.get(so)
+            assert lib, f"{b}: {so} does not resolve here"
+            # merged /usr: the package may list either spelling of the path
+            cands = {lib, os.path.realpath(lib)}
+            cands |= {c[4:] if c.startswith("/usr/") else "/usr" + c for c in set(cands)}
+            out = run(["dpkg", "-S", *sorted(cands)], ok=False).stdout
+            pkg = out.split(":")[0] if out else ""
+            assert pkg, f"{so} ({lib}): no package owns it"
+            assert pkg in final_pkgs, f"{dockerfile}: {b} needs {so} from {pkg}, not installed in the image"
+    with open(os.path.join(ROOT, ".dockerignore")) as f:
+        assert "build/" in f.read().split(), "build outputs must stay out of the image's context"
+
+
+def test_make_images_without_an_engine_says_so():
+    empty = tempfile.mkdtemp(prefix="aiprof-noengine-")
+    try:
+        # only the tools make needs: no docker, no podman on PATH
+        for tool in ("sh", "bash", "sed", "make"):
+            os.symlink(shutil.which(tool), os.path.join(empty, tool))
+        r = run(["make", "-s", "images"], ok=False, cwd=ROOT, env={"PATH": empty})
+        assert r.returncode != 0
+        assert "no usable container engine ( docker: not installed; podman: not installed;)" in r.stderr
+        if shutil.which("docker") and run(["docker", "info"], ok=False).returncode != 0:
+            r = run(["make", "-s", "images"], ok=False, cwd=ROOT)
+            assert r.returncode != 0 and "docker: installed, but 'docker info' fails" in r.stderr
+    finally:
+        shutil.rmtree(empty)
