@@ -279,3 +279,60 @@ def test_rank_without_collectives_is_merged_unaligned(two_ranks, tmp_path):
     assert any("made no NCCL collective" in w for w in s["warnings"]), s["warnings"]
     unaligned = [x for x in s["ranks"] if not x["aligned"]]
     assert len(unaligned) == 1 and unaligned[0]["offset_us"] == 0
+
+
+def test_s3_sources_and_output(two_ranks, tmp_path):
+    """The merge pod's way: ranks uploaded by `aiprof upload`, merged from s3:// into
+    s3://, manifest last; the termination message lists the uploaded objects; no secret in
+    anything it prints or writes."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, os.path.join(ROOT, "tests", "s3"))
+    import s3env
+    missing = s3env.missing_ceph()
+    if missing:
+        pytest.skip("Ceph is not installed (missing " + ", ".join(missing) + "): "
+                    "scripts/install-deps.sh")
+    g = s3env.Radosgw()
+    try:
+        g.start()
+        env = g.client_env()
+        srcs = []
+        for i, d in enumerate(two_ranks):
+            local = tmp_path / f"up{i}"
+            shutil.copytree(d, local)
+            url = f"s3://{g.bucket}/train/job/trainer-{i}"
+            r = subprocess.run([AIPROF, "upload", str(local), url], capture_output=True, text=True,
+                               env=env, timeout=120)
+            assert r.returncode == 0, r.stderr
+            srcs.append(url)
+        term = tmp_path / "term"
+        dest = f"s3://{g.bucket}/train/job/merged"
+        r = subprocess.run([AIPROF, "merge", "-o", dest, "--termination-log", str(term), *srcs],
+                           capture_output=True, text=True, env=env, timeout=300, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split()
+        assert lines[0] == dest
+        staging = tmp_path / lines[1]
+        s3 = g.boto3()
+        man = json.loads(s3.get_object(Bucket=g.bucket, Key="train/job/merged/manifest.json")["Body"].read())
+        names = {a["name"]: a for a in man["artifacts"]}
+        assert set(names) == {"timeline.json.gz", "summary.json"}
+        body = s3.get_object(Bucket=g.bucket, Key="train/job/merged/summary.json")["Body"].read()
+        s = json.loads(body)
+        assert [x["name"] for x in s["ranks"]] == ["rank 0 (trainer-0)", "rank 1 (trainer-1)"]
+        assert all(x["aligned"] for x in s["ranks"])
+        with open(staging / "summary.json", "rb") as f:
+            assert f.read() == body          # the local folder is kept, identical
+        msg = json.load(open(term))
+        urls = {a["name"]: a.get("url") for a in msg["artifacts"]}
+        assert urls["summary.json"] == f"{dest}/summary.json", msg
+        for text in (r.stdout, r.stderr, open(term).read()):
+            assert g.secret not in text
+        # a source that is not there: says which object is missing
+        r = subprocess.run([AIPROF, "merge", "-o", str(tmp_path / "x"), srcs[0],
+                            f"s3://{g.bucket}/train/job/trainer-9"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert r.returncode == 1 and "trainer-9" in r.stderr and "timeline.json.gz" in r.stderr, r.stderr
+    finally:
+        g.stop()
