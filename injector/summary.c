@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "diagnosis.h"
 #include "ebpf.h"
@@ -15,6 +16,36 @@
 #include "launch_stacks.h"
 #include "profile.h"
 #include "uprobes.h"
+
+/*
+ * "origin": where this profile comes from, so `aiprof merge` can name each rank and refuse
+ * ranks of different sessions: the Kubernetes session, pod and container the controller
+ * passes in AIPROF_SESSION / AIPROF_TARGET_POD / AIPROF_TARGET_CONTAINER, and the host
+ * (AIPROF_NODE_NAME, else the host name when not in a pod).
+ */
+static void write_origin(struct jsonw *w)
+{
+	static const struct { const char *key, *env; } from[] = {
+		{ "session", "AIPROF_SESSION" },
+		{ "pod", "AIPROF_TARGET_POD" },
+		{ "container", "AIPROF_TARGET_CONTAINER" },
+		{ "host", "AIPROF_NODE_NAME" },
+	};
+	char host[256] = "";
+
+	jsonw_key(w, "origin");
+	jsonw_obj_open(w);
+	for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
+		const char *v = getenv(from[i].env);
+
+		if (v && *v)
+			jsonw_kv_str(w, from[i].key, v);
+	}
+	if (!getenv("AIPROF_NODE_NAME") && !getenv("AIPROF_TARGET_POD") && gethostname(host, sizeof(host) - 1) == 0 &&
+	    host[0])
+		jsonw_kv_str(w, "host", host);
+	jsonw_obj_close(w);
+}
 
 #ifndef AIPROF_VERSION
 #define AIPROF_VERSION "0.1.0"
@@ -220,6 +251,7 @@ int summary_write(const struct profile *p, const char *path)
 	jsonw_obj_open(w);
 	jsonw_kv_str(w, "schema", "aiprof.summary/v2");
 	jsonw_kv_str(w, "aiprof_version", AIPROF_VERSION);
+	write_origin(w);
 	jsonw_key(w, "window");
 	jsonw_obj_open(w);
 	jsonw_kv_str(w, "start", when);

@@ -320,7 +320,8 @@ def test_s3_sources_and_output(two_ranks, tmp_path):
         assert set(names) == {"timeline.json.gz", "summary.json"}
         body = s3.get_object(Bucket=g.bucket, Key="train/job/merged/summary.json")["Body"].read()
         s = json.loads(body)
-        assert [x["name"] for x in s["ranks"]] == ["rank 0 (trainer-0)", "rank 1 (trainer-1)"]
+        host = os.uname().nodename
+        assert [x["name"] for x in s["ranks"]] == [f"rank 0 (trainer-0/{host})", f"rank 1 (trainer-1/{host})"]
         assert all(x["aligned"] for x in s["ranks"])
         with open(staging / "summary.json", "rb") as f:
             assert f.read() == body          # the local folder is kept, identical
