@@ -707,6 +707,53 @@ static json_t *prefixed(size_t idx, const json_t *v)
 	return json_string(buf);
 }
 
+/* A non-metadata event copied as text with pid, ts, id and sf rewritten (it was validated
+ * by jansson when it was read): no tree built, nothing reformatted. */
+struct rewrite {
+	struct gzout *o;
+	const char *ev;
+	size_t idx;
+	int64_t offset_ns;
+	bool first;
+};
+
+static int rewrite_member(void *ctx, const struct merge_member *mb)
+{
+	struct rewrite *w = ctx;
+	const char *v = w->ev + mb->off;
+	char buf[96];
+
+	gz_puts(w->o, w->first ? "{\"" : ",\"");
+	w->first = false;
+	gz_put(w->o, mb->key, mb->key_len);
+	gz_puts(w->o, "\":");
+	if (mb->key_len == 3 && !memcmp(mb->key, "pid", 3)) {
+		long pid = strtol(v, NULL, 10);
+
+		snprintf(buf, sizeof(buf), "%ld", ((long)(w->idx + 1) << PID_SHIFT) | (pid & ((1L << PID_SHIFT) - 1)));
+		gz_puts(w->o, buf);
+	} else if (mb->key_len == 2 && !memcmp(mb->key, "ts", 2)) {
+		int64_t ns = merge_round(strtod(v, NULL) * 1000.0) - w->offset_ns;
+
+		if (ns < 0)
+			ns = 0;
+		snprintf(buf, sizeof(buf), "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+		gz_puts(w->o, buf);
+	} else if ((mb->key_len == 2 && !memcmp(mb->key, "id", 2)) || (mb->key_len == 2 && !memcmp(mb->key, "sf", 2))) {
+		snprintf(buf, sizeof(buf), "\"r%zu.", w->idx);
+		gz_puts(w->o, buf);
+		if (v[0] == '"')
+			gz_put(w->o, v + 1, mb->len - 1);
+		else {
+			gz_put(w->o, v, mb->len);
+			gz_puts(w->o, "\"");
+		}
+	} else {
+		gz_put(w->o, v, mb->len);
+	}
+	return w->o->err;
+}
+
 static int write_rank_events(struct merge *m, size_t idx, struct gzout *o, bool *first)
 {
 	struct rank_state *x = &m->r[idx];
@@ -715,17 +762,32 @@ static int write_rank_events(struct merge *m, size_t idx, struct gzout *o, bool 
 
 	rank_name(x, name, sizeof(name));
 	for (size_t k = 0; k < x->s.nev && !o->err; k++) {
-		json_t *e = json_loadb(x->s.tl + x->s.ev[k].off, x->s.ev[k].len, 0, &jerr);
-		const char *ph = json_string_value(json_object_get(e, "ph"));
-		const char *mname = json_string_value(json_object_get(e, "name"));
-		long pid = (long)json_integer_value(json_object_get(e, "pid"));
-		long newpid = ((long)(idx + 1) << PID_SHIFT) | (pid & ((1L << PID_SHIFT) - 1));
-		json_t *v;
+		const char *ph, *mname;
+		json_t *e, *v;
+		long pid;
 
-		if (!e || !ph)
+		if (!x->s.ev[k].meta) {
+			struct rewrite rw = { o, x->s.tl + x->s.ev[k].off, idx, x->offset_ns, true };
+
+			if (!*first)
+				gz_puts(o, ",\n");
+			*first = false;
+			if (merge_json_members(rw.ev, x->s.ev[k].len, rewrite_member, &rw) < 0)
+				return o->err ? o->err : -EBADMSG;
+			gz_puts(o, "}");
+			continue;
+		}
+		/* metadata: the process names and order are the merge's */
+		e = json_loadb(x->s.tl + x->s.ev[k].off, x->s.ev[k].len, 0, &jerr);
+		ph = json_string_value(json_object_get(e, "ph"));
+		mname = json_string_value(json_object_get(e, "name"));
+		pid = (long)json_integer_value(json_object_get(e, "pid"));
+		if (!e || !ph) {
+			json_decref(e);
 			return -EBADMSG;   /* was validated on reading */
-		json_object_set_new(e, "pid", json_integer(newpid));
-		if (!strcmp(ph, "M") && mname && !strcmp(mname, "process_name")) {
+		}
+		json_object_set_new(e, "pid", json_integer(((long)(idx + 1) << PID_SHIFT) | (pid & ((1L << PID_SHIFT) - 1))));
+		if (mname && !strcmp(mname, "process_name")) {
 			json_t *args = json_object_get(e, "args");
 			const char *orig = json_string_value(json_object_get(args, "name"));
 			char buf[700];
@@ -735,14 +797,9 @@ static int write_rank_events(struct merge *m, size_t idx, struct gzout *o, bool 
 			else
 				snprintf(buf, sizeof(buf), "%s: %s", name, orig ? orig : "process");
 			json_object_set_new(e, "args", json_pack("{s:s}", "name", buf));
-		} else if (!strcmp(ph, "M") && mname && !strcmp(mname, "process_sort_index")) {
+		} else if (mname && !strcmp(mname, "process_sort_index")) {
 			json_object_set_new(e, "args", json_pack("{s:I}", "sort_index",
 								 (json_int_t)idx * 16 + (pid == x->s.pid ? 0 : 1)));
-		} else if (strcmp(ph, "M") != 0) {
-			double ts = json_number_value(json_object_get(e, "ts"));
-			int64_t ns = merge_round(ts * 1000.0) - x->offset_ns;
-
-			json_object_set_new(e, "ts", json_real((double)(ns > 0 ? ns : 0) / 1000.0));
 		}
 		if ((v = json_object_get(e, "id")) && (v = prefixed(idx, v)))
 			json_object_set_new(e, "id", v);

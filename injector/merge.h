@@ -71,7 +71,21 @@ static inline int64_t merge_round(double x)
 
 struct merge_span {
 	size_t off, len;          /* one event object inside merge_source.tl */
+	bool meta;                /* ph "M" */
 };
+
+/* A member of a JSON object as text: key without its quotes, value as it stands. */
+struct merge_member {
+	const char *key;
+	size_t key_len;
+	size_t off, len;          /* the value, relative to the object's text */
+};
+
+/*
+ * Calls fn for each member of the JSON object at b[0..n) (structure only: values are
+ * skipped, not validated). Returns 0, -EBADMSG, or fn's negative return.
+ */
+int merge_json_members(const char *b, size_t n, int (*fn)(void *ctx, const struct merge_member *m), void *ctx);
 
 struct merge_wait {               /* an off-CPU interval of the world thread */
 	uint64_t ts_ns, dur_ns;

@@ -67,14 +67,7 @@ static size_t skip_value(const char *b, size_t n, size_t i)
 	return SIZE_MAX;
 }
 
-struct member {
-	const char *key;
-	size_t key_len;
-	size_t off, len;          /* the value */
-};
-
-/* Calls fn for each member of the object at b[0..n); returns 0, -EBADMSG or fn's error. */
-static int for_each_member(const char *b, size_t n, int (*fn)(void *ctx, const struct member *m), void *ctx)
+int merge_json_members(const char *b, size_t n, int (*fn)(void *ctx, const struct merge_member *m), void *ctx)
 {
 	size_t i = skip_ws(b, n, 0);
 
@@ -84,7 +77,7 @@ static int for_each_member(const char *b, size_t n, int (*fn)(void *ctx, const s
 	if (i < n && b[i] == '}')
 		return 0;
 	for (;;) {
-		struct member m;
+		struct merge_member m;
 		size_t e;
 		int r;
 
@@ -118,7 +111,7 @@ static int for_each_member(const char *b, size_t n, int (*fn)(void *ctx, const s
 	}
 }
 
-static bool key_is(const struct member *m, const char *k)
+static bool key_is(const struct merge_member *m, const char *k)
 {
 	return m->key_len == strlen(k) && memcmp(m->key, k, m->key_len) == 0;
 }
@@ -175,7 +168,7 @@ struct scan {
 		r_;                                                                   \
 	})
 
-static int top_member(void *ctx, const struct member *m)
+static int top_member(void *ctx, const struct merge_member *m)
 {
 	struct scan *sc = ctx;
 
@@ -233,7 +226,7 @@ static struct thr *thread_of(struct scan *sc, long pid, long tid)
 static int scan_event(struct scan *sc, size_t off, size_t len)
 {
 	struct merge_source *s = sc->s;
-	struct merge_span sp = { off, len };
+	struct merge_span sp = { off, len, false };
 	json_error_t jerr;
 	json_t *e = json_loadb(sc->tl + off, len, 0, &jerr), *args;
 	const char *ph, *cat, *name;
@@ -255,6 +248,7 @@ static int scan_event(struct scan *sc, size_t off, size_t len)
 		return -EBADMSG;
 	}
 	pid = (long)json_integer_value(json_object_get(e, "pid"));
+	sp.meta = strcmp(ph, "M") == 0;
 	tid = (long)json_integer_value(json_object_get(e, "tid"));
 	if (PUSH(s->ev, s->nev, s->capev_, sp) < 0) {
 		r = -ENOMEM;
@@ -503,7 +497,7 @@ int merge_source__parse(struct merge_source *s, const char *label, char *tl, siz
 	s->label = strdup(label);
 	if (!s->label)
 		return -ENOMEM;
-	r = for_each_member(tl, tl_len, top_member, &sc);
+	r = merge_json_members(tl, tl_len, top_member, &sc);
 	if (r < 0 || !sc.have_events) {
 		snprintf(msg, msglen, "%s: timeline.json.gz is not a Chrome trace object with \"traceEvents\"%s",
 			 label, r < 0 ? " (malformed JSON)" : "");
