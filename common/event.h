@@ -207,6 +207,8 @@ _Static_assert(sizeof(struct aiprof_event) == AIPROF_EVENT_SIZE, "event slot siz
 #define AIPROF_COLLECT_CUPTI (1u << 3)
 #define AIPROF_COLLECT_ALL   (AIPROF_COLLECT_CUDA | AIPROF_COLLECT_NCCL | \
 			      AIPROF_COLLECT_RDMA | AIPROF_COLLECT_CUPTI)
+/* a modifier: launches are recorded without their call stack (u.launch.stack_id = 0) */
+#define AIPROF_COLLECT_NO_STACKS (1u << 4)
 
 /*
  * The header page. Written by the library at creation (magic..lib_pid), then the

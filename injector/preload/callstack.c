@@ -37,11 +37,29 @@ extern const char etext[] __attribute__((visibility("hidden")));
 #define PY_ENTRY_SHIFT 56
 #define PY_NONE 0xffffu
 
+/*
+ * Per-call-site reuse: a launch from the same return address, frame and Python frames as
+ * an earlier one on this thread (in this session) takes that launch's stack without
+ * walking, except 1 in SITE_REWALK times at random, when it walks again: a call site
+ * reached at the same depth through other callers is then counted by samples of its
+ * real callers, never by a fixed pattern.
+ */
+#define SITE_BITS 6
+#define SITE_REWALK 16u
+
+struct site {
+	uintptr_t pc0, fp;
+	uint64_t pyh;
+	uint32_t id, gen;         /* gen: generation + 1 the id was sent in; 0 = none */
+};
+
 struct cur_stack {
 	uintptr_t pc[CALLSTACK_MAX];
 	size_t n;
 	uint64_t py[PY_MAX][2];       /* code, instr | flags */
 	size_t npy;
+	struct site sites[1u << SITE_BITS];
+	uint64_t rng;
 	char text[(CALLSTACK_MAX + 2 * PY_MAX) * 17 + 2];
 };
 
@@ -73,33 +91,54 @@ static int stack_bounds(struct tls *t)
 	return t->stack_state;
 }
 
-size_t callstack__walk(struct tls *t, uintptr_t fp, uintptr_t *out, size_t max)
+static inline bool frame_ok(const struct tls *t, uintptr_t fp)
+{
+	return fp >= t->stack_lo && fp <= t->stack_hi - 2 * sizeof(uintptr_t) &&
+	       !(fp & (sizeof(uintptr_t) - 1));
+}
+
+/* The first frame, from fp up, whose return address is outside libaiprof; 0 if none. */
+static uintptr_t first_foreign(const struct tls *t, uintptr_t fp)
 {
 	uintptr_t lo = (uintptr_t)__ehdr_start, hi = (uintptr_t)etext;
+
+	for (int i = 0; i < 8 && frame_ok(t, fp); i++) {
+		uintptr_t next = ((const uintptr_t *)fp)[0], ret = ((const uintptr_t *)fp)[1];
+
+		if (ret < 4096)
+			return 0;
+		if (ret < lo || ret >= hi)
+			return fp;
+		if (next <= fp)
+			return 0;
+		fp = next;
+	}
+	return 0;
+}
+
+static size_t walk_from(const struct tls *t, uintptr_t fp, uintptr_t *out, size_t max)
+{
 	size_t n = 0;
-	bool ours = true;   /* still in leading libaiprof frames */
 
-	if (stack_bounds(t) < 0)
-		return 0;
-	while (n < max) {
-		uintptr_t next, ret;
+	while (n < max && frame_ok(t, fp)) {
+		uintptr_t next = ((const uintptr_t *)fp)[0], ret = ((const uintptr_t *)fp)[1];
 
-		if (fp < t->stack_lo || fp > t->stack_hi - 2 * sizeof(uintptr_t) ||
-		    (fp & (sizeof(uintptr_t) - 1)))
-			break;
-		next = ((const uintptr_t *)fp)[0];
-		ret = ((const uintptr_t *)fp)[1];
 		if (ret < 4096)
 			break;
-		if (!ours || ret < lo || ret >= hi) {
-			ours = false;
-			out[n++] = ret;
-		}
+		out[n++] = ret;
 		if (next <= fp)
 			break;
 		fp = next;
 	}
 	return n;
+}
+
+size_t callstack__walk(struct tls *t, uintptr_t fp, uintptr_t *out, size_t max)
+{
+	if (stack_bounds(t) < 0)
+		return 0;
+	fp = first_foreign(t, fp);
+	return fp ? walk_from(t, fp, out, max) : 0;
 }
 
 static inline uint64_t ld64(uintptr_t base, uint16_t off)
@@ -140,21 +179,23 @@ static void py_walk(const struct aiprof_ring_hdr *h, struct cur_stack *c)
 	}
 }
 
-static inline uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v;
-	h *= 0xff51afd7ed558ccdull;
-	return h ^ (h >> 32);
-}
-
+/*
+ * Products with a different odd multiplier per position, summed: the multiplies do not
+ * wait for each other (a chained hash costs a multiply's latency per frame), and one mix
+ * at the end spreads the bits. Stacks that collide in 64 bits would share a name.
+ */
 static uint64_t stack_hash(const struct cur_stack *c)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ c->n ^ (uint64_t)c->npy << 32;
+	uint64_t h = 0, k = 0x9e3779b97f4a7c15ull;
 
-	for (size_t i = 0; i < c->n; i++)
-		h = mix(h, c->pc[i]);
-	for (size_t i = 0; i < c->npy; i++)
-		h = mix(mix(h, c->py[i][0]), c->py[i][1]);
+	for (size_t i = 0; i < c->n; i++, k += 0x632be59bd9b4e01aull)
+		h += (c->pc[i] ^ (c->pc[i] >> 29)) * (k | 1);
+	for (size_t i = 0; i < c->npy; i++, k += 0x632be59bd9b4e01aull)
+		h += (c->py[i][0] * (k | 1)) ^ (c->py[i][1] * ((k >> 7) | 1));
+	h ^= (uint64_t)c->n << 56 ^ (uint64_t)c->npy << 48;
+	h ^= h >> 31;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 32;
 	return h ? h : 1;
 }
 
@@ -197,15 +238,56 @@ static const char *stack_text(uintptr_t key)
 	return c->text;
 }
 
+static uint64_t py_hash(const struct cur_stack *c)
+{
+	uint64_t h = c->npy;
+
+	for (size_t i = 0; i < c->npy; i++)
+		h += (c->py[i][0] ^ c->py[i][1] << 17) * (0x9e3779b97f4a7c15ull + 2 * i);
+	return h;
+}
+
+static inline uint32_t rng_next(struct cur_stack *c, const struct tls *t)
+{
+	uint64_t x = c->rng ? c->rng : 0x2545f4914f6cdd1dull ^ t->tid;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	c->rng = x;
+	return (uint32_t)x;
+}
+
 uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 {
 	struct cur_stack *c = &t_cur;
+	struct site *st;
+	uintptr_t pc0;
+	uint64_t pyh = 0, hash;
+	uint32_t gen, id;
 
-	c->n = callstack__walk(t, fp, c->pc, CALLSTACK_MAX);
-	c->npy = 0;
-	if (unlikely(atomic_load_explicit(&h->py_valid, memory_order_acquire)))
-		py_walk(h, c);
-	if (!c->n && !c->npy)
+	if (atomic_load_explicit(&h->collectors, memory_order_relaxed) & AIPROF_COLLECT_NO_STACKS)
 		return 0;
-	return intern__id(h, INTERN_STACK, (uintptr_t)stack_hash(c), stack_text);
+	if (unlikely(stack_bounds(t) < 0))
+		return 0;
+	fp = first_foreign(t, fp);
+	c->npy = 0;
+	if (unlikely(atomic_load_explicit(&h->py_valid, memory_order_acquire))) {
+		py_walk(h, c);
+		pyh = py_hash(c);
+	}
+	if (!fp && !c->npy)
+		return 0;
+	/* the call site: a return address and the frame it returns into */
+	pc0 = fp ? ((const uintptr_t *)fp)[1] : 0;
+	gen = atomic_load_explicit(&h->generation, memory_order_relaxed) + 1;
+	st = &c->sites[((pc0 ^ fp >> 4 ^ pyh) * 0x9e3779b97f4a7c15ull) >> (64 - SITE_BITS)];
+	if (st->pc0 == pc0 && st->fp == fp && st->pyh == pyh && st->gen == gen &&
+	    (rng_next(c, t) & (SITE_REWALK - 1)))
+		return st->id;
+	c->n = fp ? walk_from(t, fp, c->pc, CALLSTACK_MAX) : 0;
+	hash = stack_hash(c);
+	id = intern__id(h, INTERN_STACK, (uintptr_t)hash, stack_text);
+	*st = (struct site){ .pc0 = pc0, .fp = fp, .pyh = pyh, .id = id, .gen = id ? gen : 0 };
+	return id;
 }

@@ -5,6 +5,9 @@
  *   1. before libaiprof.so is loaded                      (unhooked)
  *   2. after: GOT slot patched, library idle              (hooked, idle)
  *   3. recording, a consumer thread draining the ring     (hooked, recording)
+ *      - without the call stack at the launch (--collectors ...,no-launch-stacks), and
+ *        with it from this program's call chain (~6 frames) and from 32 frames deeper,
+ *        so the cost of the frame-pointer walk and its interning shows side by side
  * plus a never-hooked call through a function pointer, measured in between, as a check
  * that the machine did not change speed. Each figure is the best of several rounds.
  * Recording is timed in bursts of half a ring, so no call takes the drop path; the
@@ -64,6 +67,17 @@ static double ns_per_call(void (*fn)(long), long n)
 }
 
 static launch_fn g_real;
+static int g_depth;                     /* extra frames below each recorded burst */
+
+/* n launches from `depth` frames further down the stack (no tail calls: real frames) */
+__attribute__((noinline)) static void deep_launch(int depth, long n)
+{
+	if (depth > 0)
+		deep_launch(depth - 1, n);
+	else
+		bench_launch_plt(n);
+	__asm__ volatile("" ::: "memory");
+}
 
 static void ptr_loop(long n)
 {
@@ -107,7 +121,7 @@ static double recording_ns_per_call(long n, enum drain_mode mode)
 				;
 		} while (ring__pending(g_h) != 0);
 		t0 = h_mono_ns();
-		bench_launch_plt(burst);
+		deep_launch(g_depth, burst);
 		spent += h_mono_ns() - t0;
 		done += burst;
 	}
@@ -155,7 +169,7 @@ static double best(void (*fn)(long), long n, int rounds)
 
 static int run(long n, int rounds, const char *clock_name)
 {
-	double unhooked, idle, rec, rec_poll, rec_spin, ptr_before, ptr_after;
+	double unhooked, idle, rec, rec_poll, rec_spin, rec_nostack, rec_deep, ptr_before, ptr_after;
 	uint64_t drops0, recorded0;
 	pthread_t consumer;
 	void *lib;
@@ -188,7 +202,17 @@ static int run(long n, int rounds, const char *clock_name)
 	}
 	drops0 = atomic_load(&g_h->drops);
 	recorded0 = atomic_load(&g_h->recorded);
+	/* same-core rounds first: once the reader thread has drained, it may still be
+	 * finishing a pop when this thread would start popping again */
 	rec = best_rec(n, rounds, DRAIN_SAME_CORE);
+	g_depth = 32;
+	rec_deep = best_rec(n, rounds, DRAIN_SAME_CORE);
+	g_depth = 0;
+	if (h_enable(g_h, AIPROF_COLLECT_CUDA | AIPROF_COLLECT_NO_STACKS) < 0 ||
+	    (rec_nostack = best_rec(n, rounds, DRAIN_SAME_CORE), h_enable(g_h, AIPROF_COLLECT_CUDA) < 0)) {
+		fprintf(stderr, "bench_hooks: library did not start recording\n");
+		return 1;
+	}
 	rec_poll = best_rec(n, rounds, DRAIN_POLLING);
 	rec_spin = best_rec(n, rounds, DRAIN_SPINNING);
 	h_disable(g_h);
@@ -202,6 +226,11 @@ static int run(long n, int rounds, const char *clock_name)
 	       idle - unhooked, idle - unhooked <= 5.0 ? "ok" : "OVER");
 	printf("  %-34s %8.2f ns/call  %+7.2f ns  (target <= 50)  %s\n",
 	       "hooked, recording", rec, rec - unhooked, rec - unhooked <= 50.0 ? "ok" : "OVER");
+	printf("  %-34s %8.2f ns/call  %+7.2f ns  (call stack: %+.2f ns)\n",
+	       "  without the call stack", rec_nostack, rec_nostack - unhooked, rec - rec_nostack);
+	printf("  %-34s %8.2f ns/call  %+7.2f ns  (call stack: %+.2f ns, %.2f ns/frame)\n",
+	       "  call stack 32 frames deeper", rec_deep, rec_deep - unhooked, rec_deep - rec_nostack,
+	       (rec_deep - rec) / 32.0);
 	printf("  %-34s %8.2f ns/call  %+7.2f ns  (cross-core cache traffic)\n",
 	       "  reader on another core, polling", rec_poll, rec_poll - unhooked);
 	printf("  %-34s %8.2f ns/call  %+7.2f ns  (cross-core cache traffic)\n",
