@@ -664,3 +664,51 @@ def test_make_images_without_an_engine_says_so():
             assert r.returncode != 0 and "docker: installed, but 'docker info' fails" in r.stderr
     finally:
         shutil.rmtree(empty)
+
+
+def test_rbac_names_every_resource_the_controller_code_calls():
+    """A static cross-check of the measured test: every API path the controller's code builds
+    names a resource the chart grants something on (so a call added to the code that the
+    measured run does not reach still fails here until the chart grants it)."""
+    macros = {"SESSION_RESOURCE": "profilingsessions", "POLICY_RESOURCE": "profilingpolicies"}
+    paths = set()
+    for src in glob.glob(os.path.join(ROOT, "controller", "*.c")):
+        with open(src) as f:
+            text = f.read()
+        for m in re.finditer(r'"(/apis?/[^"]*)"', text):
+            paths.add(m.group(1))
+        for m in re.finditer(r'SESSION_API_PREFIX\s+"([^"]*)"\s*(SESSION_RESOURCE|POLICY_RESOURCE)?', text):
+            paths.add("/apis/aiprof.io/v1alpha1" + m.group(1) + (macros[m.group(2)] if m.group(2) else ""))
+    wanted = set()
+    for p in paths:
+        parts = [x for x in p.split("/") if x]
+        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
+            rest = rest[2:]
+        if not rest or rest[0] == "%s":
+            continue
+        res = rest[0] + (f"/{rest[2]}" if len(rest) > 2 and rest[2] != "%s" else "")
+        wanted.add((group, res))
+    assert ("", "pods/ephemeralcontainers") in wanted and ("aiprof.io", "profilingsessions") in wanted
+    have = {(g, r) for g, r, _ in granted(render())}
+    assert wanted <= have, f"the controller calls resources the chart grants nothing on: {sorted(wanted - have)}"
+    # subresources passed as arguments ("/status")
+    with open(os.path.join(ROOT, "controller", "controller.c")) as f:
+        if '"/status"' in f.read():
+            assert ("aiprof.io", "profilingsessions/status") in have
+
+
+def test_a_rule_the_double_cannot_evaluate_is_refused_loudly(api):
+    crd = load_crd("profilingsession.yaml")
+    crd["metadata"]["name"] = "widgets.example.io"
+    crd["spec"]["group"] = "example.io"
+    crd["spec"]["names"] = {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"}
+    crd["spec"]["versions"][0].pop("selectableFields", None)
+    spec = crd_schema(crd)["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [{"rule": "self.duration.split('h').size() == 1", "message": "m"}]
+    kubectl(api, "apply", "-f", "-", input=yaml.safe_dump(crd))
+    r = kubectl(api, "apply", "-n", "train", "-f", "-", ok=False, input=yaml.safe_dump({
+        "apiVersion": "example.io/v1alpha1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"targets": {"podName": "p"}}}))
+    assert r.returncode != 0
+    assert "fakeapi (a test double) cannot evaluate rule" in r.stderr and "unsupported CEL: method split()" in r.stderr
