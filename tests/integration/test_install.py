@@ -188,7 +188,14 @@ def test_render_options():
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]       # one replica
     sm = one(docs, "ServiceMonitor")
     assert sm["spec"]["endpoints"][0]["port"] == "http-metrics"
-    r = helm("template", "aiprof", CHART, "--set", "controller.logLevel=chatty", ok=False)
+    # values.schema.json: a wrong value or a misspelt key is an error naming it
+    for s, want in (("controller.logLevel=chatty", "- controller.logLevel: controller.logLevel must be one of"),
+                    ("controller.replicas=zero", "- controller.replicas: Invalid type. Expected: integer"),
+                    ("injector.grace=2minutes", "- injector.grace: Does not match pattern"),
+                    ("controler.replicas=1", "Additional property controler is not allowed")):
+        r = helm("template", "aiprof", CHART, "--set", s, ok=False)
+        assert r.returncode != 0 and want in r.stderr, (s, r.stderr)
+    r = helm("template", "aiprof", CHART, "--skip-schema-validation", "--set", "controller.logLevel=chatty", ok=False)
     assert r.returncode != 0 and 'controller.logLevel "chatty": use info, debug or warning' in r.stderr
     r = helm("template", "aiprof", CHART, "--set", "serviceAccount.create=false", ok=False)
     assert r.returncode != 0 and "serviceAccount.name is required" in r.stderr
