@@ -548,6 +548,7 @@ static void rule_nccl_hang(struct merge *m)
 	uint64_t maxg_start = UINT64_MAX;
 	char missing[512] = "", blocked[1024] = "", missing_ranks[256] = "", blocked_ranks[256] = "";
 	size_t nstuck = 0, nmissing = 0, nblocked = 0, nunknown = 0;
+	bool behind = false;
 	char what[256], name[300];
 	json_t *ev;
 
@@ -574,6 +575,15 @@ static void rule_nccl_hang(struct merge *m)
 	}
 	if (!nstuck)
 		return;
+	/* a rank behind by a collective while it was still observed: the ranks that made that
+	 * collective entered it (asynchronous NCCL: the call returned) */
+	for (size_t i = 0; i < m->n; i++) {
+		const struct rank_state *x = &m->r[i];
+
+		if (x->aligned && x->fit.shift + (long)x->s.ncoll - 1 < maxg &&
+		    corr(x, x->s.win_end_ns) >= maxg_start + threshold)
+			behind = true;
+	}
 	for (size_t i = 0; i < m->n; i++) {
 		const struct rank_state *x = &m->r[i];
 		long g = x->fit.shift + (long)x->s.ncoll - 1;
@@ -592,6 +602,10 @@ static void rule_nccl_hang(struct merge *m)
 			snprintf(what, sizeof(what), "after collective #%ld it made %s", g,
 				 silent ? "no further CUDA/NCCL call" : "other calls, no collective");
 			in_coll = 0;
+		} else if (behind) {
+			snprintf(what, sizeof(what), "entered collective #%ld (the call returned), then %s", g,
+				 silent ? "made no further CUDA/NCCL call" : "other calls");
+			in_coll = 1;
 		} else if (silent) {
 			in_coll = blocked_in_collective(x, x->s.last_api_end_ns, x->s.win_end_ns, what, sizeof(what));
 		} else {
@@ -926,19 +940,18 @@ static json_t *rank_json(const struct merge *m, const struct rank_state *x, size
 	return j;
 }
 
-static int write_summary(struct merge *m, const char *dir)
+static json_t *build_summary(struct merge *m)
 {
-	char path[4200], created[32];
+	char created[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	json_t *j, *ranks = json_array();
-	int r;
+	json_t *ranks = json_array();
 
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; i < m->n; i++)
 		json_array_append_new(ranks, rank_json(m, &m->r[i], i));
-	j = json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
+	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
 		      "schema", "aiprof.merge/v1", "aiprof_version", AIPROF_VERSION, "created", created,
 		      "reference_rank", m->ref < m->n ? m->r[m->ref].s.rank : -1,
 		      "aligned_ranks", (json_int_t)m->aligned, "ranks", ranks,
@@ -949,6 +962,14 @@ static int write_summary(struct merge *m, const char *dir)
 		      "residual_skew_us", "p50", us(m->skew_p50), "max", us(m->skew_max), "collectives",
 		      (json_int_t)m->skew_n, "end_spread_us", "p50", us(m->spread_p50), "max", us(m->spread_max),
 		      "step_period_us", us(m->period_ns), "findings", m->findings, "warnings", m->warnings);
+}
+
+static int write_summary(struct merge *m, const char *dir)
+{
+	char path[4200];
+	json_t *j = build_summary(m);
+	int r;
+
 	if (!j)
 		return -ENOMEM;
 	snprintf(path, sizeof(path), "%s/summary.json", dir);
@@ -1019,6 +1040,53 @@ static void usage(FILE *f)
 		"Exit codes: 0 ok, 1 a source is missing or unreadable or the sources do not belong\n"
 		"together, 2 usage, 7 the output could not be written or uploaded.\n",
 		upload_options_help);
+}
+
+/* Checks that the loaded sources belong together, aligns and analyses them. Returns 0,
+ * -EINVAL (msg says why), -ENOMEM. */
+static int merge_prepare(struct merge *m, char *msg, size_t len)
+{
+	int r = check_sources(m, msg, len);
+
+	if (r < 0)
+		return r;
+	qsort(m->r, m->n, sizeof(*m->r), cmp_rank);
+	if (m->n && m->r[0].s.nranks > 0 && m->n < (size_t)m->r[0].s.nranks)
+		warn(m, "%zu of the job's %d ranks were given: the merge covers those only", m->n, m->r[0].s.nranks);
+	r = align(m);
+	if (r == 0)
+		r = analyse_collectives(m);
+	if (r < 0) {
+		snprintf(msg, len, "out of memory");
+		return r;
+	}
+	rule_nccl_hang(m);
+	rule_straggler(m);
+	return 0;
+}
+
+static void merge__free(struct merge *m);
+
+int merge_analyse(struct merge_source *srcs, size_t n, json_t **ret, char *msg, size_t msglen)
+{
+	struct merge m = { .findings = json_array(), .warnings = json_array() };
+	int r = -ENOMEM;
+
+	m.r = calloc(n + 1, sizeof(*m.r));
+	if (m.r && m.findings && m.warnings) {
+		for (size_t i = 0; i < n; i++) {
+			m.r[i].s = srcs[i];
+			memset(&srcs[i], 0, sizeof(srcs[i]));
+		}
+		m.n = n;
+		r = merge_prepare(&m, msg, msglen);
+		if (r == 0) {
+			*ret = build_summary(&m);
+			r = *ret ? 0 : -ENOMEM;
+		}
+	}
+	merge__free(&m);
+	return r;
 }
 
 static void merge__free(struct merge *m)
@@ -1142,23 +1210,11 @@ static int merge_run(int argc, char **argv, struct run *run)
 		log_info("%s: rank %d of %d, %zu collectives, %zu events", argv[i], m.r[m.n - 1].s.rank,
 			 m.r[m.n - 1].s.nranks, m.r[m.n - 1].s.ncoll, m.r[m.n - 1].s.nev);
 	}
-	r = check_sources(&m, msg, sizeof(msg));
+	r = merge_prepare(&m, msg, sizeof(msg));
 	if (r < 0) {
 		rc = fail(run, EXIT_FAILURE_, "%s", msg);
 		goto out;
 	}
-	qsort(m.r, m.n, sizeof(*m.r), cmp_rank);
-	if (m.n && m.r[0].s.nranks > 0 && m.n < (size_t)m.r[0].s.nranks)
-		warn(&m, "%zu of the job's %d ranks were given: the merge covers those only", m.n, m.r[0].s.nranks);
-	r = align(&m);
-	if (r == 0)
-		r = analyse_collectives(&m);
-	if (r < 0) {
-		rc = fail(run, EXIT_FAILURE_, "out of memory");
-		goto out;
-	}
-	rule_nccl_hang(&m);
-	rule_straggler(&m);
 
 	if (s3url[0]) {
 		time_t now = time(NULL);

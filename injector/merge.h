@@ -134,6 +134,13 @@ int merge_source__load(struct merge_source *s, const char *src, struct s3_client
 
 void merge_source__clear(struct merge_source *s);
 
+/*
+ * The merge without its files: takes over srcs[0..n) (zeroed), checks they belong together,
+ * aligns and analyses them, and returns the aiprof.merge/v1 summary (*ret, a new reference).
+ * Returns 0, -EINVAL with msg saying why the sources do not go together, -ENOMEM.
+ */
+int merge_analyse(struct merge_source *srcs, size_t n, json_t **ret, char *msg, size_t msglen);
+
 /* `aiprof merge` */
 int cmd_merge(int argc, char **argv);
 

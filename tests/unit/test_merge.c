@@ -6,6 +6,8 @@
  * timelines.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +287,233 @@ static void test_read_no_collectives(void **state)
 	merge_source__clear(&s);
 }
 
+
+/* ---- the whole analysis on synthetic ranks --------------------------------------------- */
+
+struct fake_rank {
+	int rank, nranks;
+	int64_t clock;             /* added to every time of this rank: its host's clock */
+	const uint64_t *start, *end;
+	size_t n;
+	uint64_t last_api_end;     /* end of its last CUDA call (0: the last collective's) */
+	uint64_t win_end;
+	const char *wait;          /* an off-CPU wait from the last call to the window end */
+	bool wait_in_nccl;
+	const char *session;
+};
+
+static void load_fake(struct merge_source *s, const struct fake_rank *f)
+{
+	char *tl = NULL, *sum = NULL, msg[512] = "";
+	size_t tl_len = 0, sum_len = 0;
+	FILE *o = open_memstream(&tl, &tl_len);
+	uint64_t last = f->last_api_end ? f->last_api_end : f->end[f->n - 1];
+
+	assert_non_null(o);
+	fprintf(o, "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"ts\":0,"
+		   "\"args\":{\"name\":\"trainer\"}}");
+	for (size_t i = 0; i < f->n; i++)
+		fprintf(o, ",\n{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":1,\"tid\":2,"
+			   "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"op\":\"AllReduce\",\"bytes\":4096,\"rank\":%d,"
+			   "\"nranks\":%d,\"comm\":\"0x5\"}}",
+			(double)(int64_t)(f->start[i] + f->clock) / 1e3, (double)(f->end[i] - f->start[i]) / 1e3,
+			f->rank, f->nranks);
+	fprintf(o, ",\n{\"ph\":\"X\",\"cat\":\"cuda_api\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":2,"
+		   "\"ts\":%.3f,\"dur\":1,\"args\":{}}", (double)(int64_t)(last + f->clock) / 1e3 - 0.001);
+	if (f->wait)
+		fprintf(o, ",\n{\"ph\":\"X\",\"cat\":\"offcpu\",\"name\":\"%s\",\"pid\":1,\"tid\":2,\"ts\":%.3f,"
+			   "\"dur\":%.3f,\"sf\":2,\"args\":{}}", f->wait, (double)(int64_t)(last + f->clock) / 1e3,
+			(double)(f->win_end - last) / 1e3);
+	fprintf(o, "],\"stackFrames\":{\"1\":{\"name\":\"%s\"},\"2\":{\"name\":\"[libc.so.6]\",\"parent\":\"1\"}},"
+		   "\"otherData\":{\"window_start_ns\":%lld,\"window_end_ns\":%lld}}",
+		f->wait_in_nccl ? "ncclAllReduce" : "train_step", (long long)(f->start[0] + f->clock - 1000000),
+		(long long)(f->win_end + f->clock));
+	fclose(o);
+	o = open_memstream(&sum, &sum_len);
+	assert_non_null(o);
+	fprintf(o, "{\"schema\":\"aiprof.summary/v2\",\"ebpf\":{\"collectors\":[\"offcpu\"]},\"origin\":"
+		   "{\"session\":\"%s\",\"pod\":\"trainer-%d\",\"host\":\"node-%d\"},\"findings\":[]}",
+		f->session ? f->session : "ns/s", f->rank, f->rank);
+	fclose(o);
+	if (merge_source__parse(s, "fake", tl, tl_len, sum, sum_len, msg, sizeof(msg)) != 0)
+		fail_msg("%s", msg);
+	free(sum);
+}
+
+/* A job of nranks ranks and n blocking collectives, one per 50 ms step: every rank enters
+ * at step start (+ late[rank]), all end 1 ms after the last one entered. */
+#define STEPS 40
+static uint64_t g_start[4][STEPS], g_end[4][STEPS];
+
+static void make_steps(int nranks, const uint64_t *late)
+{
+	for (size_t i = 0; i < STEPS; i++) {
+		uint64_t t = 10000 * NS_PER_MS + i * 50 * NS_PER_MS + (rnd() % 3000000), last = 0;
+
+		for (int r = 0; r < nranks; r++) {
+			g_start[r][i] = t + late[r] + rnd() % 200000;
+			last = g_start[r][i] > last ? g_start[r][i] : last;
+		}
+		for (int r = 0; r < nranks; r++)
+			g_end[r][i] = last + NS_PER_MS;
+	}
+}
+
+static json_t *analyse(struct fake_rank *f, size_t n, int want)
+{
+	struct merge_source s[4];
+	json_t *sum = NULL;
+	char msg[512] = "";
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		load_fake(&s[i], &f[i]);
+	r = merge_analyse(s, n, &sum, msg, sizeof(msg));
+	if (r != want)
+		fail_msg("merge_analyse: %d (%s)", r, msg);
+	if (r < 0)
+		for (size_t i = 0; i < n; i++)
+			merge_source__clear(&s[i]);
+	return sum;
+}
+
+static json_t *rank_of(json_t *sum, int rank)
+{
+	size_t i;
+	json_t *x;
+
+	json_array_foreach(json_object_get(sum, "ranks"), i, x)
+		if (json_integer_value(json_object_get(x, "rank")) == rank)
+			return x;
+	fail_msg("rank %d missing", rank);
+	return NULL;
+}
+
+static json_t *finding_of(json_t *sum, const char *category)
+{
+	size_t i, n = 0;
+	json_t *f, *hit = NULL;
+
+	json_array_foreach(json_object_get(sum, "findings"), i, f) {
+		if (!strcmp(json_string_value(json_object_get(f, "category")), category)) {
+			hit = f;
+			n++;
+		}
+	}
+	return n == 1 ? hit : NULL;
+}
+
+static void test_straggler_across_hosts(void **state)
+{
+	static const uint64_t late[3] = { 0, 0, 15 * NS_PER_MS };
+	struct fake_rank f[3];
+	json_t *sum, *st;
+
+	make_steps(3, late);
+	for (int r = 0; r < 3; r++)
+		f[r] = (struct fake_rank){ .rank = r, .nranks = 3, .start = g_start[r], .end = g_end[r], .n = STEPS,
+					   .win_end = g_end[0][STEPS - 1] + NS_PER_MS };
+	f[1].clock = 3000000000LL;          /* host clocks 3 s ahead, 1.7 s behind */
+	f[2].clock = -1700000000LL;
+	sum = analyse(f, 3, 0);
+	assert_true(json_real_value(json_object_get(rank_of(sum, 1), "offset_us")) == 3000000.0);
+	assert_true(json_real_value(json_object_get(rank_of(sum, 2), "offset_us")) == -1700000.0);
+	assert_true(json_real_value(json_object_get(json_object_get(json_object_get(sum, "alignment"),
+								      "residual_skew_us"), "max")) == 0.0);
+	st = finding_of(sum, "Straggler");
+	assert_non_null(st);
+	assert_int_equal(json_integer_value(json_object_get(st, "rank")), 2);
+	assert_null(finding_of(sum, "NcclHang"));
+	json_decref(sum);
+
+	/* the same job without the straggler: nothing */
+	make_steps(3, (const uint64_t[3]){ 0, 0, 0 });
+	sum = analyse(f, 3, 0);
+	assert_int_equal(json_array_size(json_object_get(sum, "findings")), 0);
+	json_decref(sum);
+}
+
+static void test_hang_asynchronous_collectives(void **state)
+{
+	struct fake_rank f[3];
+	json_t *sum, *h;
+	uint64_t end;
+
+	make_steps(3, (const uint64_t[3]){ 0, 0, 0 });
+	end = g_end[0][STEPS - 1] + 2000 * NS_PER_MS;
+	/* ranks 0 and 2 enqueued collective #40 (asynchronous: it returned) and then blocked;
+	 * rank 1 stopped after #39 */
+	for (int r = 0; r < 3; r++)
+		f[r] = (struct fake_rank){ .rank = r, .nranks = 3, .clock = r * 777777, .start = g_start[r], .end = g_end[r],
+					   .n = r == 1 ? STEPS - 1 : STEPS, .win_end = end };
+	sum = analyse(f, 3, 0);
+	h = finding_of(sum, "NcclHang");
+	assert_non_null(h);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(h, "evidence"), "never_entered_ranks")),
+			    "1");
+	assert_int_equal(json_integer_value(json_object_get(h, "rank")), 1);
+	json_decref(sum);
+
+	/* rank 1's window ended before the others entered #40: no evidence against it */
+	f[1].win_end = g_end[0][STEPS - 2] + 50 * NS_PER_MS;
+	sum = analyse(f, 3, 0);
+	h = finding_of(sum, "NcclHang");
+	assert_non_null(h);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(h, "evidence"), "never_entered_ranks")),
+			    "unknown");
+	json_decref(sum);
+}
+
+static void test_hang_blocking_collectives(void **state)
+{
+	struct fake_rank f[3];
+	json_t *sum, *h;
+	uint64_t end;
+
+	make_steps(3, (const uint64_t[3]){ 0, 0, 0 });
+	end = g_end[0][STEPS - 1] + 1500 * NS_PER_MS;
+	for (int r = 0; r < 3; r++)
+		f[r] = (struct fake_rank){ .rank = r, .nranks = 3, .start = g_start[r], .end = g_end[r], .n = STEPS,
+					   .last_api_end = g_end[r][STEPS - 1] + 5 * NS_PER_MS, .win_end = end,
+					   .wait = r == 1 ? "read: pipe_read" : "futex: futex_do_wait",
+					   .wait_in_nccl = r != 1 };
+	sum = analyse(f, 3, 0);
+	h = finding_of(sum, "NcclHang");
+	assert_non_null(h);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(h, "evidence"), "never_entered_ranks")),
+			    "1");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(h, "evidence"), "blocked_ranks")), "0,2");
+	assert_string_equal(json_string_value(json_object_get(h, "severity")), "critical");
+	json_decref(sum);
+
+	/* no off-CPU data: a hang, but whose cannot be told */
+	for (int r = 0; r < 3; r++)
+		f[r].wait = NULL;
+	sum = analyse(f, 3, 0);
+	h = finding_of(sum, "NcclHang");
+	assert_non_null(h);
+	assert_string_equal(json_string_value(json_object_get(h, "severity")), "warning");
+	json_decref(sum);
+}
+
+static void test_sources_that_do_not_go_together(void **state)
+{
+	struct fake_rank f[2];
+
+	make_steps(2, (const uint64_t[2]){ 0, 0 });
+	f[0] = (struct fake_rank){ .rank = 0, .nranks = 2, .start = g_start[0], .end = g_end[0], .n = STEPS,
+				   .win_end = g_end[0][STEPS - 1], .session = "ns/a" };
+	f[1] = (struct fake_rank){ .rank = 1, .nranks = 2, .start = g_start[1], .end = g_end[1], .n = STEPS,
+				   .win_end = g_end[0][STEPS - 1], .session = "ns/b" };
+	analyse(f, 2, -EINVAL);
+	f[1].session = "ns/a";
+	f[1].rank = 0;
+	analyse(f, 2, -EINVAL);
+	f[1].rank = 1;
+	f[1].nranks = 4;
+	analyse(f, 2, -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +529,10 @@ int main(void)
 		cmocka_unit_test(test_read_world_communicator),
 		cmocka_unit_test(test_read_rejects),
 		cmocka_unit_test(test_read_no_collectives),
+		cmocka_unit_test(test_straggler_across_hosts),
+		cmocka_unit_test(test_hang_asynchronous_collectives),
+		cmocka_unit_test(test_hang_blocking_collectives),
+		cmocka_unit_test(test_sources_that_do_not_go_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
