@@ -227,7 +227,7 @@ def test_notes_tell_the_next_command():
     assert f"kubectl -n {RELEASE_NS} rollout status deployment/aiprof" in n
     assert "get profilingsessions -w" in n
     assert "NOT applied" not in n and "s3.* values" not in n
-    n = notes("injector.nodeSelector.gpu=true", "s3.bucket=profiles", "s3.secretName=creds")
+    n = notes("injector.nodeSelector.pool=gpu", "s3.bucket=profiles", "s3.secretName=creds")
     assert "WARNING: injector.nodeSelector and injector.tolerations are NOT applied" in n
     session = yaml.safe_load(notes_session(n))
     assert session["spec"]["output"]["s3"] == {"bucket": "profiles", "secretRef": {"name": "creds"}}
