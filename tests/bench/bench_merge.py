@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """`aiprof merge` for 1, 2 and 4 ranks: N one-rank trainer processes (fake CUDA/NCCL), each
 profiled by its own `aiprof profile --pid` for WINDOW seconds (all at once, as one injector
-per pod), then merged (median of 3 runs). Prints, per N: the events merged, the merge's wall
+per pod), then merged (median of 3 runs). Prints, per N (and for 2 ranks of the launch-heavy
+trainer, --fault small-kernels, for large timelines): the events merged, the merge's wall
 and CPU time and its throughput per CPU second, the merge time as a share of the window, the
 residual skew (p50/max, each rank's collective end against the others' median end) and, since
 all ranks share this machine's clock, the largest recovered offset (truth: 0).
@@ -27,9 +28,9 @@ AIPROF = os.path.join(BUILD, "aiprof")
 TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
 
 
-def start_ranks(base, n):
+def start_ranks(base, n, extra=()):
     procs = [subprocess.Popen([TRAINER, "--rank", str(i), "--world", str(n), "--nccl-id-file",
-                               os.path.join(base, "nccl-id"), "--run-seconds", "120"],
+                               os.path.join(base, "nccl-id"), "--run-seconds", "120", *extra],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
              for i in range(n)]
     pids = []
@@ -53,7 +54,7 @@ def stop(procs):
 
 
 def profile(base, pids, window):
-    profs = [subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "-d", f"{window}s", "-q",
+    profs = [subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "-d", f"{window}s", "-q", "--no-ebpf",
                                "-o", os.path.join(base, f"rank{i}")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for i, pid in enumerate(pids)]
@@ -97,11 +98,13 @@ def main():
     print(f"bench_merge: {a.window:g} s windows, trainer ranks as processes, {os.cpu_count()} CPUs")
     print(f"{'ranks':>5} {'events':>8} {'merge wall s':>12} {'merge CPU s':>11} {'M ev/CPU s':>10} "
           f"{'% of window':>11} {'skew p50 us':>11} {'skew max us':>11} {'max |offset| us':>15}")
-    for n in [int(x) for x in a.ranks.split(",")]:
+    cases = [(int(x), "", ()) for x in a.ranks.split(",")]
+    cases.append((2, " launch-heavy", ("--fault", "small-kernels")))
+    for n, label, extra in cases:
         base = tempfile.mkdtemp(prefix=f"aiprof-bench-merge-{n}-")
         procs = []
         try:
-            procs, pids = start_ranks(base, n)
+            procs, pids = start_ranks(base, n, extra)
             dirs = profile(base, pids, a.window)
             stop(procs)
             procs = []
@@ -115,7 +118,7 @@ def main():
             p50 = f"{skew['p50']:.1f}" if skew["collectives"] else "n/a"
             mx = f"{skew['max']:.1f}" if skew["collectives"] else "n/a"
             print(f"{n:>5} {ev:>8} {wall:>12.3f} {cpu:>11.3f} {ev / max(cpu, 1e-6) / 1e6:>10.2f} "
-                  f"{100 * wall / a.window:>10.1f}% {p50:>11} {mx:>11} {off:>15.1f}")
+                  f"{100 * wall / a.window:>10.1f}% {p50:>11} {mx:>11} {off:>15.1f}{label}")
             sys.stdout.flush()
         finally:
             stop(procs)
