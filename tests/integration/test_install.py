@@ -722,3 +722,13 @@ def test_a_rule_the_double_cannot_evaluate_is_refused_loudly(api):
         "spec": {"targets": {"podName": "p"}}}))
     assert r.returncode != 0
     assert "fakeapi (a test double) cannot evaluate rule" in r.stderr and "unsupported CEL: method split()" in r.stderr
+
+
+def test_make_images_tags_what_the_chart_runs():
+    out = run(["make", "-s", "-n", "images", "ENGINE=docker"], cwd=ROOT).stdout
+    tags = re.findall(r"build -f (\S+)/Dockerfile -t (\S+) \.", out)
+    docs = render()
+    args = container_args(docs)
+    assert dict(tags) == {
+        "controller": one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
+        "injector": next(a.split("=", 1)[1] for a in args if a.startswith("--injector-image="))}
