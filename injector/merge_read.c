@@ -186,8 +186,8 @@ static int top_member(void *ctx, const struct merge_member *m)
 	return 0;
 }
 
-/* us with ns decimals -> ns; false for a value that is not a time (negative, NaN, > 100 days
- * of ns in a double's exact range) */
+/* us with ns decimals -> ns; false for a value that is not a time (negative, NaN, beyond
+ * int64 ns). Beyond 104 days of uptime a double no longer holds every ns: 2 ns steps. */
 static bool us_to_ns(const json_t *v, uint64_t *ret)
 {
 	double d;
@@ -195,7 +195,7 @@ static bool us_to_ns(const json_t *v, uint64_t *ret)
 	if (!json_is_number(v))
 		return false;
 	d = json_number_value(v);
-	if (!(d >= 0 && d < 9.0e12))
+	if (!(d >= 0 && d < 9.0e15))
 		return false;
 	*ret = (uint64_t)merge_round(d * 1000.0);
 	return true;
