@@ -684,7 +684,6 @@ int policy__plan(const struct policy_input *in, struct policy_plan *pl)
 		if (set_condition(st, "Ready", false, "InvalidSpec", p->spec_msg, p->generation,
 				  in->now))
 			add_event(pl, true, "InvalidSpec", "%s", p->spec_msg);
-		json_object_del(st, "triggers");
 		r = active_refs(st, &as);
 		goto finish;
 	}
