@@ -7,6 +7,7 @@
 
 #include "analysis.h"
 #include "diagnosis.h"
+#include "ebpf_map.h"
 #include "ebpf_stacks.h"
 #include "ebpf_python.h"
 #include "ebpf_symbols.h"
@@ -37,11 +38,22 @@ static int kern_cmp(const void *x, const void *y)
 	return a->corr < b->corr ? -1 : a->corr > b->corr;
 }
 
-static struct kern *kern_find(struct kern *k, size_t n, uint64_t corr)
+/* *hint: where the last one was; launches come mostly in correlation order */
+static struct kern *kern_find(struct kern *k, size_t n, uint64_t corr, size_t *hint)
 {
-	struct kern key = { .corr = corr };
+	struct kern key = { .corr = corr }, *hit;
 
-	return corr ? bsearch(&key, k, n, sizeof(*k), kern_cmp) : NULL;
+	if (!corr)
+		return NULL;
+	for (size_t i = *hint; i < n && i < *hint + 2; i++)
+		if (k[i].corr == corr) {
+			*hint = i + 1;
+			return &k[i];
+		}
+	hit = bsearch(&key, k, n, sizeof(*k), kern_cmp);
+	if (hit)
+		*hint = (size_t)(hit - k) + 1;
+	return hit;
 }
 
 /* The target's kernel records sorted by correlation (uncorrelated ones at the front). */
@@ -294,9 +306,9 @@ done:
 	return 0;
 }
 
-/* root, middle frames, api, kernel -> one weighted stack */
+/* root, middle frames, api (UINT32_MAX: none), kernel -> one weighted stack */
 static int add_stack(struct stack_store *ss, uint32_t root, const uint32_t *mid, size_t nmid,
-		     const char *api, const char *kernel, uint64_t w)
+		     uint32_t api, uint32_t kernel, uint64_t w)
 {
 	uint32_t fr[STACK_MAX_FRAMES + 3];
 	size_t n = 0;
@@ -305,33 +317,112 @@ static int add_stack(struct stack_store *ss, uint32_t root, const uint32_t *mid,
 	fr[n++] = root;
 	for (size_t i = 0; i < nmid && i < STACK_MAX_FRAMES; i++)
 		fr[n++] = mid[i];
-	if (api) {
-		id = stack_store__frame(ss, api);
-		if (id < 0)
-			return id;
-		fr[n++] = (uint32_t)id;
-	}
-	id = stack_store__frame(ss, kernel && kernel[0] ? kernel : "[unknown kernel]");
-	if (id < 0)
-		return id;
-	fr[n++] = (uint32_t)id;
+	if (api != UINT32_MAX)
+		fr[n++] = api;
+	fr[n++] = kernel;
 	id = stack_store__stack(ss, fr, n);
 	if (id < 0)
 		return id;
 	return stack_store__add(ss, (uint32_t)id, STACK_CPU, w);
 }
 
-static int one_target(const struct profile *p, const struct target *t, struct symbolizer *z,
-		      struct stack_store *ss, bool by_time, struct launch_stacks_stats *st)
+/*
+ * Launches are summed per (stack string, API, kernel) first, and only each distinct one
+ * is resolved and interned: a window holds millions of launches from a few call sites.
+ */
+struct agg {
+	struct u64map ix;             /* key -> index into v */
+	struct agg_entry {
+		uint32_t sid;         /* stack string id, 0 = no call stack */
+		uint32_t api;         /* frame id, UINT32_MAX = none */
+		uint32_t kernel;      /* frame id */
+		uint64_t w;
+	} *v;
+	size_t n, cap;
+	struct u64map kframe;         /* kernel name key -> frame id */
+	uint32_t apiframe[AIPROF_API__MAX];
+};
+
+static int agg_add(struct agg *g, uint32_t sid, uint32_t api, uint32_t kernel, uint64_t w)
+{
+	uint64_t key = u64_hash2((uint64_t)sid << 32 | api, kernel), ix;
+
+	/* the hash is the key: entries are checked, a collision gets its own entry */
+	while (u64map_get(&g->ix, key, &ix)) {
+		struct agg_entry *x = &g->v[ix];
+
+		if (x->sid == sid && x->api == api && x->kernel == kernel) {
+			x->w += w;
+			return 0;
+		}
+		key++;
+	}
+	if (g->n == g->cap) {
+		size_t nc = g->cap ? g->cap * 2 : 64;
+		struct agg_entry *nv = realloc(g->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		g->v = nv;
+		g->cap = nc;
+	}
+	if (u64map_put(&g->ix, key, g->n) < 0)
+		return -ENOMEM;
+	g->v[g->n++] = (struct agg_entry){ sid, api, kernel, w };
+	return 0;
+}
+
+/* The frame id of a kernel name, memoised under key (a string id or a host stub). */
+static int kernel_frame(struct stack_store *ss, struct agg *g, uint64_t key, const char *name,
+			uint32_t *ret)
+{
+	uint64_t v;
+	int id;
+
+	if (u64map_get(&g->kframe, key, &v)) {
+		*ret = (uint32_t)v;
+		return 0;
+	}
+	id = stack_store__frame(ss, name && name[0] ? name : "[unknown kernel]");
+	if (id < 0)
+		return id;
+	if (u64map_put(&g->kframe, key, (uint64_t)id) < 0)
+		return -ENOMEM;
+	*ret = (uint32_t)id;
+	return 0;
+}
+
+static int api_frame(struct stack_store *ss, struct agg *g, uint16_t api, uint32_t *ret)
+{
+	int id;
+
+	if (api >= AIPROF_API__MAX)
+		api = AIPROF_API_NONE;
+	if (g->apiframe[api] == UINT32_MAX) {
+		id = stack_store__frame(ss, api_name(api));
+		if (id < 0)
+			return id;
+		g->apiframe[api] = (uint32_t)id;
+	}
+	*ret = g->apiframe[api];
+	return 0;
+}
+
+#define KEY_STRING (1ull << 63)   /* kernel name keys: string ids, else host stubs */
+
+static int one_target(const struct target *t, struct symbolizer *z, struct stack_store *ss,
+		      bool by_time, struct launch_stacks_stats *st)
 {
 	struct tstacks ts = { .ss = ss };
+	struct agg g = { 0 };
 	struct kern *k = NULL;
-	size_t nk = 0;
+	size_t nk = 0, hint = 0;
 	uint32_t root, none, notrec;
 	char rootname[64];
 	int r;
 
-	(void)p;
+	for (size_t i = 0; i < AIPROF_API__MAX; i++)
+		g.apiframe[i] = UINT32_MAX;
 	if (z && symbolizer__proc(z, t->pid, &ts.ps) < 0)
 		ts.ps = NULL;
 	snprintf(rootname, sizeof(rootname), "%s-%d", t->comm, (int)t->pid);
@@ -354,55 +445,74 @@ static int one_target(const struct profile *p, const struct target *t, struct sy
 	}
 	for (size_t i = 0; i < t->store.n && r >= 0; i++) {
 		const struct aiprof_event *e = &t->store.v[i];
-		const uint32_t *mid = &none;
-		size_t nmid = 1;
-		const char *kname;
+		uint32_t sid = 0, api, kf;
 		uint64_t w = 1;
 
 		if (e->type != AIPROF_EV_CUDA_LAUNCH)
 			continue;
 		st->launches++;
 		if (e->u.launch.stack_id && event_store__string(&t->store, e->u.launch.stack_id)) {
-			r = stack_frames(&ts, t, e->u.launch.stack_id, &mid, &nmid);
-			if (r < 0)
-				break;
+			sid = e->u.launch.stack_id;
 			st->launches_with_stack++;
-			if (!nmid) {
-				mid = &none;
-				nmid = 1;
-			}
 		}
 		if (by_time) {
-			struct kern *hit = kern_find(k, nk, e->u.launch.correlation);
-			const char *gn;
+			struct kern *hit = kern_find(k, nk, e->u.launch.correlation, &hint);
 
 			if (!hit || hit->used)
 				continue;   /* its kernel did not run in the window */
 			hit->used = true;
 			w = hit->ns;
-			gn = event_store__string(&t->store, hit->name_id);
-			kname = gn ? gn : "[unknown kernel]";   /* as summary.json names it */
+			/* named as summary.json names it */
+			r = kernel_frame(ss, &g, KEY_STRING | hit->name_id,
+					 event_store__string(&t->store, hit->name_id), &kf);
+		} else if (e->u.launch.name_id) {
+			r = kernel_frame(ss, &g, KEY_STRING | e->u.launch.name_id,
+					 launch_kernel_name(t, e), &kf);
 		} else {
-			kname = launch_kernel_name(t, e);
+			r = kernel_frame(ss, &g, e->u.launch.func & ~KEY_STRING, launch_kernel_name(t, e),
+					 &kf);
 		}
-		if (w)
-			r = add_stack(ss, root, mid, nmid, api_name(e->api), kname, w);
+		if (r >= 0)
+			r = api_frame(ss, &g, e->api, &api);
+		if (r >= 0 && w)
+			r = agg_add(&g, sid, api, kf, w);
 		st->total += w;
 	}
+	for (size_t i = 0; i < g.n && r >= 0; i++) {
+		const struct agg_entry *x = &g.v[i];
+		const uint32_t *mid = &none;
+		size_t nmid = 1;
+
+		if (x->sid) {
+			r = stack_frames(&ts, t, x->sid, &mid, &nmid);
+			if (r < 0)
+				break;
+			if (!nmid) {
+				mid = &none;
+				nmid = 1;
+			}
+		}
+		r = add_stack(ss, root, mid, nmid, x->api, x->kernel, x->w);
+	}
 	for (size_t i = 0; i < nk && r >= 0; i++) {
-		const char *gn;
+		uint32_t kf;
 
 		st->kernels++;
 		if (k[i].used)
 			continue;
 		st->kernels_without_launch++;
 		st->total += k[i].ns;
-		gn = event_store__string(&t->store, k[i].name_id);
-		if (k[i].ns)
-			r = add_stack(ss, root, &notrec, 1, NULL, gn ? gn : "[unknown kernel]",
-				      k[i].ns);
+		if (!k[i].ns)
+			continue;
+		r = kernel_frame(ss, &g, KEY_STRING | k[i].name_id,
+				 event_store__string(&t->store, k[i].name_id), &kf);
+		if (r >= 0)
+			r = add_stack(ss, root, &notrec, 1, UINT32_MAX, kf, k[i].ns);
 	}
 	free(k);
+	u64map_clear(&g.ix);
+	u64map_clear(&g.kframe);
+	free(g.v);
 	py_proc__free(ts.py);
 	free(ts.off);
 	free(ts.len);
@@ -423,7 +533,7 @@ int launch_stacks_folded(const struct profile *p, struct membuf *out,
 	if (symbolizer__new(&z) < 0)
 		z = NULL;   /* frames stay addresses */
 	for (size_t ti = 0; ti < p->ntargets && r == 0; ti++)
-		r = one_target(p, &p->targets[ti], z, &ss, st->by_gpu_time, st);
+		r = one_target(&p->targets[ti], z, &ss, st->by_gpu_time, st);
 	for (uint32_t id = 0; r == 0 && id < stack_store__nstacks(&ss); id++) {
 		uint64_t w = stack_store__weight(&ss, id, STACK_CPU);
 		const uint32_t *fr;
