@@ -28,7 +28,8 @@
  * triggers[], conditions Ready (False: InvalidSpec, UnknownTimeZone, NeverScheduled) and
  * Scheduling (True: Scheduled / Suspended / Idle; False: ConcurrencyForbid). Events: Normal
  * SessionCreated, SessionDeleted (history limits), SessionReplaced; Warning MissedSchedule,
- * InvalidSpec, UnknownTimeZone, ConcurrencyForbid, DeadlineExceeded, CreateFailed.
+ * InvalidSpec, UnknownTimeZone, NeverScheduled, ConcurrencyForbid (each of these four once per
+ * change of its condition), CreateFailed.
  *
  * policy__plan() is pure (the clock is an input: tests/unit/test_policy.c); struct
  * policy_ctl runs it against the API (its own informer, queue and worker) with the sessions

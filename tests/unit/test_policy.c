@@ -514,11 +514,14 @@ static void test_suspend_zone_invalid(void **state)
 	world_free(&w);
 
 	w = (struct world){ .p = policy("\"schedule\":\"@hourly\",\"concurrencyPolicy\":\"x\"",
-					"{\"lastScheduleTime\":\"2024-05-01T08:00:00Z\"}") };
+					"{\"lastScheduleTime\":\"2024-05-01T08:00:00Z\","
+					"\"triggers\":[{\"pod\":\"trainer-0\",\"token\":\"t\"}]}") };
 	plan_at(&w, "2024-05-01T11:10:00Z");
 	assert_int_equal(w.plan.n_actions, 0);
 	assert_string_equal(cond(w.plan.status, "Ready", "reason"), "InvalidSpec");
 	assert_non_null(event(&w.plan, "InvalidSpec"));
+	/* handled triggers are kept: fixing the spec must not repeat them */
+	assert_int_equal(json_array_size(json_object_get(w.plan.status, "triggers")), 1);
 	world_free(&w);
 
 	/* a policy being deleted plans nothing: the garbage collector has its sessions */
