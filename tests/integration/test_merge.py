@@ -337,3 +337,31 @@ def test_s3_sources_and_output(two_ranks, tmp_path):
         assert r.returncode == 1 and "trainer-9" in r.stderr and "timeline.json.gz" in r.stderr, r.stderr
     finally:
         g.stop()
+
+
+def test_flow_ids_stay_pairs_across_ranks(two_ranks, tmp_path):
+    """Two ranks whose timelines use the same flow ids (both containers' pid 1, say): the
+    merged flows still pair up one to one, and stack frame references still resolve."""
+    def with_flow(src, dst):
+        shutil.copytree(src, dst)
+        with gzip.open(src / "timeline.json.gz", "rt") as f:
+            tl = json.load(f)
+        evs = tl["traceEvents"]
+        i, x = next((i, e) for i, e in enumerate(evs) if e.get("cat") == "cuda_api" and e["ph"] == "X")
+        evs.insert(i + 1, {"ph": "s", "cat": "cuda_kernel", "name": "launch", "id": "1:77", "pid": x["pid"],
+                           "tid": x["tid"], "ts": x["ts"]})
+        evs.append({"ph": "f", "bp": "e", "cat": "cuda_kernel", "name": "launch", "id": "1:77", "pid": x["pid"],
+                    "tid": 1000007, "ts": x["ts"] + x["dur"]})
+        with gzip.open(dst / "timeline.json.gz", "wt") as f:
+            json.dump(tl, f)
+        return dst
+    out = tmp_path / "merged"
+    r = merge(out, with_flow(two_ranks[0], tmp_path / "a"), with_flow(two_ranks[1], tmp_path / "b"))
+    assert r.returncode == 0, r.stderr
+    tl, _ = load(out)
+    _, nflows = check_timeline(tl)
+    assert nflows == 2
+    frames = tl["stackFrames"]
+    refs = [e["sf"] for e in tl["traceEvents"] if "sf" in e]
+    assert all(str(f) in frames for f in refs)
+    assert all(fr.get("parent", next(iter(frames))) in frames for fr in frames.values())
