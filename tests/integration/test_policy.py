@@ -459,3 +459,35 @@ def test_deleting_the_policy_collects_its_sessions(env):
     # the API's garbage collector deletes the session; its finalizer removes the injector
     wait_for(lambda: tc.get_session(env, name) is None, 20, "the session collected")
     wait_for(lambda: not tc.injector_pods(env, name), 15, "the injector removed")
+
+
+def test_create_answer_lost(env):
+    """The API server makes the session but its answer is lost (connection reset): the
+    controller retries and ends with one session for the time, never two (the name is the
+    scheduled time; a second create answers 409 AlreadyExists, which counts as success)."""
+    ctl = env["controller"]()
+    make_policy(env, "lossy", schedule="0 0 1 1 *", suspend=True)
+    wait_condition(env, "lossy", "Scheduling", "True", "Suspended")
+    fid = env["ctl"].fault(path=f"^{GROUP}/namespaces/{env['ns']}/profilingsessions$", method="POST",
+                           action="reset", after=True, times=1)
+    try:
+        patch_policy(env, "lossy", {"status": {"lastScheduleTime": "2024-06-01T00:00:00Z"}}, "/status")
+        patch_policy(env, "lossy", {"spec": {"suspend": False}})
+        year = datetime.datetime.now(datetime.timezone.utc).year
+        want = iso(datetime.datetime(year, 1, 1, tzinfo=datetime.timezone.utc).timestamp())
+        wait_for(lambda: get_policy(env, "lossy")["status"].get("lastScheduleTime") == want, 20,
+                 "lastScheduleTime after the lost answer")
+    finally:
+        env["ctl"].clear_faults()
+    posts = env["ctl"].requests(verb="create", resource="profilingsessions", namespace=env["ns"])
+    # the first create was made and its answer lost; any later one was told 409 AlreadyExists
+    # (unless the watch had shown the session first)
+    assert (posts[0]["code"], posts[0].get("fault")) == (0, fid), posts
+    assert all(r["code"] == 409 for r in posts[1:]), posts
+    if posts[1:]:
+        assert f"session lossy-{parse_iso(want) // 60:.0f} exists already" in ctl.text()
+    time.sleep(1)
+    got = sessions(env, "lossy")
+    assert len(got) == 1, [s["metadata"]["name"] for s in got]
+    assert ctl.metric("aiprof_cached_policies") == 1
+    assert ctl.metric("aiprof_policy_reconciles_total") >= 2
