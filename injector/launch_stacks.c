@@ -102,59 +102,6 @@ void launch_stacks_count(const struct profile *p, struct launch_stacks_stats *st
 		st->total = st->launches;
 }
 
-/*
- * "hex,hex,...[|code:flags,...]" (innermost first) -> return addresses and Python frames;
- * stops at anything else (a chunk lost with a full ring leaves the string cut short).
- */
-static size_t parse_hex(const char **sp, uint64_t *ret)
-{
-	const char *s = *sp;
-	uint64_t v = 0;
-	size_t digits = 0;
-
-	for (; digits < 16; s++, digits++) {
-		int d = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : -1;
-
-		if (d < 0)
-			break;
-		v = v << 4 | (uint64_t)d;
-	}
-	*sp = s;
-	*ret = v;
-	return digits;
-}
-
-static void parse_stack(const char *s, uint64_t *pc, size_t *ret_n, uint64_t (*py)[2],
-			size_t *ret_npy)
-{
-	size_t n = 0, np = 0;
-
-	while (s && *s && *s != '|' && n < MAX_NATIVE) {
-		if (!parse_hex(&s, &pc[n]) || (*s && *s != ',' && *s != '|'))
-			goto out;
-		n++;
-		if (*s == ',')
-			s++;
-	}
-	if (s && *s == '|')
-		s++;
-	else
-		goto out;
-	while (*s && np < EBPF_PY_MAX) {
-		if (!parse_hex(&s, &py[np][0]) || *s != ':')
-			break;
-		s++;
-		if (!parse_hex(&s, &py[np][1]) || (*s && *s != ','))
-			break;
-		np++;
-		if (*s)
-			s++;
-	}
-out:
-	*ret_n = n;
-	*ret_npy = np;
-}
-
 struct tstacks {
 	struct stack_store *ss;
 	struct proc_symbolizer *ps;   /* NULL: the process is gone, frames stay unnamed */
@@ -193,7 +140,7 @@ static int resolve(struct tstacks *ts, const struct target *t, const char *text,
 	size_t n, npy, nn = 0, np = 0;
 	struct stack_merge_in in;
 
-	parse_stack(text, pc, &n, pyf, &npy);
+	launch_stack_parse(text, pc, MAX_NATIVE, &n, pyf, EBPF_PY_MAX, &npy);
 	for (size_t i = 0; i < n; i++) {
 		char name[512];
 		int flags = 0, id;

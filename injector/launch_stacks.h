@@ -17,6 +17,7 @@
 #define AIPROF_LAUNCH_STACKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,6 +43,16 @@ void launch_stacks_count(const struct profile *p, struct launch_stacks_stats *re
  */
 int launch_stacks_folded(const struct profile *p, struct membuf *out,
 			 struct launch_stacks_stats *ret);
+
+/*
+ * Parses a launch stack as libaiprof sends it (injector/preload/callstack.c): return
+ * addresses in lower-case hex, innermost first, separated by ',', then optionally '|' and
+ * the Python frames "code:flags" the same way. Text from the target: at most max / maxpy
+ * entries are kept, and parsing stops at anything else (a chunk lost with a full ring
+ * leaves the string cut short), keeping what came before.
+ */
+void launch_stack_parse(const char *s, uint64_t *pc, size_t max, size_t *ret_n,
+			uint64_t (*py)[2], size_t maxpy, size_t *ret_npy);
 
 /*
  * Lets the launch hooks of the library behind ring h record Python frames too, when pid
