@@ -491,3 +491,25 @@ def test_create_answer_lost(env):
     assert len(got) == 1, [s["metadata"]["name"] for s in got]
     assert ctl.metric("aiprof_cached_policies") == 1
     assert ctl.metric("aiprof_policy_reconciles_total") >= 2
+
+
+def test_two_replicas_one_set_of_sessions(env):
+    """Two replicas: only the Lease holder reconciles policies; when it stops, the standby
+    takes over with the handled triggers from the status, repeating none."""
+    a = env["controller"](name="a")
+    b = env["controller"](name="b")
+    make_policy(env, "ha", trigger={}, concurrencyPolicy="Allow")
+    annotate(env, "trainer-0", "1")
+    wait_for(lambda: len(sessions(env, "ha")) == 1, 15, "one session")
+    leader, standby = (a, b) if wait_for(lambda: a.leader() or b.leader(), 10, "a leader") and a.leader() \
+        else (b, a)
+    assert not standby.leader()
+    assert standby.metric("aiprof_policy_reconciles_total") in (None, 0)
+    time.sleep(1)
+    assert len(sessions(env, "ha")) == 1
+    leader.kill()
+    wait_for(standby.leader, 15, "the standby to take the lease")
+    annotate(env, "trainer-1", "1")
+    wait_for(lambda: len(sessions(env, "ha")) == 2, 15, "a session made by the new leader")
+    time.sleep(1)
+    assert sorted(s["spec"]["targets"]["podName"] for s in sessions(env, "ha")) == ["trainer-0", "trainer-1"]
