@@ -732,3 +732,41 @@ def test_make_images_tags_what_the_chart_runs():
     assert dict(tags) == {
         "controller": one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
         "injector": next(a.split("=", 1)[1] for a in args if a.startswith("--injector-image="))}
+
+
+@pytest.mark.parametrize("dockerfile,sources", [
+    ("controller/Dockerfile", ["controller/*.c", "common/*.c"]),
+    ("injector/Dockerfile", ["injector/*.c", "injector/preload/*.c", "bpf/*.c", "common/*.c"]),
+])
+def test_dockerfile_build_stage_has_every_header(dockerfile, sources):
+    """Each <header> the image's sources include comes from a package its build stage installs
+    (or from the compiler, or, for libaiprof.so, from the CUDA/NCCL header wheels it fetches)."""
+    build_pkgs = {p.split("=", 1)[0] for p in dockerfile_stages(os.path.join(ROOT, dockerfile))[0][1]}
+    build_pkgs |= {"libc6-dev", "linux-libc-dev", "libgcc-12-dev"}     # build-essential's own
+    with open(os.path.join(ROOT, dockerfile)) as f:
+        text = f.read()
+    headers = set()
+    for pattern in sources:
+        for src in glob.glob(os.path.join(ROOT, pattern)):
+            with open(src) as f:
+                headers |= set(re.findall(r"^#include <([^>]+)>", f.read(), re.M))
+    paths, cuda = {}, []
+    for h in sorted(headers):
+        for d in ("/usr/include", "/usr/include/x86_64-linux-gnu"):
+            if os.path.exists(os.path.join(d, h)):
+                paths[h] = os.path.join(d, h)
+                break
+        else:
+            if os.path.exists(os.path.join("/usr/local/cuda/include", h)):
+                cuda.append(h)
+    owners = run(["dpkg", "-S", *paths.values()], ok=False).stdout
+    owner = {}
+    for line in owners.splitlines():
+        pkg, _, path = line.partition(": ")
+        owner[path] = pkg.split(":")[0]
+    missing = sorted(f"<{h}> ({owner.get(p, 'no package')})" for h, p in paths.items()
+                     if owner.get(p) not in build_pkgs)
+    assert not missing, f"{dockerfile}: the build stage lacks the packages of {missing}"
+    if cuda:
+        assert "nvidia-cuda-runtime==" in text and "nvidia-nccl-cu13==" in text and "CUDA_HOME=" in text, \
+            f"{dockerfile}: {cuda} come from the CUDA headers, which the build stage does not fetch"
