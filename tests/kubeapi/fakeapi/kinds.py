@@ -173,8 +173,8 @@ class ResourceType:
             out[0]["categories"] = list(self.categories)
         for sub in self.subresources:
             verbs = {"status": ["get", "patch", "update"], "ephemeralcontainers": ["get", "patch", "update"],
-                     "log": ["get"], "finalize": ["update"]}[sub]
-            kind = {"log": "Pod"}.get(sub, self.kind)
+                     "log": ["get"], "finalize": ["update"], "binding": ["create"]}[sub]
+            kind = {"log": "Pod", "binding": "Binding"}.get(sub, self.kind)
             out.append({"name": f"{self.plural}/{sub}", "singularName": "", "namespaced": self.namespaced,
                         "kind": kind, "verbs": verbs})
         return out
@@ -444,7 +444,7 @@ class Pods(ResourceType):
     plural, singular, kind = "pods", "pod", "Pod"
     short_names = ("po",)
     categories = ("all",)
-    subresources = ("status", "ephemeralcontainers", "log")
+    subresources = ("status", "ephemeralcontainers", "log", "binding")
     status_subresource = True
     return_deleted_object = True
     smp = POD_SMP

@@ -903,6 +903,34 @@ class Registry:
         self._after_write(rt, new)
         return new
 
+    # ================================================================ pods/binding
+    def bind_pod(self, rt, ns, name, binding):
+        """POST pods/NAME/binding (a Binding: target.kind Node, target.name): what the scheduler
+        does. Sets spec.nodeName of a pod that has none, and the PodScheduled condition."""
+        target = (binding or {}).get("target") or {}
+        node = target.get("name")
+        if not node or target.get("kind", "Node") != "Node":
+            raise bad_request("binding: target.name (a Node) is required")
+        with self.lock:
+            pod = self._pod(ns, name)
+            uid = ((binding.get("metadata") or {}).get("uid"))
+            if uid and uid != pod["metadata"].get("uid"):
+                raise conflict("pods", "", name, f"Precondition failed: UID in precondition: {uid}, "
+                               f"UID in object meta: {pod['metadata'].get('uid')}")
+            if pod["spec"].get("nodeName"):
+                raise conflict("pods/binding", "", name,
+                               f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+            if pod["metadata"].get("deletionTimestamp"):
+                raise conflict("pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host")
+            pod["spec"]["nodeName"] = node
+            st = pod.setdefault("status", {})
+            conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                          "lastTransitionTime": fmt_time(self.now())})
+            st["conditions"] = conds
+            self._system_update(rt, pod)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
     # ================================================================ stand-in kubelet
     def _pod(self, ns, name):
         o = self.store.get("/pods", ns, name)

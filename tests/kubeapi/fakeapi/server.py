@@ -667,6 +667,12 @@ class APIHandler(BaseHTTPRequestHandler):
                 items = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
             return self._send_obj(200, {"kind": rt.list_kind, "apiVersion": rt.api_version(version),
                                         "metadata": lm, "items": items}, fmt)
+        if sub == "binding" and verb != "create":
+            raise APIError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if verb == "create" and sub == "binding":     # what the scheduler posts
+            obj, _ = self._parse_body(body, self.headers.get("Content-Type"))
+            code, out = reg.bind_pod(rt, ns, name, obj)
+            return self._send_obj(code, out, fmt)
         if verb == "create":
             obj, dups = self._parse_body(body, self.headers.get("Content-Type"))
             ctx = self._ctx(query, dups)
@@ -974,7 +980,7 @@ def request_info(method, path, query):
         verb = "watch" if watch else ("get" if name else "list")
     elif method == "POST":
         verb = "create"
-        if name:
+        if name and not (resource == "pods" and sub == "binding"):
             raise APIError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
     elif method == "PUT":
         verb = "update"
