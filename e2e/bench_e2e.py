@@ -17,8 +17,8 @@ import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chain import Chain, end_env, merged_artifacts, missing, new_env  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from e2e.chain import Chain, end_env, merged_artifacts, missing, new_env, residual_skew  # noqa: E402
 
 
 def one_session(env, n, duration, i):
@@ -35,7 +35,7 @@ def one_session(env, n, duration, i):
     skew = None
     m = merged_artifacts(st)
     if "summary.json" in m:
-        skew = json.loads(env.get_object(m["summary.json"]["url"]))["residual_skew_us"]
+        skew = residual_skew(json.loads(env.get_object(m["summary.json"]["url"])))
     return elapsed, skew, st
 
 

@@ -32,7 +32,7 @@ INJECTOR_IMAGE = "aiprof/injector:e2e"
 TRAINER_IMAGE = "aiprof-e2e/trainer:e2e"
 GROUP = "/apis/aiprof.io/v1alpha1"
 
-for d in (HERE, os.path.join(ROOT, "tests", "kubeapi"), os.path.join(ROOT, "tests", "s3"),
+for d in (ROOT, os.path.join(ROOT, "tests", "kubeapi"), os.path.join(ROOT, "tests", "s3"),
           os.path.join(ROOT, "tests", "runc")):
     if d not in sys.path:
         sys.path.insert(0, d)
@@ -40,7 +40,7 @@ for d in (HERE, os.path.join(ROOT, "tests", "kubeapi"), os.path.join(ROOT, "test
 import runcenv  # noqa: E402
 import s3env  # noqa: E402
 from fakeapi.client import Kube, launch  # noqa: E402
-from kubelet import Image, Kubelet  # noqa: E402
+from e2e.kubelet import Image, Kubelet  # noqa: E402
 
 
 def images(store):
@@ -341,6 +341,11 @@ class Env:
 
 def merged_artifacts(st):
     return {a["name"]: a for a in st.get("artifacts") or [] if a.get("target") == "merged"}
+
+
+def residual_skew(merged_summary):
+    """{p50, max, collectives} in microseconds, from a merged summary.json (aiprof.merge/v1)."""
+    return merged_summary["alignment"]["residual_skew_us"]
 
 
 def sha256(b):

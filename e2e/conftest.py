@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from chain import Chain, end_env, missing, new_env
+from e2e.chain import Chain, end_env, missing, new_env
 
 
 @pytest.fixture(scope="session")

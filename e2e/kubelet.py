@@ -2,8 +2,11 @@
 """A TEST DOUBLE of the kubelet for one node, running pods as runc containers.
 
 It speaks to the API server (tests/kubeapi, over HTTPS) only as a kubelet does: it registers
-its Node (node info of this machine: kernel, OS, runc), lists and watches the pods bound to its node (fieldSelector spec.nodeName=NODE), reads the Secrets their
-volumes and env refer to, and writes pod status through the pods/status subresource. Nothing
+its Node (node info of this machine: kernel, OS, runc), lists and watches the pods bound to its
+node (fieldSelector spec.nodeName=NODE), reads the Secrets their volumes and env refer to, and
+writes pod status through the pods/status subresource. It also plays the scheduler of this
+one-node cluster: every unbound pod whose nodeSelector fits is bound to the node through
+pods/binding, as kube-scheduler does. Nothing
 is short-cut through the double's control API. Containers run with runc (tests/runc/runcenv.py).
 
 What it does for a pod:
@@ -275,7 +278,7 @@ class Kubelet:
 
     def start(self):
         self.register()
-        for fn in (self._watch_loop, self._sync_loop):
+        for fn in (self._watch_loop, self._sync_loop, self._schedule_loop):
             t = threading.Thread(target=self._guard, args=(fn,), daemon=True, name=fn.__name__)
             t.start()
             self.threads.append(t)
@@ -336,6 +339,49 @@ class Kubelet:
             except (OSError, socket.timeout, RuntimeError, ValueError) as e:
                 self.log(f"watch: {e!r}; again")
                 time.sleep(0.2)
+
+    # ---- the scheduler's part, for a one-node cluster: bind every unbound pod that fits here
+
+    def _schedule_loop(self):
+        sel = "spec.nodeName="
+        rv = None
+        while not self.stopping.is_set():
+            try:
+                if rv is None:
+                    r = self.kube.get("/api/v1/pods", query={"fieldSelector": sel})
+                    if r.status != 200:
+                        raise RuntimeError(f"list unbound pods: {r.status}")
+                    for p in r.json["items"]:
+                        self._bind(p)
+                    rv = r.json["metadata"]["resourceVersion"]
+                for ev in self.kube.watch("/api/v1/pods", query={
+                        "fieldSelector": sel, "resourceVersion": rv, "allowWatchBookmarks": "true",
+                        "timeoutSeconds": "30"}, timeout=10):
+                    if self.stopping.is_set():
+                        return
+                    if ev["type"] == "ERROR":
+                        rv = None
+                        break
+                    rv = ev["object"]["metadata"]["resourceVersion"]
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        self._bind(ev["object"])
+            except (OSError, socket.timeout, RuntimeError, ValueError) as e:
+                self.log(f"scheduler watch: {e!r}; again")
+                time.sleep(0.2)
+
+    def _bind(self, pod):
+        md, spec = pod["metadata"], pod["spec"]
+        if spec.get("nodeName") or md.get("deletionTimestamp"):
+            return
+        labels = {"kubernetes.io/hostname": self.node, "kubernetes.io/os": "linux"}
+        if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+            self.log(f"{md['namespace']}/{md['name']}: nodeSelector does not match {self.node}; left Pending")
+            return
+        r = self.kube.post(f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}/binding",
+                           {"apiVersion": "v1", "kind": "Binding",
+                            "metadata": {"name": md["name"], "uid": md["uid"]},
+                            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node}})
+        self.log(f"{md['namespace']}/{md['name']}: bound to {self.node}: {r.status}")
 
     # ---- sync: act on pod events, then look at the containers
 
@@ -624,7 +670,8 @@ class Kubelet:
             return
         spec = run.pod["spec"]
         ads = spec.get("activeDeadlineSeconds")
-        if ads and run.start_time and not run.deadline_exceeded and time.time() > run.start_time + ads:
+        done = (run.pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if ads and run.start_time and not done and not run.deadline_exceeded and time.time() > run.start_time + ads:
             self.log(f"{run.ns}/{run.name}: activeDeadlineSeconds {ads} exceeded")
             run.deadline_exceeded = True
             self._kill_pod(run, grace=spec.get("terminationGracePeriodSeconds", 30), delete=False)

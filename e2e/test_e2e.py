@@ -6,7 +6,7 @@ message into the status. Checked as a user would: kubectl, the bucket, the statu
 import json
 import os
 
-from chain import gunzip_json, sha256
+from e2e.chain import gunzip_json, sha256
 
 # pageable host buffers: a planted problem the diagnosis must name (PageableMemcpy)
 TRAINER_RUN = ["--ranks", "2", "--run-seconds", "300", "--pageable"]

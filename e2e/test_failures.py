@@ -7,8 +7,8 @@ import signal
 import pytest
 
 import s3env
-from chain import wait_for
-from test_e2e import TRAINER_RUN, check_artifacts_in_bucket
+from e2e.chain import wait_for
+from e2e.test_e2e import TRAINER_RUN, check_artifacts_in_bucket
 
 
 def profiling(env, name="s"):
@@ -127,3 +127,28 @@ def test_controller_restarted_mid_session(env):
     assert st["phase"] == "Succeeded", status_text(st) + env.debug()
     assert len(env.injector_pods("s")) == 1, "the restarted controller made a second injector"
     check_artifacts_in_bucket(env, st, "trainer-0")
+
+
+def test_one_rank_injector_killed_others_kept(env):
+    """Two ranks; rank 1's injector is killed mid-window. The session fails and says so, and
+    rank 0's complete artifacts are kept in the bucket and listed in the status."""
+    env.controller()
+    pods = env.ranks(2, "kill")
+    env.session("s", {"selector": {"matchLabels": {"job": "kill"}}, "container": "trainer"}, duration="6s")
+    env.wait_phase("s", ("Profiling",), timeout=60)
+    kubelet = env.chain.kubelet
+
+    def injector_of(pod):
+        p = next((p for p in env.injector_pods("s") if p["metadata"]["labels"]["aiprof.io/target-pod"] == pod), None)
+        return p and kubelet.container_of(env.ns, p["metadata"]["name"], "injector")
+    victim = wait_for(lambda: injector_of(pods[1]), 30, "rank 1's injector container")
+    wait_for(lambda: injector_of(pods[0]), 30, "rank 0's injector container")
+    victim.kill("KILL")
+    s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=90)
+    st = s["status"]
+    assert st["phase"] == "Failed", status_text(st)
+    states = {t["pod"]: t for t in st["targets"]}
+    assert states[pods[0]]["state"] == "Succeeded" and states[pods[1]]["state"] == "Failed", status_text(st)
+    assert "137" in states[pods[1]]["message"], states[pods[1]]
+    check_artifacts_in_bucket(env, st, pods[0])
+    assert not [a for a in st["artifacts"] if a.get("target") == pods[1]]
