@@ -142,7 +142,9 @@ struct aiprof_ev_nccl {
 	int32_t  nranks;      /* -1 if unknown */
 	int32_t  result;
 	uint32_t op;          /* group start/end for AIPROF_EV_NCCL_GROUP */
-	uint32_t pad;
+	uint32_t seq;         /* AIPROF_EV_NCCL_COLL: the communicator's collectives the library
+	                       * has recorded, this one included (1, 2, ...); 0 = unknown. Gaps
+	                       * show events lost in between; `aiprof merge` matches ranks by it */
 };
 
 struct aiprof_ev_ibv {

@@ -239,6 +239,8 @@ static void write_args(struct jsonw *w, const struct target *t, const struct aip
 				jsonw_kv_int(w, e->api == AIPROF_API_ncclSend ||
 					     e->api == AIPROF_API_ncclRecv ? "peer" : "root", n->peer);
 			hex(w, "stream", n->stream);
+			if (n->seq)
+				jsonw_kv_uint(w, "seq", n->seq);
 		}
 		if (e->type != AIPROF_EV_NCCL_GROUP) {
 			jsonw_kv_int(w, "rank", n->rank);

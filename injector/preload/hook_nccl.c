@@ -44,6 +44,7 @@ typedef ncclResult_t (*ncclCommCount_fn)(const ncclComm_t, int *);
 struct comm_slot {
 	_Atomic uintptr_t comm;
 	_Atomic uint64_t info;      /* (rank + 1) << 32 | nranks; 0 = unknown */
+	_Atomic uint32_t seq;       /* collectives recorded on this communicator */
 };
 
 static struct comm_slot g_comms[COMM_SLOTS];
@@ -98,8 +99,10 @@ static void comm_forget(ncclComm_t comm)
 {
 	struct comm_slot *s = comm_slot(comm, false);
 
-	if (s)
+	if (s) {
 		atomic_store_explicit(&s->info, 0, memory_order_release);
+		atomic_store_explicit(&s->seq, 0, memory_order_relaxed);
+	}
 }
 
 /* Called while recording only. */
@@ -138,12 +141,15 @@ static void coll_done(struct rec *r, uint16_t api, size_t count, ncclDataType_t 
 		      int peer, ncclComm_t comm, cudaStream_t stream, ncclResult_t ret)
 {
 	struct aiprof_event *e;
+	struct comm_slot *slot;
 	int32_t rank, nranks;
 
 	rec_stop(r);
 	comm_info(comm, &rank, &nranks);
+	slot = comm ? comm_slot(comm, true) : NULL;
 	e = rec_reserve(r, AIPROF_EV_NCCL_COLL, api);
 	if (e) {
+		e->u.nccl.seq = slot ? atomic_fetch_add_explicit(&slot->seq, 1, memory_order_relaxed) + 1 : 0;
 		e->u.nccl.count = count;
 		e->u.nccl.bytes = (uint64_t)count * dtype_size(dt);
 		e->u.nccl.comm = (uintptr_t)comm;
