@@ -497,22 +497,32 @@ def test_controller_with_chart_args_and_rbac_covers_exactly_its_calls(api):
         ns = "rbac"
         grp = f"/apis/aiprof.io/v1alpha1/namespaces/{ns}/profilingsessions"
 
-        def pod(name, **spec):
-            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"job": "x"}},
+        def pod(name, job="x", **spec):
+            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"job": job}},
                     "spec": {"nodeName": "node-1", "containers": [{"name": "trainer", "image": "t"}], **spec}}
             assert kube.post(f"/api/v1/namespaces/{ns}/pods", body).status == 201
             ctl.kubelet("run", ns, name)
 
         def session(name, target, **spec):
+            targets = {"podName": target} if isinstance(target, str) else {"selector": {"matchLabels": target}}
             body = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": name},
-                    "spec": {"targets": {"podName": target}, "duration": "2s", **spec,
+                    "spec": {"targets": targets, "duration": "2s", **spec,
                              "output": {"s3": {"bucket": "profiles", "secretRef": {"name": "s3-creds"}}}}}
             assert kube.post(grp, body).status == 201
 
-        def injector(session_name):
+        def injectors(session_name):
             items = kube.get(f"/api/v1/namespaces/{ns}/pods",
                              query={"labelSelector": f"aiprof.io/session={session_name}"}).json["items"]
-            return items[0]["metadata"]["name"] if items else None
+            return sorted(i["metadata"]["name"] for i in items)
+
+        def injector(session_name):
+            return (injectors(session_name) or [None])[0]
+
+        def succeed(pod_name, url):
+            ctl.kubelet("run", ns, pod_name)
+            ctl.kubelet("terminate", ns, pod_name, container=kube.get(f"/api/v1/namespaces/{ns}/pods/{pod_name}")
+                        .json["spec"]["containers"][0]["name"], exitCode=0, reason="Completed",
+                        message=json.dumps({"artifacts": [result("timeline.json.gz", url + "/timeline.json.gz")]}))
 
         def phase(name):
             r = kube.get(f"{grp}/{name}")
@@ -536,6 +546,18 @@ def test_controller_with_chart_args_and_rbac_covers_exactly_its_calls(api):
         assert kube.delete(f"{grp}/cancelled").status in (200, 202)
         wait_for(lambda: phase("cancelled") == "gone" and not injector("cancelled"), 30,
                  "'cancelled' and its injector to go")
+        # two ranks by selector: both succeed, then their merge pod runs and succeeds
+        pod("m-0", job="m")
+        pod("m-1", job="m")
+        session("ranks", {"job": "m"})
+        ranks = wait_for(lambda: len(injectors("ranks")) == 2 and injectors("ranks"), 30, "two rank injectors")
+        for i, name in enumerate(ranks):
+            succeed(name, f"s3://profiles/{ns}/ranks/m-{i}")
+        merge = wait_for(lambda: [n for n in injectors("ranks") if n not in ranks], 30, "the merge pod")[0]
+        succeed(merge, f"s3://profiles/{ns}/ranks/merged")
+        wait_for(lambda: phase("ranks") == "Succeeded" and any(
+            c["type"] == "Merged" and c["status"] == "True" for c in kube.get(f"{grp}/ranks").json["status"]["conditions"]),
+            30, "'ranks' merged and Succeeded")
         # a policy whose trigger annotation on a pod makes a session it owns
         pol = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingPolicy", "metadata": {"name": "on-demand"},
                "spec": {"selector": {"matchLabels": {"job": "x"}}, "trigger": {},
@@ -555,7 +577,7 @@ def test_controller_with_chart_args_and_rbac_covers_exactly_its_calls(api):
                                  "ephemeralContainers", [])), 30, "an ephemeral injector in kata-0")
         assert p.poll() is None, logtext()[-3000:]
     except AssertionError as e:
-        state = {n: (kube.get(f"{grp}/{n}").json or {}).get("status") for n in ("done", "cancelled", "kata")}
+        state = {n: (kube.get(f"{grp}/{n}").json or {}).get("status") for n in ("done", "cancelled", "kata", "ranks")}
         raise AssertionError(f"{e}\nsessions: {json.dumps(state)[:3000]}\n"
                              f"controller log:\n{logtext()[-4000:]}") from None
     finally:
