@@ -24,6 +24,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "preload.h"
 
@@ -38,17 +39,18 @@ extern const char etext[] __attribute__((visibility("hidden")));
 #define PY_NONE 0xffffu
 
 /*
- * Per-call-site reuse: a launch from the same return address, frame and Python frames as
- * an earlier one on this thread (in this session) takes that launch's stack without
- * walking, except 1 in SITE_REWALK times at random, when it walks again: a call site
- * reached at the same depth through other callers is then counted by samples of its
- * real callers, never by a fixed pattern.
+ * Per-call-site reuse: a launch whose innermost SITE_FRAMES return addresses, frame and
+ * Python frames equal an earlier one's on this thread (in this session) takes that
+ * launch's stack without walking further, except 1 in SITE_REWALK times at random, when it
+ * walks again: a call site reached at the same depth through callers that differ only
+ * further out is then counted by samples of its real callers, never by a fixed pattern.
  */
+#define SITE_FRAMES 3
 #define SITE_BITS 6
 #define SITE_REWALK 16u
 
 struct site {
-	uintptr_t pc0, fp;
+	uintptr_t pc[SITE_FRAMES], fp;
 	uint64_t pyh;
 	uint32_t id, gen;         /* gen: generation + 1 the id was sent in; 0 = none */
 };
@@ -262,8 +264,9 @@ uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 {
 	struct cur_stack *c = &t_cur;
 	struct site *st;
-	uintptr_t pc0;
-	uint64_t pyh = 0, hash;
+	uintptr_t key_pc[SITE_FRAMES];
+	uint64_t pyh = 0, hash, key;
+	size_t nsite;
 	uint32_t gen, id;
 
 	if (atomic_load_explicit(&h->collectors, memory_order_relaxed) & AIPROF_COLLECT_NO_STACKS)
@@ -278,16 +281,23 @@ uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 	}
 	if (!fp && !c->npy)
 		return 0;
-	/* the call site: a return address and the frame it returns into */
-	pc0 = fp ? ((const uintptr_t *)fp)[1] : 0;
+	/* the call site: the innermost return addresses and the frame they start at */
+	nsite = fp ? walk_from(t, fp, c->pc, SITE_FRAMES) : 0;
+	for (size_t i = nsite; i < SITE_FRAMES; i++)
+		c->pc[i] = 0;
 	gen = atomic_load_explicit(&h->generation, memory_order_relaxed) + 1;
-	st = &c->sites[((pc0 ^ fp >> 4 ^ pyh) * 0x9e3779b97f4a7c15ull) >> (64 - SITE_BITS)];
-	if (st->pc0 == pc0 && st->fp == fp && st->pyh == pyh && st->gen == gen &&
+	key = (c->pc[0] ^ c->pc[1] * 0xff51afd7ed558ccdull ^ c->pc[2] * 0xc4ceb9fe1a85ec53ull ^
+	       fp >> 4 ^ pyh) * 0x9e3779b97f4a7c15ull;
+	st = &c->sites[key >> (64 - SITE_BITS)];
+	if (st->fp == fp && st->pc[0] == c->pc[0] && st->pc[1] == c->pc[1] &&
+	    st->pc[2] == c->pc[2] && st->pyh == pyh && st->gen == gen &&
 	    (rng_next(c, t) & (SITE_REWALK - 1)))
 		return st->id;
+	memcpy(key_pc, c->pc, sizeof(key_pc));
 	c->n = fp ? walk_from(t, fp, c->pc, CALLSTACK_MAX) : 0;
 	hash = stack_hash(c);
 	id = intern__id(h, INTERN_STACK, (uintptr_t)hash, stack_text);
-	*st = (struct site){ .pc0 = pc0, .fp = fp, .pyh = pyh, .id = id, .gen = id ? gen : 0 };
+	*st = (struct site){ .pc = { key_pc[0], key_pc[1], key_pc[2] }, .fp = fp, .pyh = pyh,
+			     .id = id, .gen = id ? gen : 0 };
 	return id;
 }

@@ -86,3 +86,9 @@ $(BUILD)/tests/unit/test_preload_elfdyn: $(BUILD)/tests/unit/test_preload_elfdyn
 $(BUILD)/tests/unit/test_preload_dlopen: $(BUILD)/tests/unit/test_preload_dlopen.o $(PRELOAD_TEST_DEPS)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/injector/preload/elfdyn.o -lcmocka -ldl -lpthread
+
+EXTRA_CFLAGS_tests_unit_test_preload_callstack := $(PRELOAD_TEST_CFLAGS)
+
+$(BUILD)/tests/unit/test_preload_callstack: $(BUILD)/tests/unit/test_preload_callstack.o $(PRELOAD_TEST_DEPS)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(PRELOAD_TEST_FX) -lcmocka -ldl -lpthread
