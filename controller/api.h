@@ -19,6 +19,7 @@
 #define LABEL_COMPONENT        "app.kubernetes.io/component"
 #define LABEL_MANAGED_BY       "app.kubernetes.io/managed-by"
 #define COMPONENT_INJECTOR     "aiprof-injector"
+#define COMPONENT_MERGE        "aiprof-merge"
 #define MANAGED_BY             "aiprof-controller"
 
 /* Ephemeral injector containers are named EPHEMERAL_PREFIX + an id of the session. */

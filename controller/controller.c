@@ -712,8 +712,23 @@ static int patch_session(struct controller *c, struct kube_client *kc, struct se
 		return -EBADMSG;
 	}
 	/* the last finalizer removed: the object is gone, its DELETED event may be too */
-	if (!(ns->deleting && !ns->has_finalizer))
+	if (!(ns->deleting && !ns->has_finalizer)) {
+		struct session *cur = store__get(informer__store(c->sessions), ns->key);
+
+		/* the cache learns it here, before the watch: the feed must hear of it here too
+		 * (the watch's copy will find nothing changed) */
+		if (cur && rv_compare(cur->rv, ns->rv) < 0 && c->cfg.hooks.feed &&
+		    ((cur->status == NULL) != (ns->status == NULL) ||
+		     !json_equal(cur->status, ns->status))) {
+			char *m = feed_message(ns, "status");
+
+			if (m)
+				c->cfg.hooks.feed(c->cfg.hooks.ctx, m, strlen(m));
+			free(m);
+		}
+		session__unref(cur);
 		informer__update(c->sessions, j);
+	}
 	json_decref(j);
 	session__unref(*s);
 	*s = ns;
@@ -889,8 +904,31 @@ static bool permanent(int r)
 	return r == -EINVAL || r == -EACCES || r == -ENOENT || r == -EOPNOTSUPP || r == -EPROTO;
 }
 
+/* The session's merge pod among its labelled pods, or from the API server when the status
+ * says a merge is running but the cache has not seen the pod (yet). A new reference. */
+static struct kpod *find_merge_pod(struct controller *c, struct kube_client *kc,
+				   const struct session *s, const struct gather *g)
+{
+	char name[INJECTOR_POD_NAME_MAX + 1];
+	const json_t *cs = json_object_get(s->status, "conditions"), *e;
+	size_t i;
+
+	injspec__merge_pod_name(s, name);
+	for (i = 0; i < g->n_all_inj; i++)
+		if (strcmp(kpod__name(g->all_inj[i]), name) == 0)
+			return kpod__ref(g->all_inj[i]);
+	json_array_foreach(cs, i, e)
+		if (!strcmp(kj_str(e, "type") ?: "", "Merged") &&
+		    !strcmp(kj_str(e, "status") ?: "", "Unknown") &&
+		    !strcmp(kj_str(s->status, "phase") ?: "", "Uploading"))
+			return fetch_pod(c, kc, s->ns, name);
+	return NULL;
+}
+
+/* Creates a pod (an injector or the merge pod). A permanent refusal goes to *err / msg and
+ * returns 1 (plan again with it). */
 static int do_create_pod(struct controller *c, struct kube_client *kc, const struct session *s,
-			 const struct action *a, struct target_obs *o)
+			 const struct action *a, const char *what, int *err, char *msg, size_t msglen)
 {
 	struct kube_status st;
 	char path[400], *body = json_dumps(a->body, JSON_COMPACT), *out = NULL;
@@ -908,17 +946,17 @@ static int do_create_pod(struct controller *c, struct kube_client *kc, const str
 		if (j)
 			informer__update(c->pods, j);
 		json_decref(j);
-		atomic_fetch_add(&c->injectors_created, 1);
-		ctl_log(c, 3, "session %s: created injector pod %s for pod %s on node %s", s->key,
-		     a->name, o->name, o->pod ? kpod__node(o->pod) : "?");
+		if (a->kind == ACT_CREATE_POD)
+			atomic_fetch_add(&c->injectors_created, 1);
+		ctl_log(c, 3, "session %s: created %s %s", s->key, what, a->name);
 	} else if (r == -EEXIST) {
 		r = 0;                  /* made by an earlier pass or a previous controller */
 	} else if (permanent(r)) {
-		o->create_err = r;
-		snprintf(o->create_msg, sizeof(o->create_msg), "%s", st.message);
+		*err = r;
+		snprintf(msg, msglen, "%s", st.message);
 		r = 1;                  /* re-plan */
 	} else {
-		ctl_log(c, 1, "session %s: cannot create injector pod %s: %s", s->key, a->name,
+		ctl_log(c, 1, "session %s: cannot create %s %s: %s", s->key, what, a->name,
 		     st.message);
 	}
 	free(out);
@@ -987,6 +1025,7 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 			 int64_t *requeue_at)
 {
 	struct session *s = store__get(informer__store(c->sessions), key);
+	struct kpod *merge_pod = NULL;
 	struct gather g = { 0 };
 	struct reconcile_plan p = { 0 };
 	struct kube_status st;
@@ -1005,11 +1044,13 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 		r = gather(c, kc, s, &g);
 		if (r < 0)
 			goto out;
+		kpod__unref(merge_pod);
+		merge_pod = find_merge_pod(c, kc, s, &g);
 		in = (struct reconcile_input){
 			.s = s, .targets = g.targets, .n_targets = g.n_names,
 			.injectors = (const struct kpod *const *)g.all_inj,
-			.n_injectors = g.n_all_inj, .now_ns = (int64_t)now_realtime_ns(),
-			.cfg = &c->cfg.rc,
+			.n_injectors = g.n_all_inj, .merge_pod = merge_pod,
+			.now_ns = (int64_t)now_realtime_ns(), .cfg = &c->cfg.rc,
 		};
 		/* create errors found in the previous pass carry over */
 		r = reconcile__plan(&in, &p);
@@ -1042,14 +1083,22 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 				}
 				replan = a->kind == ACT_ADD_FINALIZER;
 				break;
-			case ACT_CREATE_POD:
-				r = do_create_pod(c, kc, s, a, &g.targets[a->target]);
+			case ACT_CREATE_POD: {
+				struct target_obs *o = &g.targets[a->target];
+
+				r = do_create_pod(c, kc, s, a, "injector pod", &o->create_err,
+						  o->create_msg, sizeof(o->create_msg));
 				if (r < 0)
 					goto out;
-				if (r > 0) {
-					replan = true;
-					/* keep the error for the next pass's input */
-				}
+				replan |= r > 0;        /* the error goes into the next plan's input */
+				break;
+			}
+			case ACT_CREATE_MERGE_POD:
+				r = do_create_pod(c, kc, s, a, "merge pod", &in.merge_create_err,
+						  in.merge_create_msg, sizeof(in.merge_create_msg));
+				if (r < 0)
+					goto out;
+				replan |= r > 0;
 				break;
 			case ACT_ADD_EPHEMERAL:
 				r = do_add_ephemeral(c, kc, s, a, &g.targets[a->target]);
@@ -1081,6 +1130,7 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 			/* a create failed for good: plan again with the error in the input */
 			bool errs = false;
 
+			errs = in.merge_create_err != 0;
 			for (size_t i = 0; i < g.n_names; i++)
 				errs |= g.targets[i].create_err != 0;
 			if (errs) {
@@ -1142,6 +1192,7 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 	}
 	r = -EAGAIN;                    /* too many conflicts: later */
 out:
+	kpod__unref(merge_pod);
 	gather_release(&g);
 	reconcile_plan__release(&p);
 	session__unref(s);

@@ -29,6 +29,19 @@ void injspec__ephemeral_name(const struct session *s, char out[32])
 	snprintf(out, 32, EPHEMERAL_PREFIX "%s", id);
 }
 
+void injspec__merge_pod_name(const struct session *s, char out[INJECTOR_POD_NAME_MAX + 1])
+{
+	char id[11];
+	size_t n = strlen(s->name);
+
+	session__short_id(s->uid, "/merge", id);
+	if (n > 36)
+		n = 36;
+	while (n > 0 && (s->name[n - 1] == '-' || s->name[n - 1] == '.'))
+		n--;
+	snprintf(out, INJECTOR_POD_NAME_MAX + 1, "aiprof-%.*s-merge-%s", (int)n, s->name, id);
+}
+
 int injspec__output_url(const struct session *s, const char *target_pod, char **ret)
 {
 	const struct session_s3 *o = &s->spec.s3;
@@ -215,6 +228,26 @@ json_t *injspec__ephemeral_container(const struct injector_config *cfg,
 	return container(cfg, t, name, true);
 }
 
+/* The S3 Secret as a volume of the credential files injector/upload.h reads. */
+static json_t *secret_volumes(const struct session_s3 *o)
+{
+	json_t *items = json_pack("[{s:s,s:s},{s:s,s:s}]", "key", o->key_id_key, "path",
+				  "AWS_ACCESS_KEY_ID", "key", o->secret_key_key, "path",
+				  "AWS_SECRET_ACCESS_KEY");
+
+	if (!items)
+		return NULL;
+	if (o->token_key &&
+	    json_array_append_new(items, json_pack("{s:s,s:s}", "key", o->token_key, "path",
+						   "AWS_SESSION_TOKEN"))) {
+		json_decref(items);
+		return NULL;
+	}
+	return json_pack("[{s:s,s:{s:s,s:o,s:I}}]", "name", "s3-credentials", "secret",
+			 "secretName", o->secret_name, "items", items, "defaultMode",
+			 (json_int_t)0400);
+}
+
 json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct injector_target *t)
 {
 	const struct session *s = t->s;
@@ -253,26 +286,92 @@ json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct 
 	    json_object_set_new(spec, "priorityClassName", json_string(cfg->priority_class)))
 		goto fail;
 	if (o->secret_name) {
-		json_t *items = json_pack("[{s:s,s:s},{s:s,s:s}]", "key", o->key_id_key, "path",
-					  "AWS_ACCESS_KEY_ID", "key", o->secret_key_key, "path",
-					  "AWS_SECRET_ACCESS_KEY");
-
-		if (!items)
-			goto fail;
-		if (o->token_key &&
-		    json_array_append_new(items, json_pack("{s:s,s:s}", "key", o->token_key, "path",
-							   "AWS_SESSION_TOKEN"))) {
-			json_decref(items);
-			goto fail;
-		}
-		vols = json_pack("[{s:s,s:{s:s,s:o,s:I}}]", "name", "s3-credentials", "secret",
-				 "secretName", o->secret_name, "items", items, "defaultMode",
-				 (json_int_t)0400);
+		vols = secret_volumes(o);
 		if (!vols || json_object_set_new(spec, "volumes", vols))
 			goto fail;
 	}
 	return pod;
 fail:
 	json_decref(pod);
+	return NULL;
+}
+
+json_t *injspec__merge_pod(const struct injector_config *cfg, const struct session *s,
+			   const char *const *sources, size_t n_sources)
+{
+	const struct session_s3 *o = &s->spec.s3;
+	char name[INJECTOR_POD_NAME_MAX + 1], *url = NULL;
+	json_t *pod = NULL, *args = NULL, *env = NULL, *c = NULL, *spec;
+	int r = 0;
+
+	injspec__merge_pod_name(s, name);
+	if (injspec__output_url(s, MERGE_TARGET, &url) < 0)
+		return NULL;
+	args = json_pack("[sssss]", "merge", "-o", url, "--termination-log", "/dev/termination-log");
+	free(url);
+	env = json_array();
+	if (!args || !env)
+		goto fail;
+	for (size_t i = 0; i < n_sources; i++)
+		r |= add_str(args, sources[i]);
+	r |= json_array_append_new(env, env_var("AIPROF_SESSION", s->key));
+	if (o->endpoint)
+		r |= json_array_append_new(env, env_var("AWS_ENDPOINT_URL_S3", o->endpoint));
+	if (o->region)
+		r |= json_array_append_new(env, env_var("AWS_REGION", o->region));
+	if (o->secret_name)
+		r |= json_array_append_new(env, env_var("AIPROF_S3_SECRET_DIR", INJECTOR_SECRET_DIR));
+	if (r)
+		goto fail;
+	/* reads and writes object storage only: nothing of the node, no capability */
+	c = json_pack("{s:s,s:s,s:s,s:[s],s:O,s:O,s:{s:b,s:b,s:{s:[s]},s:{s:s}},s:{s:{s:s,s:s},s:{s:s}},"
+		      "s:s,s:s}",
+		      "name", MERGE_CONTAINER, "image", cfg->image,
+		      "imagePullPolicy", cfg->pull_policy ? cfg->pull_policy : "IfNotPresent",
+		      "command", "aiprof", "args", args, "env", env,
+		      "securityContext", "privileged", 0, "allowPrivilegeEscalation", 0,
+		      "capabilities", "drop", "ALL", "seccompProfile", "type", "RuntimeDefault",
+		      "resources", "requests", "cpu", "100m", "memory", "256Mi", "limits", "memory",
+		      "2Gi", "terminationMessagePath", "/dev/termination-log",
+		      "terminationMessagePolicy", "File");
+	if (!c)
+		goto fail;
+	if (o->secret_name &&
+	    json_object_set_new(c, "volumeMounts",
+				json_pack("[{s:s,s:s,s:b}]", "name", "s3-credentials", "mountPath",
+					  INJECTOR_SECRET_DIR, "readOnly", 1)))
+		goto fail;
+	pod = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s,s:s,s:s},s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},"
+			"s:{s:s,s:b,s:b,s:I,s:I,s:[O]}}",
+			"apiVersion", "v1", "kind", "Pod",
+			"metadata", "name", name, "namespace", s->ns,
+			"labels", LABEL_SESSION_UID, s->uid, LABEL_SESSION, s->name,
+			LABEL_COMPONENT, COMPONENT_MERGE, LABEL_MANAGED_BY, MANAGED_BY,
+			"ownerReferences", "apiVersion", AIPROF_API_VERSION, "kind", SESSION_KIND,
+			"name", s->name, "uid", s->uid, "controller", 1, "blockOwnerDeletion", 1,
+			"spec", "restartPolicy", "Never", "automountServiceAccountToken", 0,
+			"enableServiceLinks", 0, "activeDeadlineSeconds", (json_int_t)MERGE_DEADLINE_S,
+			"terminationGracePeriodSeconds", (json_int_t)10, "containers", c);
+	if (!pod)
+		goto fail;
+	spec = json_object_get(pod, "spec");
+	if (cfg->priority_class &&
+	    json_object_set_new(spec, "priorityClassName", json_string(cfg->priority_class)))
+		goto fail;
+	if (o->secret_name) {
+		json_t *vols = secret_volumes(o);
+
+		if (!vols || json_object_set_new(spec, "volumes", vols))
+			goto fail;
+	}
+	json_decref(args);
+	json_decref(env);
+	json_decref(c);
+	return pod;
+fail:
+	json_decref(pod);
+	json_decref(args);
+	json_decref(env);
+	json_decref(c);
 	return NULL;
 }

@@ -61,6 +61,24 @@ void injspec__ephemeral_name(const struct session *s, char out[32]);
 /* "s3://bucket/prefix/namespace/session/pod": where one target's artifacts go. */
 int injspec__output_url(const struct session *s, const char *target_pod, char **ret);
 
+/*
+ * The merge pod of a multi-rank session: once every target is done and at least two
+ * succeeded, one pod runs
+ *   aiprof merge -o s3://B/P/NS/SESSION/merged --termination-log /dev/termination-log SRC...
+ * over the per-target artifact prefixes SRC (injspec__output_url of each succeeded target).
+ * Same image, no hostPID, no node, every capability dropped, the S3 secret mounted as for
+ * the node-agent pod, labels with the session UID and component aiprof-merge, an
+ * ownerReference to the session, activeDeadlineSeconds MERGE_DEADLINE_S. Its name,
+ * "aiprof-<session>-merge-<10 hex of uid>", is derived from the UID (a restart finds it) and
+ * cannot be an injector's (their hash is over the uid and a pod name, which has no '/').
+ */
+#define MERGE_CONTAINER "merge"
+#define MERGE_TARGET "merged"       /* status.artifacts[].target and the output's last part */
+#define MERGE_DEADLINE_S 600
+void injspec__merge_pod_name(const struct session *s, char out[INJECTOR_POD_NAME_MAX + 1]);
+json_t *injspec__merge_pod(const struct injector_config *cfg, const struct session *s,
+			   const char *const *sources, size_t n_sources);
+
 /* Each returns a new JSON object, or NULL when out of memory. */
 json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct injector_target *t);
 json_t *injspec__ephemeral_container(const struct injector_config *cfg,

@@ -140,16 +140,46 @@ struct tres {
 	bool delete_injector;      /* this plan deletes its injector pod */
 };
 
+/* reason[48] and message[600] of a target's or the merge's result */
+__attribute__((format(printf, 4, 0)))
+static void set_why(char reason_out[48], char message_out[600], const char *reason,
+		    const char *fmt, va_list ap)
+{
+	snprintf(reason_out, 48, "%s", reason);
+	vsnprintf(message_out, 600, fmt, ap);
+}
+
 __attribute__((format(printf, 4, 5)))
 static void tset(struct tres *t, enum session_phase st, const char *reason, const char *fmt, ...)
 {
 	va_list ap;
 
 	t->state = st;
-	snprintf(t->reason, sizeof(t->reason), "%s", reason);
 	va_start(ap, fmt);
-	vsnprintf(t->message, sizeof(t->message), fmt, ap);
+	set_why(t->reason, t->message, reason, fmt, ap);
 	va_end(ap);
+}
+
+/* A pod (what: "injector pod", "merge pod") the API server refused for good, or that went
+ * away while it was running: the result says so (reasons <Reason>CreateFailed and
+ * <Reason>Deleted). False when neither. */
+static bool refused_or_gone(struct tres *t, const char *what, const char *reason, int create_err,
+			    const char *create_msg, bool was_running)
+{
+	char r[48];
+
+	if (create_err) {
+		snprintf(r, sizeof(r), "%sCreateFailed", reason);
+		tset(t, PHASE_FAILED, r, "cannot create %s %s: %s", what, t->injector, create_msg);
+		return true;
+	}
+	if (was_running) {
+		snprintf(r, sizeof(r), "%sDeleted", reason);
+		tset(t, PHASE_FAILED, r, "%s %s was deleted before it reported a result", what,
+		     t->injector);
+		return true;
+	}
+	return false;
 }
 
 /* The injector container's state -> the target's. */
@@ -263,16 +293,9 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 		if (inj)
 			return from_container(in, t, kpod__container(inj, INJECTOR_CONTAINER, &ics) ?
 					      &ics : NULL, kpod__phase(inj));
-		if (o->create_err) {
-			tset(t, PHASE_FAILED, "InjectorCreateFailed", "cannot create injector pod %s: %s",
-			     t->injector, o->create_msg);
+		if (refused_or_gone(t, "injector pod", "Injector", o->create_err, o->create_msg,
+				    inflight))
 			return 0;
-		}
-		if (inflight) {
-			tset(t, PHASE_FAILED, "InjectorDeleted", "injector pod %s was deleted before it "
-			     "reported a result", t->injector);
-			return 0;
-		}
 	} else {
 		if (kpod__ephemeral(pod, t->injector, &ecs))
 			return from_container(in, t, &ecs, NULL);
@@ -340,11 +363,12 @@ static const json_t *old_condition(const struct session *s, const char *type)
 	return NULL;
 }
 
-static int add_condition(json_t *conds, const struct session *s, const char *type, bool status,
-			 const char *reason, const char *message, int64_t now)
+/* A condition whose status is "True", "False" or "Unknown"; lastTransitionTime kept while
+ * the status stays. */
+static int add_condition_s(json_t *conds, const struct session *s, const char *type,
+			   const char *st, const char *reason, const char *message, int64_t now)
 {
 	const json_t *old = old_condition(s, type);
-	const char *st = status ? "True" : "False";
 	const char *ltt = kj_str(old, "lastTransitionTime");
 	char buf[KTIME_LEN];
 	json_t *c;
@@ -355,6 +379,12 @@ static int add_condition(json_t *conds, const struct session *s, const char *typ
 		      "message", message, "lastTransitionTime", ltt, "observedGeneration",
 		      (json_int_t)s->generation);
 	return c && json_array_append_new(conds, c) == 0 ? 0 : -ENOMEM;
+}
+
+static int add_condition(json_t *conds, const struct session *s, const char *type, bool status,
+			 const char *reason, const char *message, int64_t now)
+{
+	return add_condition_s(conds, s, type, status ? "True" : "False", reason, message, now);
 }
 
 static json_t *target_entry(const struct target_obs *o, const struct tres *t)
@@ -476,6 +506,25 @@ static bool injector_done(const struct kpod *inj)
 	       strcmp(kpod__phase(inj), "Succeeded") == 0 || strcmp(kpod__phase(inj), "Failed") == 0;
 }
 
+/* Deletes the session's pods still running (but except, and those already planned). */
+static int stop_running(const struct reconcile_input *in, struct reconcile_plan *p,
+			const char *except)
+{
+	for (size_t i = 0; i < in->n_injectors; i++) {
+		const struct kpod *inj = in->injectors[i];
+		bool planned = false;
+
+		for (size_t a = 0; a < p->n_actions; a++)
+			planned |= p->actions[a].kind == ACT_DELETE_POD &&
+				   strcmp(p->actions[a].name, kpod__name(inj)) == 0;
+		if (planned || injector_done(inj) || (except && !strcmp(kpod__name(inj), except)))
+			continue;
+		if (add_action(p, ACT_DELETE_POD, 0, kpod__name(inj), NULL))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int plan_terminal(const struct reconcile_input *in, struct reconcile_plan *p)
 {
 	const struct session *s = in->s;
@@ -505,11 +554,115 @@ static int plan_terminal(const struct reconcile_input *in, struct reconcile_plan
 	return 0;
 }
 
+/* ---- the merge of a multi-rank session ------------------------------------------------- */
+
+/* The merge's state is a tres too: Uploading while it runs, Succeeded or Failed after;
+ * .injector is the merge pod's name, .term its parsed termination message. */
+
+/* The merge pod's container (terminated) -> the merge's result. */
+static int merge_result(struct tres *m, const struct kcontainer *c)
+{
+	char why[200];
+	int r;
+
+	m->term = malloc(sizeof(*m->term));
+	if (!m->term)
+		return -ENOMEM;
+	r = c->message[0] ? termination__parse(c->message, strlen(c->message), m->term, why,
+					       sizeof(why)) : -ENODATA;
+	if (r == 0 && c->exit_code == 0 && !m->term->error[0]) {
+		tset(m, PHASE_SUCCEEDED, "Merged", "merged timeline in %zu artifact%s",
+		     m->term->n_artifacts, m->term->n_artifacts == 1 ? "" : "s");
+		return 0;
+	}
+	if (r == 0)
+		tset(m, PHASE_FAILED, "MergeFailed", "merge exited with code %d: %s", c->exit_code,
+		     m->term->error[0] ? m->term->error : "no error given");
+	else if (r == -ENODATA)
+		tset(m, PHASE_FAILED, "MergeFailed", "merge exited with code %d%s%s and left no "
+		     "termination message", c->exit_code, c->reason[0] ? ", " : "", c->reason);
+	else
+		tset(m, PHASE_FAILED, "MergeFailed", "merge exited with code %d; its termination "
+		     "message is unusable: %s", c->exit_code, why);
+	free(m->term);
+	m->term = NULL;
+	return 0;
+}
+
+/* Every target is done and n_ok >= 2 succeeded: where is their merge? */
+static int eval_merge(const struct reconcile_input *in, const struct tres *res, size_t n_ok,
+		      int64_t deadline, struct tres *m, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	const json_t *old = old_condition(s, "Merged");
+	bool was_running = old && !strcmp(kj_str(old, "status") ?: "", "Unknown");
+	const struct kpod *mp = in->merge_pod;
+	int64_t limit = deadline + (int64_t)MERGE_DEADLINE_S * NSEC_PER_SEC;
+	struct kcontainer c;
+	bool has_c;
+
+	injspec__merge_pod_name(s, m->injector);
+	if (!mp) {
+		const char **src;
+		size_t n = 0;
+		json_t *body;
+		int r = 0;
+
+		if (refused_or_gone(m, "merge pod", "Merge", in->merge_create_err,
+				    in->merge_create_msg, was_running))
+			return 0;
+		if (in->now_ns >= limit) {
+			tset(m, PHASE_FAILED, "MergeDeadlineExceeded", "too late to merge: the "
+			     "deadline passed %ds ago", MERGE_DEADLINE_S);
+			return 0;
+		}
+		src = calloc(n_ok, sizeof(*src));
+		if (!src)
+			return -ENOMEM;
+		for (size_t i = 0; i < in->n_targets && r == 0; i++) {
+			char *u = NULL;
+
+			if (res[i].state != PHASE_SUCCEEDED || n == n_ok)
+				continue;
+			r = injspec__output_url(s, in->targets[i].name, &u);
+			src[n++] = u;
+		}
+		body = r == 0 ? injspec__merge_pod(&in->cfg->inj, s, src, n) : NULL;
+		for (size_t i = 0; i < n; i++)
+			free((char *)src[i]);
+		free(src);
+		if (!body || add_action(p, ACT_CREATE_MERGE_POD, 0, m->injector, body) < 0)
+			return -ENOMEM;
+		tset(m, PHASE_UPLOADING, "Merging", "merging %zu ranks in pod %s", n_ok, m->injector);
+		requeue_at(p, limit);
+		return 0;
+	}
+	has_c = kpod__container(mp, MERGE_CONTAINER, &c);
+	if (has_c && c.state == KC_TERMINATED)
+		return merge_result(m, &c);
+	if (strcmp(kpod__phase(mp), "Failed") == 0) {
+		tset(m, PHASE_FAILED, "MergeFailed", "merge pod %s failed before it ran%s%s", m->injector,
+		     has_c && c.reason[0] ? ": " : "", has_c ? c.reason : "");
+		return 0;
+	}
+	if (refused_or_gone(m, "merge pod", "Merge", 0, NULL, mp->deleting))
+		return 0;
+	if (in->now_ns >= limit) {
+		tset(m, PHASE_FAILED, "MergeDeadlineExceeded", "no merge result within %ds of the "
+		     "deadline", MERGE_DEADLINE_S);
+		return add_action(p, ACT_DELETE_POD, 0, m->injector, NULL);
+	}
+	tset(m, PHASE_UPLOADING, "Merging", "merging %zu ranks in pod %s", n_ok, m->injector);
+	requeue_at(p, limit);
+	return 0;
+}
+
 int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 {
 	const struct session *s = in->s;
 	json_t *st = NULL, *targets = NULL, *arts = NULL, *finds = NULL, *conds = NULL;
 	struct tres *res = NULL;
+	struct tres mr = { .state = PHASE_NONE };
 	const char *start_s = kj_str(s->status, "startTime");
 	bool started = start_s != NULL, any_created = false, all_done = true, all_ok = true;
 	enum session_phase phase = PHASE__MAX;
@@ -604,10 +757,7 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 			snprintf(res[i].reason, sizeof(res[i].reason), "%s", kj_str(old, "reason") ?:
 				 prev == PHASE_SUCCEEDED ? "Succeeded" : "TargetFailed");
 			snprintf(res[i].message, sizeof(res[i].message), "%s", kj_str(old, "message") ?: "");
-			if (json_array_append_new(targets, json_deep_copy(old)) ||
-			    carry_results(s, arts, finds, in->targets[i].name))
-				goto fail;
-			continue;
+			continue;       /* kept as recorded, in its place (below) */
 		}
 		r = eval_target(in, i, started, deadline, &res[i], p);
 		if (r < 0)
@@ -626,7 +776,11 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 		enum session_phase prev = old_target_state(s, o->name);
 		json_t *e;
 
-		if (!t->carried) {
+		if (t->carried) {
+			if (json_array_append_new(targets, json_deep_copy(old_target(s, o->name))) ||
+			    carry_results(s, arts, finds, o->name))
+				goto fail;
+		} else {
 			if (started && !session_phase_terminal(t->state) && in->now_ns >= deadline) {
 				char d[32];
 
@@ -674,11 +828,34 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 		if (res[i].state == PHASE_PROFILING && res[i].started_at)
 			requeue_at(p, res[i].started_at + (int64_t)s->spec.duration_ns);
 
+	if (all_done) {
+		size_t n_ok = 0;
+
+		for (size_t i = 0; i < in->n_targets; i++)
+			n_ok += res[i].state == PHASE_SUCCEEDED;
+		if (in->n_targets >= 2 && n_ok >= 2) {
+			r = eval_merge(in, res, n_ok, deadline, &mr, p);
+			if (r < 0)
+				goto fail;
+			r = -ENOMEM;
+			if (mr.state == PHASE_SUCCEEDED && add_results(arts, finds, MERGE_TARGET, mr.term))
+				goto fail;
+		}
+	}
 	n_arts = json_array_size(arts);
 	snprintf(msg, sizeof(msg), "%zu target%s", in->n_targets, in->n_targets == 1 ? "" : "s");
 	if (add_condition(conds, s, "TargetsResolved", true, "Resolved", msg, in->now_ns))
 		goto fail;
-	if (all_done) {
+	if (all_done && mr.state == PHASE_UPLOADING) {
+		/* the ranks are done; the merge is not: stop what still runs, but not the merge */
+		phase = PHASE_UPLOADING;
+		if (add_condition_s(conds, s, "Merged", "Unknown", mr.reason, mr.message, in->now_ns))
+			goto fail;
+		if (stop_running(in, p, mr.injector))
+			goto fail;
+		snprintf(msg, sizeof(msg), "%zu of %zu targets done; %s", n_done, in->n_targets,
+			 mr.message);
+	} else if (all_done) {
 		phase = all_ok ? PHASE_SUCCEEDED : PHASE_FAILED;
 		if (all_ok)
 			snprintf(msg, sizeof(msg), "%zu of %zu target%s profiled, %zu artifact%s",
@@ -689,6 +866,18 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 		if (add_condition(conds, s, all_ok ? "Complete" : "Failed", true,
 				  all_ok ? "Succeeded" : first_fail->reason, msg, in->now_ns))
 			goto fail;
+		if (mr.state == PHASE_SUCCEEDED || mr.state == PHASE_FAILED) {
+			/* a failed merge leaves the ranks' own results as they are */
+			if (add_condition(conds, s, "Merged", mr.state == PHASE_SUCCEEDED, mr.reason,
+					  mr.message, in->now_ns))
+				goto fail;
+			if (mr.state == PHASE_SUCCEEDED)
+				add_event(p, false, "Merged", "%s", mr.message);
+			else
+				add_event(p, true, mr.reason, "%s", mr.message);
+			snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; %s%s",
+				 mr.state == PHASE_SUCCEEDED ? "" : "merge failed: ", mr.message);
+		}
 		if (json_object_set_new(st, "completionTime",
 					json_string(ktime_format(in->now_ns, buf))))
 			goto fail;
@@ -697,18 +886,8 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 		else
 			add_event(p, true, "Failed", "%s", msg);
 		/* stop what still runs, then count TTL from now */
-		for (size_t i = 0; i < in->n_injectors; i++) {
-			const struct kpod *inj = in->injectors[i];
-			bool planned = false;
-
-			for (size_t a = 0; a < p->n_actions; a++)
-				planned |= p->actions[a].kind == ACT_DELETE_POD &&
-					   strcmp(p->actions[a].name, kpod__name(inj)) == 0;
-			if (planned || injector_done(inj))
-				continue;
-			if (add_action(p, ACT_DELETE_POD, 0, kpod__name(inj), NULL))
-				goto fail;
-		}
+		if (stop_running(in, p, NULL))
+			goto fail;
 		if (s->spec.ttl_s >= 0)
 			requeue_at(p, in->now_ns + s->spec.ttl_s * (int64_t)NSEC_PER_SEC);
 	} else {
@@ -747,6 +926,7 @@ fail:
 	for (size_t i = 0; res && i < in->n_targets; i++)
 		free(res[i].term);
 	free(res);
+	free(mr.term);
 	json_decref(st);
 	json_decref(targets);
 	json_decref(arts);

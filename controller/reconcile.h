@@ -21,7 +21,13 @@
  *     termination message's artifacts, or Failed with its error;
  *   - deadline: startTime + duration + grace; targets not done by then fail
  *     (DeadlineExceeded) and their injector pods are deleted;
- *   - all targets done: Succeeded if every one succeeded, else Failed; completionTime set;
+ *   - all targets done, two or more of them and at least two succeeded: one merge pod
+ *     (injspec__merge_pod) merges the succeeded ranks' artifacts onto one clock; meanwhile
+ *     the session is Uploading with condition Merged=Unknown (Merging); its result becomes
+ *     artifacts and findings with target "merged" and Merged=True (Merged), or Merged=False
+ *     (MergeFailed, MergeDeleted, MergeCreateFailed, MergeDeadlineExceeded) — a failed
+ *     merge never fails the session; the merge has until the deadline + MERGE_DEADLINE_S;
+ *   - all targets done (and merged): Succeeded if every one succeeded, else Failed; completionTime set;
  *     injector pods still running are deleted; with ttlSecondsAfterFinished the session is
  *     deleted that long after completion;
  *   - deletion: injector pods deleted, then the finalizer removed.
@@ -58,6 +64,9 @@ struct reconcile_input {
 	size_t n_targets;
 	const struct kpod *const *injectors;  /* every pod labelled with the session's UID */
 	size_t n_injectors;
+	const struct kpod *merge_pod;         /* the session's merge pod (by its name), or NULL */
+	int merge_create_err;       /* < 0: creating the merge pod failed for good in this pass */
+	char merge_create_msg[256];
 	int64_t now_ns;             /* wall clock, ns since the epoch */
 	const struct reconcile_config *cfg;
 };
@@ -69,6 +78,7 @@ enum action_kind {
 	ACT_ADD_EPHEMERAL,          /* name: the target pod; body: the ephemeral container */
 	ACT_DELETE_POD,             /* name: the injector pod */
 	ACT_DELETE_SESSION,         /* ttlSecondsAfterFinished has passed */
+	ACT_CREATE_MERGE_POD,       /* name, body: the merge pod */
 };
 
 struct action {

@@ -570,20 +570,120 @@ def test_sys_admin_only_for_old_kernels(env):
             env["kube"].delete(f"/api/v1/nodes/{node}")
 
 
-def test_selector_targets_every_rank(env):
-    env["controller"]()
-    for i in range(3):
+def merge_pods(e):
+    return [p for p in injector_pods(e) if p["metadata"]["labels"].get("app.kubernetes.io/component") ==
+            "aiprof-merge"]
+
+
+def rank_session(env, n=3, name="slow-step"):
+    """n ranks selected by label, each injector run and terminated with its timeline."""
+    for i in range(n):
         make_pod(env, name=f"rank-{i}", node=f"node-{i}", labels={"job": "llama", "rank": str(i)})
     make_pod(env, name="other", labels={"job": "bert"})
-    make_session(env, targets={"selector": {"matchLabels": {"job": "llama"}}, "container": "trainer"})
-    pods = wait_for(lambda: (lambda p: p if len(p) == 3 else None)(injector_pods(env)), 15, "3 injectors")
-    assert sorted(p["spec"]["nodeName"] for p in pods) == ["node-0", "node-1", "node-2"]
+    make_session(env, name=name, targets={"selector": {"matchLabels": {"job": "llama"}}, "container": "trainer"})
+    pods = wait_for(lambda: (lambda p: p if len(p) == n else None)(injector_pods(env, name)), 15,
+                    f"{n} injectors")
+    assert sorted(p["spec"]["nodeName"] for p in pods) == [f"node-{i}" for i in range(n)]
+    return pods
+
+
+def finish_ranks(env, pods, failed=()):
+    base = f"s3://profiles/team-a/{env['ns']}/slow-step"
     for p in pods:
+        rank = p["metadata"]["labels"]["aiprof.io/target-pod"]
         env["ctl"].kubelet("run", env["ns"], p["metadata"]["name"])
-        terminate(env, p["metadata"]["name"], {"artifacts": [result("summary.json", "s3://b/x/summary.json")]})
+        if rank in failed:
+            terminate(env, p["metadata"]["name"], {"error": "target exited"}, exit_code=1)
+        else:
+            terminate(env, p["metadata"]["name"], {"artifacts": [
+                result("timeline.json.gz", f"{base}/{rank}/timeline.json.gz")]})
+    return base
+
+
+def test_selector_ranks_get_a_merged_timeline(env):
+    """Every rank gets its injector; once all are done, one merge pod (aiprof merge over the
+    succeeded ranks' prefixes, nothing of the node, the S3 secret by reference) merges them;
+    its result is in the status under target "merged" with condition Merged, and only then is
+    the session Succeeded. A controller restarted mid-merge finds the merge pod."""
+    c1 = env["controller"](name="first")
+    pods = rank_session(env)
+    base = finish_ranks(env, pods)
+    mp = wait_for(lambda: (merge_pods(env) or [None])[0], 15, "a merge pod")
+    st = wait_phase(env, "Uploading")["status"]
+    assert condition(st, "Merged")["status"] == "Unknown" and condition(st, "Merged")["reason"] == "Merging"
+    assert not st.get("completionTime")
+    uid = get_session(env)["metadata"]["uid"]
+    assert mp["metadata"]["labels"]["aiprof.io/session-uid"] == uid
+    assert mp["metadata"]["ownerReferences"][0]["uid"] == uid
+    spec = mp["spec"]
+    assert not spec.get("hostPID") and not spec.get("nodeName") and spec["restartPolicy"] == "Never"
+    ctr = spec["containers"][0]
+    assert ctr["name"] == "merge" and ctr["image"] == "aiprof/aiprof:test" and ctr["command"] == ["aiprof"]
+    assert ctr["args"] == ["merge", "-o", f"{base}/merged", "--termination-log", "/dev/termination-log",
+                           f"{base}/rank-0", f"{base}/rank-1", f"{base}/rank-2"], (ctr["args"], st)
+    assert ctr["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert next(v for v in spec["volumes"] if v["name"] == "s3-credentials")["secret"]["secretName"] == "s3-creds"
+    assert {"name": "AIPROF_S3_SECRET_DIR", "value": "/var/run/secrets/aiprof/s3"} in ctr["env"]
+    no_credentials_anywhere(env)
+
+    # a new controller in the middle of the merge: no second merge pod
+    c1.kill(signal.SIGKILL)
+    c2 = env["controller"](name="second")
+    wait_for(c2.leader, 10, "the new controller to take the lease")
+    env["ctl"].kubelet("run", env["ns"], mp["metadata"]["name"])
+    time.sleep(1.0)
+    assert phase(env) == "Uploading"
+    terminate(env, mp["metadata"]["name"], {
+        "artifacts": [result("timeline.json.gz", f"{base}/merged/timeline.json.gz", 5000),
+                      result("summary.json", f"{base}/merged/summary.json", 300)],
+        "findings": [{"category": "Straggler", "severity": "warning"}]}, container="merge")
     st = wait_phase(env, "Succeeded")["status"]
     assert [t["pod"] for t in st["targets"]] == ["rank-0", "rank-1", "rank-2"]
-    assert len(st["artifacts"]) == 3
+    merged = [a for a in st["artifacts"] if a["target"] == "merged"]
+    assert [(a["name"], a["url"], a["size"]) for a in merged] == [
+        ("timeline.json.gz", f"{base}/merged/timeline.json.gz", 5000),
+        ("summary.json", f"{base}/merged/summary.json", 300)]
+    assert len(st["artifacts"]) == 5
+    assert st["findings"] == [{"target": "merged", "category": "Straggler", "severity": "Warning"}]
+    m = condition(st, "Merged")
+    assert m["status"] == "True" and m["reason"] == "Merged"
+    assert condition(st, "Complete")["status"] == "True"
+    assert len(merge_pods(env)) == 1
+    assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 4
+    wait_for(lambda: events(env, "Merged"), 10, "the Merged event")
+
+
+def test_failed_merge_keeps_the_ranks_results(env):
+    """A merge that fails says so in Merged=False; the session whose ranks succeeded still
+    succeeds. With one rank failed the merge runs over the other two."""
+    env["controller"]()
+    pods = rank_session(env)
+    base = finish_ranks(env, pods, failed=("rank-1",))
+    mp = wait_for(lambda: (merge_pods(env) or [None])[0], 15, "a merge pod")
+    args = mp["spec"]["containers"][0]["args"]
+    assert args[5:] == [f"{base}/rank-0", f"{base}/rank-2"], (args, get_session(env).get("status"))
+    env["ctl"].kubelet("run", env["ns"], mp["metadata"]["name"])
+    terminate(env, mp["metadata"]["name"], {"error": "rank-2: timeline.json.gz: no collectives to align on"},
+              exit_code=2, container="merge")
+    st = wait_phase(env, "Failed")["status"]          # rank-1 failed: the session did
+    m = condition(st, "Merged")
+    assert m["status"] == "False" and m["reason"] == "MergeFailed"
+    assert "no collectives to align on" in m["message"]
+    assert condition(st, "Failed")["reason"] == "InjectorFailed"
+    assert [a["target"] for a in st["artifacts"]] == ["rank-0", "rank-2"]
+    wait_for(lambda: events(env, "MergeFailed"), 10, "the MergeFailed event")
+
+
+def test_merge_failure_does_not_fail_the_session(env):
+    env["controller"]()
+    pods = rank_session(env, n=2)
+    finish_ranks(env, pods)
+    mp = wait_for(lambda: (merge_pods(env) or [None])[0], 15, "a merge pod")
+    env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/{mp['metadata']['name']}")
+    st = wait_phase(env, "Succeeded")["status"]
+    m = condition(st, "Merged")
+    assert m["status"] == "False" and m["reason"] == "MergeDeleted", m
+    assert len(st["artifacts"]) == 2
 
 
 def test_in_cluster_token_rotation(env):
@@ -664,7 +764,11 @@ def test_http_metrics_and_websocket_feed(env):
     seen = set()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not ("second", "Injecting") in seen:
-        op, msg = ws_recv(ws)
+        try:
+            op, msg = ws_recv(ws)
+        except TimeoutError:
+            raise AssertionError(f"no feed message after {sorted(seen)}; status "
+                                 f"{(get_session(env, 'second') or {}).get('status')}") from None
         m = json.loads(msg)
         seen.add((m["name"], m["phase"]))
     assert ("second", "Injecting") in seen, seen

@@ -103,26 +103,37 @@ static struct kpod *pod(const char *name, const char *node, const char *runtime_
 	return p;
 }
 
-/* The injector pod named for s and target, its container in the given state. */
-static struct kpod *injector(const struct session *s, const char *target, const char *state_json,
-			     const char *phase)
+/* A pod labelled as one of s's (an injector or the merge pod): one container in the given
+ * state. */
+static struct kpod *session_pod(const struct session *s, const char *name, const char *node,
+				const char *container, const char *state_json, const char *phase)
 {
-	char name[INJECTOR_POD_NAME_MAX + 1], buf[8192];
+	char buf[8192];
 	struct kpod *p = NULL;
 	json_t *j;
 
-	injspec__pod_name(s, target, name);
 	snprintf(buf, sizeof(buf),
-		 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"train\",\"uid\":\"i-1\","
+		 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"train\",\"uid\":\"i-%s\","
 		 "\"labels\":{\"" LABEL_SESSION_UID "\":\"%s\",\"" LABEL_SESSION "\":\"%s\"}},"
-		 "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"injector\"}]},"
-		 "\"status\":{\"phase\":\"%s\",\"containerStatuses\":[{\"name\":\"injector\","
-		 "\"state\":%s}]}}", name, s->uid, s->name, phase, state_json);
+		 "\"spec\":{%s%s%s\"containers\":[{\"name\":\"%s\"}]},"
+		 "\"status\":{\"phase\":\"%s\",\"containerStatuses\":[{\"name\":\"%s\","
+		 "\"state\":%s}]}}", name, name, s->uid, s->name, node ? "\"nodeName\":\"" : "",
+		 node ? node : "", node ? "\"," : "", container, phase, container, state_json);
 	j = json_loads(buf, 0, NULL);
 	assert_non_null(j);
 	assert_int_equal(kpod__from_json(j, &p), 0);
 	json_decref(j);
 	return p;
+}
+
+/* The injector pod named for s and target, its container in the given state. */
+static struct kpod *injector(const struct session *s, const char *target, const char *state_json,
+			     const char *phase)
+{
+	char name[INJECTOR_POD_NAME_MAX + 1];
+
+	injspec__pod_name(s, target, name);
+	return session_pod(s, name, "node-1", INJECTOR_CONTAINER, state_json, phase);
 }
 
 struct world {
@@ -134,25 +145,40 @@ struct world {
 	int64_t now;
 };
 
-static void plan(struct world *w, struct reconcile_plan *p)
+/* Plans for w; mp: the merge pod, create_err: how its creation failed (0: it did not). */
+static void plan_merge(struct world *w, const struct kpod *mp, int create_err,
+		       struct reconcile_plan *p)
 {
 	struct reconcile_input in = {
 		.s = w->s, .targets = w->t, .n_targets = w->n, .injectors = w->inj,
-		.n_injectors = w->n_inj, .now_ns = w->now, .cfg = &cfg,
+		.n_injectors = w->n_inj, .merge_pod = mp, .merge_create_err = create_err,
+		.now_ns = w->now, .cfg = &cfg,
 	};
 
+	if (create_err)
+		snprintf(in.merge_create_msg, sizeof(in.merge_create_msg), "pods is forbidden");
 	assert_int_equal(reconcile__plan(&in, p), 0);
 }
 
-static const char *cond_reason(const json_t *status, const char *type)
+static void plan(struct world *w, struct reconcile_plan *p)
+{
+	plan_merge(w, NULL, 0, p);
+}
+
+static const json_t *condition(const json_t *status, const char *type)
 {
 	const json_t *c;
 	size_t i;
 
 	json_array_foreach(json_object_get(status, "conditions"), i, c)
 		if (strcmp(kj_str(c, "type"), type) == 0)
-			return kj_str(c, "reason");
+			return c;
 	return NULL;
+}
+
+static const char *cond_reason(const json_t *status, const char *type)
+{
+	return kj_str(condition(status, type), "reason");
 }
 
 static bool has_event(const struct reconcile_plan *p, const char *reason)
@@ -677,6 +703,274 @@ static void test_selector_targets(void **state)
 	session__unref(w.s);
 }
 
+/* ---- multi-rank merge ------------------------------------------------------------------- */
+
+/* The session's merge pod, its container in the given state. */
+static struct kpod *merge_pod(const struct session *s, const char *state_json, const char *phase)
+{
+	char name[INJECTOR_POD_NAME_MAX + 1];
+
+	injspec__merge_pod_name(s, name);
+	return session_pod(s, name, NULL, MERGE_CONTAINER, state_json, phase);
+}
+
+/* A selector session whose three ranks are done as states[] says, each succeeded one with
+ * a timeline artifact. */
+static struct session *ranks_done(const char *const states[3])
+{
+	struct session *s = session_from(session_json(
+		"{\"targets\":{\"podName\":null,\"selector\":{\"matchLabels\":{\"job\":\"llama\"}}}}"));
+	json_t *st = json_pack("{s:s,s:s,s:[],s:[]}", "phase", "Profiling", "startTime",
+			       "2024-05-01T12:00:01Z", "targets", "artifacts");
+
+	for (int i = 0; i < 3; i++) {
+		char pod_name[16], url[128];
+
+		snprintf(pod_name, sizeof(pod_name), "rank-%d", i);
+		json_array_append_new(json_object_get(st, "targets"), json_pack(
+			"{s:s,s:s,s:s,s:s}", "pod", pod_name, "state", states[i], "reason", states[i],
+			"message", "done"));
+		if (strcmp(states[i], "Succeeded"))
+			continue;
+		snprintf(url, sizeof(url), "s3://profiles/team-a/train/slow-step/%s/timeline.json.gz",
+			 pod_name);
+		json_array_append_new(json_object_get(st, "artifacts"), json_pack(
+			"{s:s,s:s,s:s,s:i}", "target", pod_name, "name", "timeline.json.gz", "url", url,
+			"size", 10));
+	}
+	s = with_status(s, st);
+	json_decref(st);
+	return s;
+}
+
+static struct world rank_world(struct session *s, struct kpod *pods[3])
+{
+	struct world w = { .s = s, .now = T0 + 50 * SEC, .n = 3 };
+	static const char *const names[] = { "rank-0", "rank-1", "rank-2" };
+
+	for (int i = 0; i < 3; i++) {
+		pods[i] = pod(names[i], "node-1", NULL, NULL, NULL);
+		w.t[i] = (struct target_obs){ .name = names[i], .pod = pods[i], .runtime_handler = "" };
+	}
+	return w;
+}
+
+
+static void test_merge_pod_and_merged_timeline(void **state)
+{
+	static const char *const states[] = { "Succeeded", "Succeeded", "Failed" };
+	struct kpod *pods[3], *mp;
+	struct world w = rank_world(ranks_done(states), pods);
+	struct reconcile_plan p;
+	char name[INJECTOR_POD_NAME_MAX + 1], inj_name[INJECTOR_POD_NAME_MAX + 1], *dump;
+	const json_t *spec, *c, *e;
+	size_t i;
+
+	(void)state;
+	/* 1. the ranks are done, two succeeded: one merge pod over those two, not yet the end */
+	plan_merge(&w, NULL, 0, &p);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_MERGE_POD);
+	injspec__merge_pod_name(w.s, name);
+	injspec__pod_name(w.s, "rank-0", inj_name);
+	assert_string_equal(p.actions[0].name, name);
+	assert_string_not_equal(name, inj_name);
+	assert_true(strlen(name) <= 63);
+	assert_string_equal(kj_str(p.actions[0].body, "metadata.name"), name);
+	spec = json_object_get(p.actions[0].body, "spec");
+	assert_null(json_object_get(spec, "hostPID"));
+	assert_null(json_object_get(spec, "nodeName"));
+	assert_string_equal(kj_str(spec, "restartPolicy"), "Never");
+	assert_true(json_is_false(json_object_get(spec, "automountServiceAccountToken")));
+	assert_string_equal(json_string_value(json_object_get(kj_get(p.actions[0].body,
+		"metadata.labels"), LABEL_SESSION_UID)), "u-1234");
+	assert_string_equal(kj_str(json_array_get(kj_get(p.actions[0].body,
+		"metadata.ownerReferences"), 0), "uid"), "u-1234");
+	c = json_array_get(json_object_get(spec, "containers"), 0);
+	assert_string_equal(kj_str(c, "image"), "aiprof:test");
+	assert_null(kj_get(c, "securityContext.capabilities.add"));
+	dump = json_dumps(kj_get(c, "securityContext.capabilities.drop"), JSON_COMPACT);
+	assert_string_equal(dump, "[\"ALL\"]");
+	free(dump);
+	dump = json_dumps(json_object_get(c, "args"), JSON_COMPACT);
+	assert_string_equal(dump, "[\"merge\",\"-o\",\"s3://profiles/team-a/train/slow-step/merged\","
+			    "\"--termination-log\",\"/dev/termination-log\","
+			    "\"s3://profiles/team-a/train/slow-step/rank-0\","
+			    "\"s3://profiles/team-a/train/slow-step/rank-1\"]");
+	free(dump);
+	assert_string_equal(kj_str(json_array_get(json_object_get(spec, "volumes"), 0),
+				   "secret.secretName"), "s3-creds");
+	json_array_foreach(json_object_get(c, "env"), i, e)
+		assert_null(strstr(kj_str(e, "name"), "SECRET_ACCESS_KEY"));
+	assert_string_equal(kj_str(p.status, "phase"), "Uploading");
+	assert_null(kj_str(p.status, "completionTime"));
+	assert_string_equal(kj_str(condition(p.status, "Merged"), "status"), "Unknown");
+	assert_string_equal(cond_reason(p.status, "Merged"), "Merging");
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* 2. the merge pod runs: nothing to do, nothing to write */
+	mp = merge_pod(w.s, "{\"running\":{\"startedAt\":\"2024-05-01T12:00:52Z\"}}", "Running");
+	w.inj[0] = mp;
+	w.n_inj = 1;
+	w.now += SEC;
+	plan_merge(&w, mp, 0, &p);
+	assert_int_equal(p.n_actions, 0);           /* the merge pod is not an injector to stop */
+	assert_null(p.status);
+	reconcile_plan__release(&p);
+	kpod__unref(mp);
+
+	/* 3. it exits with its result: artifacts and findings of target "merged", Merged=True;
+	 *    the session fails all the same (rank-2 did) */
+	mp = merge_pod(w.s,
+		"{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\",\"message\":"
+		"\"{\\\"artifacts\\\":[{\\\"name\\\":\\\"timeline.json.gz\\\",\\\"url\\\":"
+		"\\\"s3://profiles/team-a/train/slow-step/merged/timeline.json.gz\\\",\\\"size\\\":77}],"
+		"\\\"findings\\\":[{\\\"category\\\":\\\"Straggler\\\",\\\"severity\\\":\\\"warning\\\"}]}\"}}",
+		"Succeeded");
+	w.inj[0] = mp;
+	w.now += SEC;
+	plan_merge(&w, mp, 0, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_non_null(kj_str(p.status, "completionTime"));
+	assert_string_equal(kj_str(condition(p.status, "Merged"), "status"), "True");
+	assert_string_equal(cond_reason(p.status, "Merged"), "Merged");
+	assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 3);
+	e = json_array_get(json_object_get(p.status, "artifacts"), 2);
+	assert_string_equal(kj_str(e, "target"), "merged");
+	assert_string_equal(kj_str(e, "url"), "s3://profiles/team-a/train/slow-step/merged/timeline.json.gz");
+	e = json_array_get(json_object_get(p.status, "findings"), 0);
+	assert_string_equal(kj_str(e, "target"), "merged");
+	assert_string_equal(kj_str(e, "category"), "Straggler");
+	assert_int_equal(json_integer_value(json_object_get(p.status, "findingCount")), 1);
+	assert_true(has_event(&p, "Merged"));
+	assert_int_equal(p.n_actions, 0);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* 4. over: no second merge pod, even when it is gone */
+	w.n_inj = 0;
+	plan_merge(&w, NULL, 0, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_null(p.status);
+	reconcile_plan__release(&p);
+	kpod__unref(mp);
+	for (i = 0; i < 3; i++)
+		kpod__unref(pods[i]);
+	session__unref(w.s);
+}
+
+static void test_merge_failures(void **state)
+{
+	static const char *const ok3[] = { "Succeeded", "Succeeded", "Succeeded" };
+	static const char *const one_ok[] = { "Succeeded", "Failed", "Failed" };
+	struct kpod *pods[3], *mp;
+	struct world w = rank_world(ranks_done(ok3), pods);
+	struct reconcile_plan p;
+	struct session *start;
+
+	(void)state;
+	plan_merge(&w, NULL, 0, &p);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	start = session__ref(w.s);
+
+	/* the merge fails: the session whose ranks succeeded still succeeds, Merged=False */
+	mp = merge_pod(w.s, "{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\",\"message\":"
+		       "\"{\\\"error\\\":\\\"rank-1: no collectives in timeline.json.gz\\\"}\"}}", "Failed");
+	w.inj[0] = mp;
+	w.n_inj = 1;
+	plan_merge(&w, mp, 0, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+	assert_string_equal(kj_str(condition(p.status, "Merged"), "status"), "False");
+	assert_string_equal(cond_reason(p.status, "Merged"), "MergeFailed");
+	assert_non_null(strstr(kj_str(condition(p.status, "Merged"), "message"),
+			       "no collectives in timeline.json.gz"));
+	assert_string_equal(cond_reason(p.status, "Complete"), "Succeeded");
+	assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 3);
+	assert_true(has_event(&p, "MergeFailed"));
+	reconcile_plan__release(&p);
+	kpod__unref(mp);
+
+	/* the merge pod deleted before its result */
+	w.n_inj = 0;
+	plan_merge(&w, NULL, 0, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+	assert_string_equal(cond_reason(p.status, "Merged"), "MergeDeleted");
+	reconcile_plan__release(&p);
+
+	/* the merge pod still running long after the deadline: stopped, MergeDeadlineExceeded */
+	mp = merge_pod(w.s, "{\"running\":{}}", "Running");
+	w.inj[0] = mp;
+	w.n_inj = 1;
+	w.now = T0 + SEC + 90 * SEC + MERGE_DEADLINE_S * SEC;
+	plan_merge(&w, mp, 0, &p);
+	assert_string_equal(cond_reason(p.status, "Merged"), "MergeDeadlineExceeded");
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_DELETE_POD);
+	assert_string_equal(p.actions[0].name, kpod__name(mp));
+	reconcile_plan__release(&p);
+	kpod__unref(mp);
+	session__unref(w.s);
+	session__unref(start);
+
+	/* the API server refuses the merge pod for good */
+	w.s = ranks_done(ok3);
+	w.n_inj = 0;
+	w.now = T0 + 50 * SEC;
+	plan_merge(&w, NULL, -EACCES, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+	assert_string_equal(cond_reason(p.status, "Merged"), "MergeCreateFailed");
+	assert_non_null(strstr(kj_str(condition(p.status, "Merged"), "message"), "forbidden"));
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+
+	/* one rank succeeded: nothing to merge, no Merged condition */
+	w.s = ranks_done(one_ok);
+	plan_merge(&w, NULL, 0, &p);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_null(condition(p.status, "Merged"));
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+	for (int i = 0; i < 3; i++)
+		kpod__unref(pods[i]);
+}
+
+/* Targets and their artifacts stay in target order whichever finished first. */
+static void test_status_order_is_target_order(void **state)
+{
+	static const char *const states[] = { "Profiling", "Succeeded", "Profiling" };
+	struct kpod *pods[3], *inj;
+	struct world w = rank_world(ranks_done(states), pods);
+	struct reconcile_plan p;
+	const json_t *ts, *as;
+
+	(void)state;
+	inj = injector(w.s, "rank-0", "{\"terminated\":{\"exitCode\":0,\"message\":\"{\\\"artifacts\\\":"
+		       "[{\\\"name\\\":\\\"summary.json\\\",\\\"url\\\":\\\"s3://b/rank-0/summary.json\\\","
+		       "\\\"size\\\":1}]}\"}}", "Succeeded");
+	w.t[0].injector = inj;
+	w.inj[0] = inj;
+	w.n_inj = 1;
+	plan(&w, &p);
+	ts = json_object_get(p.status, "targets");
+	as = json_object_get(p.status, "artifacts");
+	assert_string_equal(kj_str(json_array_get(ts, 0), "pod"), "rank-0");
+	assert_string_equal(kj_str(json_array_get(ts, 0), "state"), "Succeeded");
+	assert_string_equal(kj_str(json_array_get(ts, 1), "pod"), "rank-1");
+	assert_string_equal(kj_str(json_array_get(ts, 2), "pod"), "rank-2");
+	assert_string_equal(kj_str(json_array_get(as, 0), "target"), "rank-0");
+	assert_string_equal(kj_str(json_array_get(as, 1), "target"), "rank-1");
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	for (int i = 0; i < 3; i++)
+		kpod__unref(pods[i]);
+	session__unref(w.s);
+}
+
 static void test_deletion_and_ttl(void **state)
 {
 	struct world w = { .now = T0 + 100 * SEC };
@@ -824,6 +1118,9 @@ int main(void)
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_kata_ephemeral),
 		cmocka_unit_test(test_selector_targets),
+		cmocka_unit_test(test_merge_pod_and_merged_timeline),
+		cmocka_unit_test(test_merge_failures),
+		cmocka_unit_test(test_status_order_is_target_order),
 		cmocka_unit_test(test_deletion_and_ttl),
 		cmocka_unit_test(test_injspec_names),
 		cmocka_unit_test(test_termination),
