@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,18 +44,39 @@ from fakeapi.client import Kube, launch  # noqa: E402
 from e2e.kubelet import Image, Kubelet  # noqa: E402
 
 
+def injector_image_layout():
+    """(files {container path: host path}, entrypoint) of the injector image, read from
+    injector/Dockerfile's `COPY --from=build /src/build/X DEST` lines and ENTRYPOINT, so that the
+    container runs what the image holds where the image holds it; without a Dockerfile, the
+    layout controller/README.md describes (aiprof on PATH, libaiprof.so in ../lib/aiprof)."""
+    files, entrypoint = {}, None
+    path = os.path.join(ROOT, "injector", "Dockerfile")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"\s*COPY\s+--from=\S+\s+/src/build/(\S+)\s+(/\S+)\s*$", line)
+                if m:
+                    files[m.group(2)] = os.path.join(BUILD, m.group(1))
+                m = re.match(r"\s*ENTRYPOINT\s+(\[.*\])\s*$", line)
+                if m:
+                    entrypoint = json.loads(m.group(1))
+    if not files:
+        files = {"/usr/bin/aiprof": AIPROF, "/usr/lib/aiprof/libaiprof.so": LIBAIPROF}
+        entrypoint = ["/usr/bin/aiprof"]
+    return files, entrypoint or []
+
+
 def images(store):
-    """The image contents the kubelet double knows. The injector image holds what the injector
-    image is built with (aiprof at /usr/local/bin, libaiprof.so where aiprof looks for it, the
-    BPF programs are inside aiprof as skeletons); the trainer image the test trainer with the
-    fake CUDA/NCCL/ibverbs libraries beside it (its RUNPATH is $ORIGIN/../doubles)."""
+    """The image contents the kubelet double knows: the injector image (injector_image_layout;
+    the BPF programs are inside aiprof as skeletons) and the trainer image: the test trainer with
+    the fake CUDA/NCCL/ibverbs libraries beside it (its RUNPATH is $ORIGIN/../doubles). Both are
+    snapshots of the build taken when the chain starts."""
     doubles = {f"/opt/trainer/doubles/{f}": os.path.join(DOUBLES, f) for f in sorted(os.listdir(DOUBLES))
                if ".so" in f} if os.path.isdir(DOUBLES) else {}
     doubles["/opt/trainer/workloads/trainer"] = TRAINER
+    files, entrypoint = injector_image_layout()
     return {
-        INJECTOR_IMAGE: Image({"/usr/local/bin/aiprof": AIPROF,
-                               "/usr/local/lib/aiprof/libaiprof.so": LIBAIPROF},
-                              entrypoint=["/usr/local/bin/aiprof"]).snapshot(os.path.join(store, "injector")),
+        INJECTOR_IMAGE: Image(files, entrypoint=entrypoint).snapshot(os.path.join(store, "injector")),
         TRAINER_IMAGE: Image(doubles, entrypoint=["/opt/trainer/workloads/trainer"],
                              workdir="/").snapshot(os.path.join(store, "trainer")),
     }

@@ -10,8 +10,9 @@ pods/binding, as kube-scheduler does. Nothing
 is short-cut through the double's control API. Containers run with runc (tests/runc/runcenv.py).
 
 What it does for a pod:
-- images are looked up in a table given at start (image name → files bind-mounted into the
-  container's root filesystem, entrypoint, env): no registry here. An unknown image leaves the
+- images are looked up in a table given at start (image name → the files of its root
+  filesystem, laid over the node's /usr as a read-only overlay layer, entrypoint, env): no
+  registry here. An unknown image leaves the
   container waiting with reason ErrImagePull.
 - command/args/env/workingDir as Kubernetes defines them: `command` replaces the image's
   entrypoint, `args` its arguments; env `value`, `valueFrom.secretKeyRef` (the Secret read from
@@ -78,26 +79,26 @@ def now_rfc3339(t=None):
 
 
 class Image:
-    """What an image would contain: host files bind-mounted at their paths, entrypoint, env."""
+    """What an image would contain — files at their paths in its root filesystem (on top of the
+    node's /usr, which stands in for the base image's packages) — entrypoint, env, workdir."""
 
     def __init__(self, files, entrypoint=(), cmd=(), env=None, workdir="/"):
         self.files = dict(files)          # container path -> host path
         self.entrypoint, self.cmd = list(entrypoint), list(cmd)
         self.env = dict(env or {})
         self.workdir = workdir
+        self.root = None
 
     def snapshot(self, store):
-        """Copies the files into `store` (an image is immutable: a rebuild of the tree while
-        the tests run must not change what a container runs). Returns self."""
-        for dest, src in list(self.files.items()):
+        """Copies the files into `store`, laid out as the image's root filesystem (an image is
+        immutable: a rebuild of the tree while the tests run must not change what a container
+        runs). Returns self."""
+        for dest, src in sorted(self.files.items()):
             copy = os.path.join(store, dest.lstrip("/"))
             os.makedirs(os.path.dirname(copy), exist_ok=True)
             shutil.copy2(src, copy)
-            self.files[dest] = copy
+        self.root = store
         return self
-
-    def binds(self):
-        return [Bind(src, dest) for dest, src in sorted(self.files.items())]
 
 
 CLONE_NEWNET = 0x40000000
@@ -489,7 +490,7 @@ class Kubelet:
                                            f"kubelet double (known: {', '.join(sorted(self.images))})")
             env = self._env(run, c, image)
             args = self._args(c, image, env)
-            binds = image.binds()
+            binds = []
             for m in c.get("volumeMounts") or []:
                 src = run.volumes.get(m["name"])
                 if src is None:
@@ -505,7 +506,7 @@ class Kubelet:
                 args, binds=binds, env=env, cwd=c.get("workingDir") or image.workdir,
                 namespaces=self._namespaces(run, c, ephemeral), caps=caps, hostname=run.name,
                 no_new_privileges=sc.get("allowPrivilegeEscalation") is False and not sc.get("privileged"),
-                readonly_rootfs=bool(sc.get("readOnlyRootFilesystem")), user=user,
+                readonly_rootfs=bool(sc.get("readOnlyRootFilesystem")), user=user, image_root=image.root,
                 termination_log=c.get("terminationMessagePath") or "/dev/termination-log")
         except ContainerConfigError as e:
             self.log(f"{run.ns}/{run.name}/{name}: {e.reason}: {e}")

@@ -66,6 +66,13 @@ def test_session_by_pod_name(env):
     assert term["exitCode"] == 0 and term["reason"] == "Completed"
     assert cs["containerID"].startswith("containerd://")
     assert json.loads(term["message"])["artifacts"], term["message"]
+    # it ran the injector image's aiprof, where injector/Dockerfile puts it
+    run = env.chain.kubelet.container_of(env.ns, inj[0]["metadata"]["name"], "injector")
+    with open(os.path.join(run.bundle, "config.json")) as f:
+        cfg = json.load(f)
+    assert cfg["process"]["args"][:2] == ["aiprof", "profile"]
+    usr = next(m for m in cfg["mounts"] if m["destination"] == "/usr")
+    assert usr["type"] == "overlay" and os.path.exists(usr["options"][0].split("=")[1].split(":")[0] + "/bin/aiprof")
 
     # artifacts in the bucket, byte-identical to the manifest, listed in the status
     by_name = check_artifacts_in_bucket(env, st, "trainer-0")

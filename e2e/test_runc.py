@@ -95,3 +95,17 @@ def test_cleanup_leaves_nothing():
     assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert not os.path.exists(cg)
     assert not os.path.exists(e.workdir)
+
+
+def test_image_root_is_a_read_only_layer_over_usr(renv, tmp_path):
+    img = tmp_path / "img"
+    (img / "usr" / "bin").mkdir(parents=True)
+    (img / "usr" / "bin" / "from-image").write_text("#!/bin/sh\necho image says hi\n")
+    (img / "usr" / "bin" / "from-image").chmod(0o755)
+    (img / "opt" / "x").mkdir(parents=True)
+    c = renv.container(["/bin/sh", "-c", "from-image; ls /opt; test -x /usr/bin/sh && echo host-usr; "
+                        "touch /usr/bin/new 2>/dev/null && echo WROTE; true"], image_root=str(img))
+    c.start()
+    assert c.wait(30) == 0, c.output()
+    assert c.output().split() == ["image", "says", "hi", "x", "host-usr"], c.output()
+    assert not (img / "usr" / "bin" / "new").exists() and not os.path.exists("/usr/bin/new")

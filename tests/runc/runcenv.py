@@ -10,8 +10,9 @@
     c.termination_message()                           # /dev/termination-log, <= 4096 bytes
     env.cleanup()                                     # kill + delete every container it made
 
-A container gets a fresh root filesystem folder holding read-only bind mounts of the host's
-/usr (every entry but /usr/local, which is the image's: bind files there) and the merged-/usr
+A container gets a fresh root filesystem folder holding the host's /usr read-only (entry by
+entry as bind mounts; or, with image_root=DIR, a read-only overlay of DIR/usr over the host's
+/usr — an image layer — and DIR's other top-level folders bound at /) and the merged-/usr
 symlinks /bin /lib /lib64 /sbin, the /etc files programs need
 (loader cache, passwd, hosts, ...), its own /proc, /dev (tmpfs), /dev/shm, /dev/mqueue, /sys
 (read-only), plus the caller's binds; /dev/termination-log is a host file bind-mounted
@@ -81,7 +82,8 @@ class Container:
     """One runc container made by a RuncEnv. Not started until start()."""
 
     def __init__(self, env, cid, args, *, binds, env_vars, cwd, namespaces, caps, hostname,
-                 no_new_privileges, readonly_rootfs, shm_dir, user, termination_log):
+                 no_new_privileges, readonly_rootfs, shm_dir, user, termination_log, image_root=None):
+        self.image_root = image_root
         self.termination_dest = termination_log
         self.runcenv, self.id, self.args = env, cid, list(args)
         self.dir = os.path.join(env.workdir, cid[:16])
@@ -135,9 +137,18 @@ class Container:
         else:
             mounts.append({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
                            "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]})
-        # the host's /usr entry by entry, so that /usr/local stays the image's
-        host_bind = [Bind("/usr/" + e, "/usr/" + e) for e in sorted(os.listdir("/usr"))
-                     if e != "local" and os.path.isdir("/usr/" + e) and not os.path.islink("/usr/" + e)]
+        host_bind = []
+        img = self.image_root
+        if img and os.path.isdir(os.path.join(img, "usr")):
+            # the image's /usr as a layer over the host's: a read-only overlay, no upper layer
+            mounts.append({"destination": "/usr", "type": "overlay", "source": "overlay",
+                           "options": [f"lowerdir={os.path.join(os.path.abspath(img), 'usr')}:/usr", "ro"]})
+        else:   # entry by entry, so that /usr/local stays empty and the image's
+            host_bind = [Bind("/usr/" + e, "/usr/" + e) for e in sorted(os.listdir("/usr"))
+                         if e != "local" and os.path.isdir("/usr/" + e) and not os.path.islink("/usr/" + e)]
+        if img:
+            host_bind += [Bind(os.path.join(img, e), "/" + e) for e in sorted(os.listdir(img))
+                          if e != "usr" and os.path.isdir(os.path.join(img, e))]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             if os.path.isdir("/" + top) and not os.path.islink("/" + top):
                 host_bind.append(Bind("/" + top, "/" + top))
@@ -314,8 +325,9 @@ class RuncEnv:
 
     def container(self, args, *, binds=(), env=None, cwd="/", namespaces=None, caps=None,
                   hostname=None, no_new_privileges=False, readonly_rootfs=False, shm_dir=None,
-                  user=(0, 0), termination_log="/dev/termination-log"):
+                  user=(0, 0), termination_log="/dev/termination-log", image_root=None):
         """termination_log: where the host file of termination_message() is mounted (None: none).
+        image_root: a folder laid out like an image's root filesystem (see the module's doc).
         namespaces: {"pid"|"mount"|"network"|"ipc"|"uts": "new" (default) | "host" | a path}.
         caps: capability names (SYS_PTRACE or CAP_SYS_PTRACE); default: the runtime default set.
         env: a dict; PATH is added when missing."""
@@ -326,7 +338,7 @@ class RuncEnv:
                       namespaces=namespaces, caps=DEFAULT_CAPS if caps is None else caps,
                       hostname=hostname, no_new_privileges=no_new_privileges,
                       readonly_rootfs=readonly_rootfs, shm_dir=shm_dir, user=user,
-                      termination_log=termination_log)
+                      termination_log=termination_log, image_root=image_root)
         self.containers.append(c)
         return c
 
