@@ -1199,15 +1199,17 @@ static void *policy_worker(void *arg)
 	struct kube_client *kc = NULL;
 	char *key = NULL;
 
-	if (kube_client__new(pc->cfg.kube, &kc) < 0)
-		return NULL;
-	kube_client__set_stop(kc, &pc->stopping);
 	/* decisions need every session and pod: wait for the caches */
 	while (!atomic_load(&pc->stopping) && !policy_ctl__synced(pc))
 		sleep_ns(20 * NSEC_PER_MSEC);
 	while (workqueue__get(pc->queue, &key) == 0) {
 		int64_t at = 0;
-		int r = reconcile_policy(pc, kc, key, &at);
+		int r;
+
+		/* made at the first policy: a cluster without policies pays no client (memory) */
+		if (!kc && (r = kube_client__new(pc->cfg.kube, &kc)) == 0)
+			kube_client__set_stop(kc, &pc->stopping);
+		r = kc ? reconcile_policy(pc, kc, key, &at) : -ENOMEM;
 
 		atomic_fetch_add(&pc->reconciles, 1);
 		if (r < 0) {
