@@ -262,7 +262,7 @@ static inline uint32_t rng_next(struct cur_stack *c, const struct tls *t)
 
 uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 {
-	struct cur_stack *c = &t_cur;
+	struct cur_stack *c = likely(t->cs != NULL) ? t->cs : (t->cs = &t_cur);
 	struct site *st;
 	uintptr_t key_pc[SITE_FRAMES];
 	uint64_t pyh = 0, hash, key;

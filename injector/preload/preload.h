@@ -169,6 +169,7 @@ struct tls {
 	uint32_t depth;   /* > 0 while inside one of our hooks that records */
 	int stack_state;  /* callstack.c: 0 = bounds not read yet, 1 = known, -1 = unavailable */
 	uintptr_t stack_lo, stack_hi;   /* this thread's stack, for the frame-pointer walk */
+	void *cs;         /* callstack.c's per-thread state (saves a TLS lookup per launch) */
 };
 
 struct tls *tls_get(void);
