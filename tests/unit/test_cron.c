@@ -127,6 +127,15 @@ static void test_parse_fields(void **state)
 	assert_int_equal(P("0 0 * * */2").dows, 1u | 1u << 2 | 1u << 4 | 1u << 6);
 	assert_true(P("*/60 * * * *").minutes == 1);   /* a step as large as the field: once */
 	assert_int_equal(P("0 0 * * 1/2").dows, 1u << 1 | 1u << 3 | 1u << 5 | 1u);  /* ..7=Sun */
+	assert_true(P("59/15 * * * *").minutes == 1ULL << 59);      /* a start near the end */
+	assert_true(P("0-59/30 * * * *").minutes == (1ULL | 1ULL << 30));
+	assert_true(P("*/1 * * * *").minutes == (1ULL << 60) - 1);
+	assert_int_equal(P("0 23/2 * * *").hours, 1u << 23);
+	assert_int_equal(P("0 0 31/1 * *").doms, 1u << 31);
+	assert_int_equal(P("0 0 * 12/5 *").months, 1u << 12);
+	assert_int_equal(P("0 0 * */12 *").months, 1u << 1);
+	assert_int_equal(P("0 0 * * 7/1").dows, 1);                    /* Sunday (7) alone */
+	assert_true(P("1,1,1-1 * * * *").minutes == 2);                /* repeats are harmless */
 	assert_true(P(" \t0   0 * * *  ").hours == 1);
 	assert_true(P("0 0 */2 * *").dom_star);        /* '*' with a step still counts as '*' */
 
