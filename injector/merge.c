@@ -206,12 +206,35 @@ static int align(struct merge *m)
 	return 0;
 }
 
-/* Index of global collective g on rank x, or -1. */
+/* Index of collective g (the reference rank's numbering) on rank x, or -1. */
 static long coll_at(const struct rank_state *x, long g)
 {
-	long j = g - x->fit.shift;
+	long want = g - x->fit.shift, lo = 0, hi = (long)x->s.ncoll - 1;
 
-	return x->aligned && j >= 0 && j < (long)x->s.ncoll ? j : -1;
+	if (!x->aligned)
+		return -1;
+	while (lo <= hi) {
+		long mid = lo + (hi - lo) / 2, v = (long)x->s.coll[mid].seq;
+
+		if (v == want)
+			return mid;
+		if (v < want)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* The numbers of x's first and last collectives, in the reference rank's numbering. */
+static long first_g(const struct rank_state *x)
+{
+	return (long)x->s.coll[0].seq + x->fit.shift;
+}
+
+static long last_g(const struct rank_state *x)
+{
+	return (long)x->s.coll[x->s.ncoll - 1].seq + x->fit.shift;
 }
 
 static uint64_t step_period(const struct merge_source *s)
@@ -317,10 +340,10 @@ static int analyse_collectives(struct merge *m)
 
 		if (!x->aligned)
 			continue;
-		if (x->fit.shift < gmin)
-			gmin = x->fit.shift;
-		if (x->fit.shift + (long)x->s.ncoll - 1 > gmax)
-			gmax = x->fit.shift + (long)x->s.ncoll - 1;
+		if (first_g(x) < gmin)
+			gmin = first_g(x);
+		if (last_g(x) > gmax)
+			gmax = last_g(x);
 	}
 	if (refine_offsets(m, gmin, gmax) < 0)
 		return -ENOMEM;
@@ -558,7 +581,7 @@ static void rule_nccl_hang(struct merge *m)
 		threshold = (uint64_t)(HANG_PERIOD_FACTOR * (double)m->period_ns);
 	for (size_t i = 0; i < m->n; i++) {
 		const struct rank_state *x = &m->r[i];
-		long g = x->aligned ? x->fit.shift + (long)x->s.ncoll - 1 : LONG_MIN;
+		long g = x->aligned ? last_g(x) : LONG_MIN;
 
 		if (g > maxg)
 			maxg = g;
@@ -580,13 +603,13 @@ static void rule_nccl_hang(struct merge *m)
 	for (size_t i = 0; i < m->n; i++) {
 		const struct rank_state *x = &m->r[i];
 
-		if (x->aligned && x->fit.shift + (long)x->s.ncoll - 1 < maxg &&
+		if (x->aligned && last_g(x) < maxg &&
 		    corr(x, x->s.win_end_ns) >= maxg_start + threshold)
 			behind = true;
 	}
 	for (size_t i = 0; i < m->n; i++) {
 		const struct rank_state *x = &m->r[i];
-		long g = x->fit.shift + (long)x->s.ncoll - 1;
+		long g = x->aligned ? last_g(x) : LONG_MIN;
 		bool silent = x->s.win_end_ns > x->s.last_api_end_ns && x->s.win_end_ns - x->s.last_api_end_ns >= threshold;
 		int in_coll = -1;
 		size_t l;

@@ -12,6 +12,8 @@
  * one a rank uses); since each rank's window may start at a different collective, the
  * shift between the two sequences is searched: the shift whose op/bytes signatures agree
  * and whose end times, once corrected, agree best (smallest median absolute deviation) wins.
+ * Where the ranks' libraries numbered their collectives (seq), matching goes by those
+ * numbers, so events lost on one rank (a full ring) do not shift the rest of its window.
  * What is left after the correction — the spread of matched collective ends across ranks —
  * is the residual skew, reported as p50 and max.
  *
@@ -30,16 +32,19 @@
 
 /* ---- clock alignment (pure) ------------------------------------------------------------ */
 
-/* One collective of one rank, in that rank's clock. sig: op and size, equal across ranks. */
+/* One collective of one rank, in that rank's clock. sig: op and size, equal across ranks.
+ * seq: its number in the communicator as the rank's library counted (timeline arg "seq"),
+ * increasing along the array; 0 in any element: the array's order is used instead. */
 struct merge_coll {
 	uint64_t start_ns, end_ns;
 	uint64_t sig;
+	uint64_t seq;
 };
 
 struct merge_fit {
 	bool ok;                  /* false: fewer than MERGE_MIN_MATCHED collectives overlap */
 	int64_t offset_ns;        /* x's clock minus ref's clock: subtract it from x's times */
-	long shift;               /* ref index = x index + shift */
+	long shift;               /* ref seq = x seq + shift (seq: see merge_coll) */
 	size_t matched;           /* collectives matched at that shift */
 	uint64_t mad_ns;          /* median |residual| of the matched ends after correction */
 	bool ambiguous;           /* another shift fits almost as well (periodic, no jitter) */
@@ -56,6 +61,10 @@ struct merge_fit {
  */
 int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
 		     struct merge_fit *ret);
+
+/* Makes v's seq usable: when any is 0, not increasing, or spread over more than 4n + 1000
+ * numbers, every seq becomes its index + 1. */
+void merge_coll_number(struct merge_coll *v, size_t n);
 
 /* Median of v[0..n) (sorts v); 0 for n == 0. Quantile q in [0,1] likewise (nearest rank). */
 int64_t merge_median_i64(int64_t *v, size_t n);

@@ -4,6 +4,7 @@
  * no I/O, no clock; unit-tested in tests/unit/test_merge.c.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,13 +64,133 @@ uint64_t merge_quantile_u64(uint64_t *v, size_t n, double q)
 	return (uint64_t)select_i64((int64_t *)v, n, k);
 }
 
-int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
+void merge_coll_number(struct merge_coll *v, size_t n)
+{
+	bool ok = n > 0 && v[0].seq > 0 && v[n - 1].seq >= v[0].seq && v[n - 1].seq - v[0].seq <= 4 * n + 1000;
+
+	for (size_t i = 1; i < n && ok; i++)
+		ok = v[i].seq > v[i - 1].seq;
+	if (!ok)
+		for (size_t i = 0; i < n; i++)
+			v[i].seq = i + 1;
+}
+
+/* The pairs of ref and x whose numbers differ by shift, in order (two pointers). */
+static size_t pairs_at(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx, long shift,
+		       size_t *pi, size_t *pj)
+{
+	size_t i = 0, j = 0, n = 0;
+
+	while (i < nref && j < nx) {
+		long a = (long)ref[i].seq, b = (long)x[j].seq + shift;
+
+		if (a == b) {
+			pi[n] = i++;
+			pj[n++] = j++;
+		} else if (a < b) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	return n;
+}
+
+/* The median of d[0..n) into *off, and the median absolute deviation from it (tmp: scratch
+ * of n). */
+static uint64_t median_and_mad(const int64_t *d, int64_t *tmp, size_t n, int64_t *off)
+{
+	memcpy(tmp, d, n * sizeof(*d));
+	*off = merge_median_i64(tmp, n);
+	for (size_t k = 0; k < n; k++)
+		tmp[k] = d[k] > *off ? d[k] - *off : *off - d[k];
+	return (uint64_t)merge_median_i64(tmp, n);
+}
+
+#define SCREEN_FROM    4096   /* longer sequences: shifts are screened on a sample first */
+#define SCREEN_SAMPLES 128
+#define SCREEN_KEEP    8
+
+/* ref index with that seq, or SIZE_MAX */
+static size_t find_seq(const struct merge_coll *v, size_t n, long seq)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if ((long)v[mid].seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && (long)v[lo].seq == seq ? lo : SIZE_MAX;
+}
+
+/*
+ * For long sequences: the SCREEN_KEEP shifts whose sampled end differences agree best (an
+ * evenly spaced sample of x, looked up in ref by number), so the full evaluation runs on a
+ * few shifts instead of all of them. Returns how many were kept.
+ */
+static size_t screen_shifts(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
+			    size_t need, long *keep)
+{
+	uint64_t kept_mad[SCREEN_KEEP];
+	size_t nkeep = 0, stride = nx / SCREEN_SAMPLES ? nx / SCREEN_SAMPLES : 1;
+	int64_t d[SCREEN_SAMPLES + 1], res[SCREEN_SAMPLES + 1];
+
+	for (long shift = (long)ref[0].seq - (long)x[nx - 1].seq; shift <= (long)ref[nref - 1].seq - (long)x[0].seq;
+	     shift++) {
+		size_t m = 0, n = 0, bad = 0, sampled = 0;
+		int64_t off;
+		uint64_t mad;
+
+		for (size_t j = 0; j < nx && sampled < SCREEN_SAMPLES; j += stride, sampled++) {
+			size_t i = find_seq(ref, nref, (long)x[j].seq + shift);
+
+			if (i == SIZE_MAX)
+				continue;
+			m++;
+			if (ref[i].sig != x[j].sig)
+				bad++;
+			else
+				d[n++] = (int64_t)(x[j].end_ns - ref[i].end_ns);
+		}
+		/* the sample's share of matches stands for the overlap */
+		if (!sampled || m * nx < need * sampled || bad > m / 10 || n == 0)
+			continue;
+		mad = median_and_mad(d, res, n, &off);
+		if (nkeep < SCREEN_KEEP) {
+			keep[nkeep] = shift;
+			kept_mad[nkeep++] = mad;
+		} else {
+			size_t worst = 0;
+
+			for (size_t k = 1; k < nkeep; k++)
+				if (kept_mad[k] > kept_mad[worst])
+					worst = k;
+			if (mad < kept_mad[worst]) {
+				keep[worst] = shift;
+				kept_mad[worst] = mad;
+			}
+		}
+	}
+	return nkeep;
+}
+
+int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct merge_coll *x_in, size_t nx,
 		     struct merge_fit *ret)
 {
+	long keep[SCREEN_KEEP];
+	size_t nkeep = 0;
+	bool screened;
 	size_t most = nref < nx ? nref : nx, need;
 	int64_t *d = NULL, *res = NULL;
+	size_t *pi = NULL, *pj = NULL;
+	struct merge_coll *ref = NULL, *x = NULL;
 	struct merge_fit best = { .ok = false, .runner_up_mad_ns = UINT64_MAX };
 	uint64_t second = UINT64_MAX;
+	int r = -ENOMEM;
 
 	*ret = best;
 	if (most == 0)
@@ -81,41 +202,45 @@ int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct mer
 		need = (most + 1) / 2;
 	d = malloc(most * sizeof(*d));
 	res = malloc(most * sizeof(*res));
-	if (!d || !res) {
-		free(d);
-		free(res);
-		return -ENOMEM;
-	}
-	for (long shift = -(long)(nx - 1); shift <= (long)nref - 1; shift++) {
-		size_t lo = shift < 0 ? (size_t)(-shift) : 0;
-		size_t hi = (size_t)((long)nref - shift) < nx ? (size_t)((long)nref - shift) : nx;
+	pi = malloc(most * sizeof(*pi));
+	pj = malloc(most * sizeof(*pj));
+	ref = malloc(nref * sizeof(*ref));
+	x = malloc(nx * sizeof(*x));
+	if (!d || !res || !pi || !pj || !ref || !x)
+		goto out;
+	memcpy(ref, ref_in, nref * sizeof(*ref));
+	memcpy(x, x_in, nx * sizeof(*x));
+	merge_coll_number(ref, nref);
+	merge_coll_number(x, nx);
+	screened = most > SCREEN_FROM;
+	if (screened)
+		nkeep = screen_shifts(ref, nref, x, nx, need, keep);
+	for (long shift = (long)ref[0].seq - (long)x[nx - 1].seq, cand = 0;
+	     screened ? cand < (long)nkeep : shift <= (long)ref[nref - 1].seq - (long)x[0].seq; shift++, cand++) {
 		size_t m, n = 0, bad = 0, limit;
 		int64_t off;
 		uint64_t mad;
 
-		if (hi <= lo)
-			continue;
-		m = hi - lo;
+		if (screened)
+			shift = keep[cand];
+		m = pairs_at(ref, nref, x, nx, shift, pi, pj);
+
 		if (m < need)
 			continue;
 		limit = m / 10;
-		for (size_t j = lo; j < hi; j++) {
-			const struct merge_coll *a = &ref[(size_t)((long)j + shift)];
+		for (size_t k = 0; k < m; k++) {
+			const struct merge_coll *a = &ref[pi[k]], *b = &x[pj[k]];
 
-			if (a->sig != x[j].sig) {
+			if (a->sig != b->sig) {
 				if (++bad > limit)
 					break;
 				continue;
 			}
-			d[n++] = (int64_t)(x[j].end_ns - a->end_ns);
+			d[n++] = (int64_t)(b->end_ns - a->end_ns);
 		}
 		if (bad > limit || n < need)
 			continue;
-		memcpy(res, d, n * sizeof(*d));
-		off = merge_median_i64(res, n);
-		for (size_t k = 0; k < n; k++)
-			res[k] = d[k] > off ? d[k] - off : off - d[k];
-		mad = (uint64_t)merge_median_i64(res, n);
+		mad = median_and_mad(d, res, n, &off);
 		if (!best.ok || mad < best.mad_ns || (mad == best.mad_ns && n > best.matched)) {
 			if (best.ok && best.mad_ns < second)
 				second = best.mad_ns;
@@ -125,8 +250,6 @@ int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct mer
 			second = mad;
 		}
 	}
-	free(d);
-	free(res);
 	if (best.ok) {
 		best.runner_up_mad_ns = second;
 		/* a wrong shift is off by a step period: its residuals are the step-time jitter,
@@ -134,5 +257,13 @@ int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct mer
 		best.ambiguous = second != UINT64_MAX && second <= 2 * best.mad_ns + 10000;
 	}
 	*ret = best;
-	return 0;
+	r = 0;
+out:
+	free(d);
+	free(res);
+	free(pi);
+	free(pj);
+	free(ref);
+	free(x);
+	return r;
 }

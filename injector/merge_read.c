@@ -122,7 +122,7 @@ struct nccl_ev {
 	long pid, tid;
 	char comm[40];
 	int rank, nranks;
-	uint64_t start, end, sig;
+	uint64_t start, end, sig, seq;
 };
 
 struct thr {
@@ -278,6 +278,8 @@ static int scan_event(struct scan *sc, size_t off, size_t len)
 		const char *op = json_string_value(json_object_get(args, "op"));
 		json_int_t bytes = json_integer_value(json_object_get(args, "bytes"));
 
+		n.seq = json_integer_value(json_object_get(args, "seq")) > 0
+			? (uint64_t)json_integer_value(json_object_get(args, "seq")) : 0;
 		n.rank = (int)json_integer_value(json_object_get(args, "rank"));
 		n.nranks = (int)json_integer_value(json_object_get(args, "nranks"));
 		snprintf(n.comm, sizeof(n.comm), "%s", comm ? comm : "?");
@@ -402,9 +404,10 @@ static int pick_world(struct scan *sc)
 		const struct nccl_ev *a = &sc->nc[j];
 
 		if (a->pid == best->pid && !strcmp(a->comm, best->comm))
-			s->coll[s->ncoll++] = (struct merge_coll){ a->start, a->end, a->sig };
+			s->coll[s->ncoll++] = (struct merge_coll){ a->start, a->end, a->sig, a->seq };
 	}
 	qsort(s->coll, s->ncoll, sizeof(*s->coll), cmp_coll);
+	merge_coll_number(s->coll, s->ncoll);
 	for (size_t i = 0; i < sc->nth; i++)
 		if (sc->th[i].pid == s->pid && sc->th[i].tid == s->tid)
 			s->last_api_end_ns = sc->th[i].last_api_end;
