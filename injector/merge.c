@@ -198,8 +198,8 @@ static int align(struct merge *m)
 		x->offset_ns = x->fit.offset_ns;
 		if (x->fit.ambiguous)
 			warn(m, "%s: the match of its collectives with the reference rank's is ambiguous (best fit "
-			     "%.1f us, another shift %.1f us): a perfectly periodic workload; the offset assumes "
-			     "the closest match", name, (double)x->fit.mad_ns / 1e3, (double)x->fit.runner_up_mad_ns / 1e3);
+			     "%.1f us, another shift %.1f us): a very regular workload; the best-agreeing "
+			     "match was taken", name, (double)x->fit.mad_ns / 1e3, (double)x->fit.runner_up_mad_ns / 1e3);
 	}
 	for (size_t i = 0; i < m->n; i++)
 		m->aligned += m->r[i].aligned;

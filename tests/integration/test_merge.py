@@ -185,6 +185,7 @@ def test_four_ranks(tmp_path):
     for x in s["ranks"]:
         assert abs(x["offset_us"]) <= SKEW_TARGET_US, s["ranks"]
     check_skew(tl, s)
+    assert not s["findings"], s["findings"]     # a clean job: no straggler, no hang
 
 
 @pytest.mark.parametrize("shift_us", [1234567.891, -37512.25])
