@@ -304,8 +304,6 @@ class TLSServer(ThreadingHTTPServer):
         return self._finish_request(request, client_address)
 
     def _finish_request(self, request, client_address):
-        # as Go's net/http: no Nagle delay between an answer's headers and its body
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         request.settimeout(30)
         try:
             tls = self.ctx.wrap_socket(request, server_side=True)
