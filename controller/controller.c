@@ -9,6 +9,7 @@
 #include "api.h"
 #include "controller.h"
 #include "informer.h"
+#include "kevent.h"
 #include "kjson.h"
 #include "ktime.h"
 #include "kubeclient.h"
@@ -779,33 +780,12 @@ static json_t *finalizers_with(const struct session *s, bool with)
 
 static void emit_event(struct controller *c, const struct session *s, const struct plan_event *e)
 {
-	char now[KTIME_LEN], micro[KTIME_MICRO_LEN], gen[300];
-	int64_t t = (int64_t)now_realtime_ns();
 	struct event_queue *q = &c->evq;
 	struct queued_event *qe;
-	json_t *ev;
-	char *body;
+	char *body = kevent__body(SESSION_KIND, s->ns, s->name, s->uid, s->rv, e->warning,
+				  e->reason, e->message, c->cfg.identity,
+				  (int64_t)now_realtime_ns());
 
-	snprintf(gen, sizeof(gen), "%.200s.", s->name);
-	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},"
-		       "s:s,s:s,s:I,s:s,s:s,s:s}",
-		       "apiVersion", "v1", "kind", "Event",
-		       "metadata", "generateName", gen, "namespace", s->ns,
-		       "involvedObject", "apiVersion", AIPROF_API_VERSION, "kind", SESSION_KIND,
-		       "name", s->name, "namespace", s->ns, "uid", s->uid, "resourceVersion", s->rv,
-		       "reason", e->reason, "message", e->message,
-		       "type", e->warning ? "Warning" : "Normal",
-		       "source", "component", MANAGED_BY,
-		       "firstTimestamp", ktime_format(t, now), "lastTimestamp", now,
-		       "count", (json_int_t)1, "eventTime", ktime_format_micro(t, micro),
-		       "reportingComponent", MANAGED_BY, "reportingInstance",
-		       c->cfg.identity ? c->cfg.identity : MANAGED_BY);
-	if (ev && json_object_set_new(ev, "action", json_string("Reconcile"))) {
-		json_decref(ev);
-		ev = NULL;
-	}
-	body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-	json_decref(ev);
 	if (!body)
 		return;
 	pthread_mutex_lock(&q->lock);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "api.h"
 #include "informer.h"
+#include "kevent.h"
 #include "kjson.h"
 #include "ktime.h"
 #include "kubeclient.h"
@@ -945,27 +946,11 @@ static void emit_policy_event(struct policy_ctl *pc, struct kube_client *kc,
 			      const struct policy *p, const struct plan_event *e)
 {
 	struct kube_status st;
-	char path[400], now[KTIME_LEN], micro[KTIME_MICRO_LEN], gen[300];
-	int64_t t = (int64_t)now_realtime_ns();
-	json_t *ev;
-	char *body;
+	char path[400];
+	char *body = kevent__body(POLICY_KIND, p->ns, p->name, p->uid, p->rv, e->warning,
+				  e->reason, e->message, pc->cfg.identity,
+				  (int64_t)now_realtime_ns());
 
-	snprintf(gen, sizeof(gen), "%.200s.", p->name);
-	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},"
-		       "s:s,s:s,s:I,s:s,s:s,s:s,s:s}",
-		       "apiVersion", "v1", "kind", "Event",
-		       "metadata", "generateName", gen, "namespace", p->ns,
-		       "involvedObject", "apiVersion", AIPROF_API_VERSION, "kind", POLICY_KIND,
-		       "name", p->name, "namespace", p->ns, "uid", p->uid, "resourceVersion", p->rv,
-		       "reason", e->reason, "message", e->message,
-		       "type", e->warning ? "Warning" : "Normal",
-		       "source", "component", MANAGED_BY,
-		       "firstTimestamp", ktime_format(t, now), "lastTimestamp", now,
-		       "count", (json_int_t)1, "eventTime", ktime_format_micro(t, micro),
-		       "reportingComponent", MANAGED_BY, "reportingInstance",
-		       pc->cfg.identity ? pc->cfg.identity : MANAGED_BY, "action", "Reconcile");
-	body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-	json_decref(ev);
 	if (!body)
 		return;
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", p->ns);
