@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -145,6 +146,11 @@ class Chain:
                 f.close()
         if self.rgw:
             self.rgw.stop()
+        # logs, bundles and image snapshots: kept for a look with AIPROF_E2E_KEEP=1
+        if os.environ.get("AIPROF_E2E_KEEP") == "1":
+            print(f"e2e: kept {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def kubectl(chain, *args, timeout=60, input=None):
