@@ -513,3 +513,49 @@ def test_two_replicas_one_set_of_sessions(env):
     wait_for(lambda: len(sessions(env, "ha")) == 2, 15, "a session made by the new leader")
     time.sleep(1)
     assert sorted(s["spec"]["targets"]["podName"] for s in sessions(env, "ha")) == ["trainer-0", "trainer-1"]
+
+
+def test_shipped_trigger_example_with_kubectl(api):
+    """What a user does: `kubectl apply` the shipped trigger policy, `kubectl annotate` a pod as
+    its comment says, and `kubectl get` the session it made."""
+    import shutil
+    import subprocess
+    kubectl = shutil.which("kubectl") or "/usr/bin/kubectl"
+    if not os.path.exists(kubectl):
+        pytest.skip("kubectl is not installed")
+    example = os.path.join(ROOT, "manifests", "examples", "policy-trigger.yaml")
+    with open(example) as f:
+        doc = yaml.safe_load(f)
+    ns = doc["metadata"]["namespace"]
+    labels = {e["key"]: e["values"][0] for e in doc["spec"]["selector"]["matchExpressions"]}
+    cache = tempfile.mkdtemp(prefix="kubectl-cache-")
+
+    def k(*args):
+        r = subprocess.run([kubectl, "--kubeconfig", api["ep"]["kubeconfig"], "--cache-dir", cache,
+                            "-n", ns, *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
+        return r.stdout
+
+    r = api["kube"].post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": ns}})
+    assert r.status in (201, 409), r
+    e = {"ns": ns, "kube": api["kube"], "ctl": api["ctl"]}
+    tc.make_pod(e, "trainer-3", labels=labels)
+    tc.make_pod(e, "unrelated-0", labels={"app": "web"})
+    c = tc.Controller(api, ns)
+    try:
+        assert "profilingpolicy.aiprof.io/on-demand created" in k("apply", "-f", example)
+        wait_condition(e, "on-demand", "Scheduling", "True", "Idle")
+        k("annotate", "pod", "trainer-3", f"{TRIGGER}=1700000000")
+        k("annotate", "pod", "unrelated-0", f"{TRIGGER}=1700000000")
+        s = wait_for(lambda: sessions(e, "on-demand"), 15, "the session")
+        name = s[0]["metadata"]["name"]
+        assert s[0]["spec"]["targets"]["podName"] == "trainer-3"
+        assert s[0]["spec"]["duration"] == "15s"
+        out = k("get", "profilingsessions")
+        assert name in out
+        assert "on-demand" in k("get", "profpol")
+        k("annotate", "pod", "trainer-3", f"{TRIGGER}=1700000001", "--overwrite")
+        wait_for(lambda: len(sessions(e, "on-demand")) == 2, 15, "a second session for a new value")
+    finally:
+        c.kill()
