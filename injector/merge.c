@@ -920,7 +920,7 @@ static double us(uint64_t ns)
 	return (double)merge_round((double)ns) / 1e3;
 }
 
-static json_t *rank_json(const struct merge *m, const struct rank_state *x, size_t idx)
+static json_t *rank_json(const struct rank_state *x, size_t idx)
 {
 	char name[300];
 	uint64_t *v = malloc((x->nlate + 1) * sizeof(*v)), med = 0, mx = 0;
@@ -959,7 +959,6 @@ static json_t *rank_json(const struct merge *m, const struct rank_state *x, size
 		      "median_lateness_us", us(med), "mean_lateness_us", (double)merge_round(mean) / 1e3, "max_lateness_us", us(mx),
 		      "late_collectives", (json_int_t)x->late_count, "last_arrivals", (json_int_t)x->last_arrivals,
 		      "findings", own);
-	(void)m;
 	return j;
 }
 
@@ -973,7 +972,7 @@ static json_t *build_summary(struct merge *m)
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; i < m->n; i++)
-		json_array_append_new(ranks, rank_json(m, &m->r[i], i));
+		json_array_append_new(ranks, rank_json(&m->r[i], i));
 	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
 		      "schema", "aiprof.merge/v1", "aiprof_version", AIPROF_VERSION, "created", created,
 		      "reference_rank", m->ref < m->n ? m->r[m->ref].s.rank : -1,
