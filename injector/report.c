@@ -284,7 +284,7 @@ static void write_thresholds(struct membuf *b)
 void report_html(const struct profile *p, const char *const svgs[3], struct membuf *b)
 {
 	static const char *const fg_titles[3] = { "On-CPU flame graph", "Off-CPU flame graph",
-						  "GPU launches" };
+						  "GPU launches by call stack" };
 	static const char *const fg_files[3] = { "flamegraph.svg", "flamegraph-offcpu.svg",
 						 "flamegraph-gpu.svg" };
 	const struct analysis *a = p->diag ? p->diag->analysis : NULL;
