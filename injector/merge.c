@@ -1055,7 +1055,8 @@ static void usage(FILE *f)
 		"offsets, residual skew, lateness per rank, Straggler and NcclHang findings) and\n"
 		"manifest.json.\n\n"
 		"  -o, --output DIR|s3://  where to write (s3://: built in a local folder ./aiprof-out/\n"
-		"                          merged-<UTC time>, uploaded with manifest.json last, kept)\n"
+		"                          merged-<UTC time>, or under $TMPDIR when . is read-only,\n"
+		"                          uploaded with manifest.json last, kept)\n"
 		"  --termination-log FILE  write the aiprof.termination/v1 result there on exit\n"
 		"  -q, --quiet / -v        fewer / more messages\n"
 		"S3 options (for s3:// sources and output):\n%s\n"
@@ -1245,8 +1246,17 @@ static int merge_run(int argc, char **argv, struct run *run)
 
 		gmtime_r(&now, &tm);
 		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-		mkdir("aiprof-out", 0755);
-		snprintf(run->outdir, sizeof(run->outdir), "aiprof-out/merged-%s", stamp);
+		/* the staging folder: ./aiprof-out, or under $TMPDIR (/tmp) where the working
+		 * folder is read-only, as a container's may be */
+		if (mkdir("aiprof-out", 0755) == 0 || (errno == EEXIST && access("aiprof-out", W_OK) == 0)) {
+			snprintf(run->outdir, sizeof(run->outdir), "aiprof-out/merged-%s", stamp);
+		} else {
+			const char *tmp = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
+
+			snprintf(run->outdir, sizeof(run->outdir), "%s/aiprof-out", tmp);
+			mkdir(run->outdir, 0755);
+			snprintf(run->outdir, sizeof(run->outdir), "%s/aiprof-out/merged-%s", tmp, stamp);
+		}
 	} else {
 		snprintf(run->outdir, sizeof(run->outdir), "%s", out);
 	}
