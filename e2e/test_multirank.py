@@ -94,10 +94,11 @@ def test_straggler_rank_found(env):
 
 def test_rank_never_enters_collective(env):
     env.controller()
-    # a step takes ~35 ms here: rank 1 stops ~5 s after start, inside the 8 s window that
-    # starts as soon as the ranks are up, so that collectives are seen before the hang
-    pods = env.ranks(2, "hang", "--fault", "nccl-hang", "--fault-rank", "1", "--fault-step", "150")
-    st, _ = run_session(env, "hang", "hang", 2, duration="8s")
+    # a step takes 30-60 ms here: rank 1 stops 6-12 s after start, inside the 14 s window that
+    # starts as soon as the ranks are up, so that collectives are seen before the hang and the
+    # silence after it is long enough (>= 10 step periods)
+    pods = env.ranks(2, "hang", "--fault", "nccl-hang", "--fault-rank", "1", "--fault-step", "200")
+    st, _ = run_session(env, "hang", "hang", 2, duration="14s")
     assert "never enters the all-reduce" in env.chain.kubelet.container_of(env.ns, pods[1], "trainer").output()
     summary, _ = merged_summary(env, st)
     assert finding_names_rank(summary, "NcclHang", 1), summary.get("findings")
