@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -69,6 +70,7 @@ def api():
            "ep": ep, "tmp": tmp}
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -518,7 +520,6 @@ def test_two_replicas_one_set_of_sessions(env):
 def test_shipped_trigger_example_with_kubectl(api):
     """What a user does: `kubectl apply` the shipped trigger policy, `kubectl annotate` a pod as
     its comment says, and `kubectl get` the session it made."""
-    import shutil
     import subprocess
     kubectl = shutil.which("kubectl") or "/usr/bin/kubectl"
     if not os.path.exists(kubectl):
@@ -559,3 +560,4 @@ def test_shipped_trigger_example_with_kubectl(api):
         wait_for(lambda: len(sessions(e, "on-demand")) == 2, 15, "a second session for a new value")
     finally:
         c.kill()
+        shutil.rmtree(cache, ignore_errors=True)
