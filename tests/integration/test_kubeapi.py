@@ -856,3 +856,38 @@ handler: kata-qemu
     t.join()
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "kata"), ("DELETED", "kata")]
     assert api.kube.get("/api/v1/nodes").json["items"] == []
+
+
+def test_garbage_collector_looks_at_what_changed(api):
+    """The collector works from changes (as the real one, from its informers): a dependent
+    whose owner never existed goes; one owned by a kind this server does not serve stays; the
+    dependents of an owner deleted long after them go too, with thousands of other objects
+    stored."""
+    ns = api.namespace("t-gc-changes")
+    pod = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
+    s = api.session(ns, "owner")
+    ghost = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "name": "ghost",
+             "uid": "00000000-0000-4000-8000-000000000000"}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "11111111-1111-4111-8111-111111111111"}
+    real = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "name": "owner",
+            "uid": s["metadata"]["uid"]}
+    for name, ref in (("of-ghost", ghost), ("of-job", job), ("of-owner", real)):
+        r = api.kube.post(f"/api/v1/namespaces/{ns}/pods", dict(pod, metadata={"name": name, "ownerReferences": [ref]}))
+        assert r.status == 201, r
+    for i in range(300):
+        assert api.kube.post(f"/api/v1/namespaces/{ns}/pods", dict(pod, metadata={"name": f"filler-{i}"})).status == 201
+
+    def names():
+        return {p["metadata"]["name"] for p in api.kube.get(f"/api/v1/namespaces/{ns}/pods").json["items"]
+                if not p["metadata"]["name"].startswith("filler-")}
+    deadline = time.monotonic() + 5
+    while names() != {"of-job", "of-owner"} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert names() == {"of-job", "of-owner"}
+    time.sleep(1.0)                        # later passes leave the others alone
+    assert names() == {"of-job", "of-owner"}
+    api.kube.delete(f"{S}/namespaces/{ns}/profilingsessions/owner")
+    deadline = time.monotonic() + 5
+    while names() != {"of-job"} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert names() == {"of-job"}
