@@ -134,6 +134,10 @@ struct merge_source {
 int merge_source__parse(struct merge_source *s, const char *label, char *tl, size_t tl_len,
 			const char *summary, size_t summary_len, char *msg, size_t msglen);
 
+/* Gunzips gz[0..len) into *ret (NUL-terminated, caller frees) of at most max bytes.
+ * Returns 0, -EBADMSG (not gzip, or cut short), -EFBIG, -ENOMEM. */
+int merge_gunzip(const unsigned char *gz, size_t len, size_t max, char **ret, size_t *ret_len);
+
 struct s3_client;
 /* Reads DIR/timeline.json.gz and DIR/summary.json, or the same objects under an s3:// prefix
  * through s3 (which may be NULL when src is a folder). Errors as merge_source__parse, and

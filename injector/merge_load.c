@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "merge.h"
 #include "s3.h"
@@ -21,60 +20,6 @@
 #define SUMMARY_MAX  (64U << 20)
 
 /* ---- loading from a folder or s3:// --------------------------------------------------- */
-
-/* gunzip gz[0..len) into a NUL-terminated buffer of at most TIMELINE_MAX bytes. */
-static int gunzip(const unsigned char *gz, size_t len, char **ret, size_t *ret_len)
-{
-	z_stream z = { 0 };
-	char *buf = NULL;
-	size_t cap = 0;
-	int zr, r = 0;
-
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return -ENOMEM;
-	z.next_in = (unsigned char *)gz;
-	z.avail_in = (uInt)(len < UINT32_MAX ? len : UINT32_MAX);
-	do {
-		if (z.total_out + 1 >= cap) {
-			size_t c = cap ? cap * 2 : (len * 8 > (1U << 20) ? len * 8 : (1U << 20));
-			char *p;
-
-			if (c > TIMELINE_MAX + 1)
-				c = TIMELINE_MAX + 1;
-			if (c <= z.total_out + 1) {
-				r = -EFBIG;
-				break;
-			}
-			p = realloc(buf, c);
-			if (!p) {
-				r = -ENOMEM;
-				break;
-			}
-			buf = p;
-			cap = c;
-		}
-		z.next_out = (unsigned char *)buf + z.total_out;
-		z.avail_out = (uInt)(cap - 1 - z.total_out);
-		zr = inflate(&z, Z_NO_FLUSH);
-		if (zr != Z_OK && zr != Z_STREAM_END) {
-			r = zr == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
-			break;
-		}
-		if (zr == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
-			r = -EBADMSG;   /* cut short */
-			break;
-		}
-	} while (zr != Z_STREAM_END);
-	if (r == 0) {
-		buf[z.total_out] = 0;
-		*ret = buf;
-		*ret_len = z.total_out;
-	} else {
-		free(buf);
-	}
-	inflateEnd(&z);
-	return r;
-}
 
 static int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 {
@@ -160,7 +105,7 @@ int merge_source__load(struct merge_source *s, const char *src, struct s3_client
 			 "profile` (did that rank's profile fail?)" : "");
 		return r;
 	}
-	r = gunzip((const unsigned char *)gz, gz_len, &tl, &tl_len);
+	r = merge_gunzip((const unsigned char *)gz, gz_len, TIMELINE_MAX, &tl, &tl_len);
 	free(gz);
 	if (r < 0) {
 		snprintf(msg, msglen, "%s: timeline.json.gz: %s", src, r == -EBADMSG ? "not complete gzip data" :

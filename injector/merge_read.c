@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 #include "merge.h"
 
@@ -559,3 +560,55 @@ void merge_source__clear(struct merge_source *s)
 	memset(s, 0, sizeof(*s));
 }
 
+int merge_gunzip(const unsigned char *gz, size_t len, size_t max, char **ret, size_t *ret_len)
+{
+	z_stream z = { 0 };
+	char *buf = NULL;
+	size_t cap = 0;
+	int zr, r = 0;
+
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		return -ENOMEM;
+	z.next_in = (unsigned char *)gz;
+	z.avail_in = (uInt)(len < UINT32_MAX ? len : UINT32_MAX);
+	do {
+		if (z.total_out + 1 >= cap) {
+			size_t c = cap ? cap * 2 : (len * 8 > (1U << 20) ? len * 8 : (1U << 20));
+			char *p;
+
+			if (c > max + 1)
+				c = max + 1;
+			if (c <= z.total_out + 1) {
+				r = -EFBIG;
+				break;
+			}
+			p = realloc(buf, c);
+			if (!p) {
+				r = -ENOMEM;
+				break;
+			}
+			buf = p;
+			cap = c;
+		}
+		z.next_out = (unsigned char *)buf + z.total_out;
+		z.avail_out = (uInt)(cap - 1 - z.total_out);
+		zr = inflate(&z, Z_NO_FLUSH);
+		if (zr != Z_OK && zr != Z_STREAM_END) {
+			r = zr == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
+			break;
+		}
+		if (zr == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+			r = -EBADMSG;   /* cut short */
+			break;
+		}
+	} while (zr != Z_STREAM_END);
+	if (r == 0) {
+		buf[z.total_out] = 0;
+		*ret = buf;
+		*ret_len = z.total_out;
+	} else {
+		free(buf);
+	}
+	inflateEnd(&z);
+	return r;
+}

@@ -2,9 +2,10 @@
 /*
  * libFuzzer target for what `aiprof merge` reads from a bucket: a rank's timeline (the
  * decompressed JSON) and its summary.json, then the clock fit over whatever collectives
- * came out. Input: timeline, a NUL byte, summary (no NUL: a fixed valid summary).
+ * came out. Input: timeline, a NUL byte, summary (no NUL: a fixed valid summary); input
+ * that starts as gzip does is gunzipped first (as timeline.json.gz is) and used whole.
  * FUZZ_SOURCES: injector/merge_read.c injector/merge_align.c
- * FUZZ_LIBS: -ljansson
+ * FUZZ_LIBS: -ljansson -lz
  * FUZZ_ARGS: -max_len=65536
  */
 #include <stdint.h>
@@ -21,19 +22,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const char fixed[] = "{\"schema\":\"aiprof.summary/v2\",\"window\":{\"start_monotonic_ns\":1,"
 				    "\"end_monotonic_ns\":2},\"ebpf\":{\"collectors\":[\"offcpu\"]},\"findings\":"
 				    "[{\"category\":\"NcclHang\",\"evidence\":{\"blocked_in\":\"x\"}}]}";
-	const uint8_t *nul = memchr(data, 0, size);
+	const uint8_t *nul = size > 2 && data[0] == 0x1f && data[1] == 0x8b ? NULL : memchr(data, 0, size);
 	size_t tl_len = nul ? (size_t)(nul - data) : size;
 	const char *sum = nul ? (const char *)nul + 1 : fixed;
 	size_t sum_len = nul ? size - tl_len - 1 : strlen(fixed);
-	char *tl = malloc(tl_len + 1), msg[512];
+	char *tl = NULL, msg[512];
 	struct merge_source s;
 	struct merge_fit f;
 	int r;
 
-	if (!tl)
-		return 0;
-	memcpy(tl, data, tl_len);
-	tl[tl_len] = 0;
+	if (size > 2 && data[0] == 0x1f && data[1] == 0x8b) {
+		r = merge_gunzip(data, size, 4U << 20, &tl, &tl_len);
+		if (r < 0)
+			return 0;
+		CHECK(tl_len <= (4U << 20) && tl[tl_len] == 0);
+	} else {
+		tl = malloc(tl_len + 1);
+		if (!tl)
+			return 0;
+		memcpy(tl, data, tl_len);
+		tl[tl_len] = 0;
+	}
 	r = merge_source__parse(&s, "fuzz", tl, tl_len, sum, sum_len, msg, sizeof(msg));
 	if (r < 0) {
 		CHECK(msg[0] != 0);
