@@ -71,6 +71,12 @@ def test_session_by_pod_name(env):
     with open(os.path.join(run.bundle, "config.json")) as f:
         cfg = json.load(f)
     assert cfg["process"]["args"][:2] == ["aiprof", "profile"]
+    # with the pod's capabilities and nothing more, in the node's pid namespace (hostPID)
+    assert sorted(cfg["process"]["capabilities"]["effective"]) == ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE"]
+    assert "pid" not in {n["type"] for n in cfg["linux"]["namespaces"]}
+    # the S3 credentials reached it as files of the Secret volume, never as env literals
+    assert not [e for e in cfg["process"]["env"] if e.startswith(("AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="))]
+    assert "AIPROF_S3_SECRET_DIR=/var/run/secrets/aiprof/s3" in cfg["process"]["env"]
     usr = next(m for m in cfg["mounts"] if m["destination"] == "/usr")
     assert usr["type"] == "overlay" and os.path.exists(usr["options"][0].split("=")[1].split(":")[0] + "/bin/aiprof")
 
