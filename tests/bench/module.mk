@@ -31,3 +31,12 @@ $(BENCH_DIR)/bench_artifacts: $(BUILD)/tests/bench/bench_artifacts.o $(BUILD)/li
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(INJECTOR_LDLIBS)
 
 TEST_PROGRAMS += $(BENCH_DIR)/bench_artifacts
+
+# sync_loop: a call-bound loop on the fake runtime for bench_uprobe_vs_hook.py.
+EXTRA_CFLAGS_tests_bench_sync_loop := -I$(CUDA_HOME)/include
+
+$(BENCH_DIR)/sync_loop: $(BUILD)/tests/bench/sync_loop.o $(DOUBLES_LIBS) $(DOUBLES_LINKS)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -L$(DOUBLES_DIR) -Wl,-rpath,'$$ORIGIN/../doubles' -lcudart
+
+TEST_PROGRAMS += $(BENCH_DIR)/sync_loop

@@ -5,8 +5,10 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 echo "== hook overhead (ns per hooked call)"
 "$BUILD/tests/bench/bench_hooks"
-echo "== artifact build: synthetic 5 M event window (timeline + summary + findings)"
+echo "== artifact build: synthetic 5 M event window (diagnosis, timeline, summary, report)"
 "$BUILD/tests/bench/bench_artifacts"
+echo "== a traced CUDA call: uprobe pair (--method ebpf) vs libaiprof hook (--method ptrace)"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_uprobe_vs_hook.py
 echo "== injection"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_inject.py
 echo "== S3 upload: 256 MiB to radosgw, aiprof vs awscli"

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sync_loop: calls cudaStreamSynchronize() on an idle stream of the fake CUDA runtime (a
+ * call of well under a microsecond) as fast as it can, and prints
+ * "rate t=<CLOCK_MONOTONIC ns> ns_per_call=<x>" every 50 ms, for
+ * tests/bench/bench_uprobe_vs_hook.py: the cost of a traced call with a uprobe pair
+ * (--method ebpf) against libaiprof's hook (--method ptrace), side by side.
+ * Prints "ready pid=N" first; runs for argv[1] seconds (default 30).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 30;
+	cudaStream_t stream;
+	uint64_t start, t0;
+
+	if (cudaStreamCreate(&stream) != cudaSuccess) {
+		fprintf(stderr, "sync_loop: no stream\n");
+		return 1;
+	}
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	start = t0 = now_ns();
+	while (t0 - start < (uint64_t)(seconds * 1e9)) {
+		long n = 0;
+		uint64_t t1;
+
+		do {
+			for (int i = 0; i < 256; i++)
+				if (cudaStreamSynchronize(stream) != cudaSuccess)
+					return 1;
+			n += 256;
+			t1 = now_ns();
+		} while (t1 - t0 < 50000000ull);
+		printf("rate t=%llu ns_per_call=%.2f\n", (unsigned long long)t1, (double)(t1 - t0) / (double)n);
+		fflush(stdout);
+		t0 = now_ns();
+	}
+	return 0;
+}
