@@ -162,21 +162,28 @@ def test_report_renders_in_headless_chromium(procs, tmp_path):
     shutil.copy(shot, os.environ.get("AIPROF_REPORT_SHOT", str(tmp_path / "kept.png")))
 
 
-def test_timeline_with_gpu_timing(procs, tmp_path):
-    """With CUPTI records (the trainer's fake CUPTI): kernels on GPU stream tracks named
-    with their rank, a flow from every launch to its kernel, GPU busy per stream."""
+def profile_trainer_with_cupti(procs, out):
+    """Profiles a 2-rank trainer with the fake CUPTI for 2 s into out: (pid, summary), or
+    skips when this trainer or CUPTI cannot give GPU timing."""
     require_root()
     helptext = subprocess.run([os.path.join(BUILD, "tests", "workloads", "trainer"), "--help"],
                               capture_output=True, text=True).stdout
     if "--cupti" not in helptext:
         pytest.skip("this trainer has no fake CUPTI (--cupti)")
     p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--cupti")
-    out = tmp_path / "cupti"
     r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
     assert r.returncode == 0, r.stderr
     s = load_summary(out)
     if s["analysis"]["gpu_timing"] != "cupti":
         pytest.skip("CUPTI did not start: " + s["targets"][0]["gpu_timing"].get("reason", ""))
+    return pid, s
+
+
+def test_timeline_with_gpu_timing(procs, tmp_path):
+    """With CUPTI records (the trainer's fake CUPTI): kernels on GPU stream tracks named
+    with their rank, a flow from every launch to its kernel, GPU busy per stream."""
+    out = tmp_path / "cupti"
+    _, s = profile_trainer_with_cupti(procs, out)
     tl = load_timeline(out)
     counts, nflows = check_timeline(tl)
     assert counts["cuda_kernel"] > 0 and nflows > 0
@@ -223,14 +230,8 @@ def test_gpu_flamegraph_call_stacks_weighted_by_kernel_time(procs, tmp_path):
     """With CUPTI kernel records: every launch's stack holds the trainer's real callers in
     order under the API and the kernel, and the weights are the kernels' GPU ns: per
     kernel and in total equal to the GPU time summary.json reports."""
-    require_root()
-    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--cupti")
     out = tmp_path / "gpu"
-    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out)])
-    assert r.returncode == 0, r.stderr
-    s = load_summary(out)
-    if s["analysis"]["gpu_timing"] != "cupti":
-        pytest.skip("CUPTI did not start: " + s["targets"][0]["gpu_timing"].get("reason", ""))
+    pid, s = profile_trainer_with_cupti(procs, out)
     rows = load_folded(out / "gpu.folded")
     g = s["gpu_flamegraph"]
     assert g["weight"] == "gpu_ns" and g["launches"] > 0
