@@ -297,7 +297,8 @@ uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 	c->n = fp ? walk_from(t, fp, c->pc, CALLSTACK_MAX) : 0;
 	hash = stack_hash(c);
 	id = intern__id(h, INTERN_STACK, (uintptr_t)hash, stack_text);
+	/* reused only once its string is in the ring: a full ring makes the next launch retry */
 	*st = (struct site){ .pc = { key_pc[0], key_pc[1], key_pc[2] }, .fp = fp, .pyh = pyh,
-			     .id = id, .gen = id ? gen : 0 };
+			     .id = id, .gen = intern__sent(h, id) ? gen : 0 };
 	return id;
 }

@@ -116,3 +116,11 @@ uint32_t intern__id(struct aiprof_ring_hdr *h, enum intern_table t, uintptr_t ke
 	}
 	return 0;
 }
+
+bool intern__sent(struct aiprof_ring_hdr *h, uint32_t id)
+{
+	uint32_t want = atomic_load_explicit(&h->generation, memory_order_relaxed) + 1;
+
+	return id && id < INTERN_IDS &&
+	       atomic_load_explicit(&g_names[id].emitted_gen, memory_order_acquire) == want;
+}

@@ -331,6 +331,8 @@ enum intern_table { INTERN_CUFUNC, INTERN_CUPTI_NAME, INTERN_STACK, INTERN__TABL
  */
 uint32_t intern__id(struct aiprof_ring_hdr *h, enum intern_table t, uintptr_t key,
 		    const char *(*get_name)(uintptr_t key));
+/* Whether the string of `id` went into h in this generation (not lost to a full ring). */
+bool intern__sent(struct aiprof_ring_hdr *h, uint32_t id);
 
 /* ---- call stacks at launches (callstack.c) ------------------------------------------ */
 
