@@ -399,6 +399,16 @@ out:
 	return rc;
 }
 
+/* How many of the targets we record (no error) have exited. */
+static size_t count_exited(const struct target *targets, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += !targets[i].error && target_exited(targets[i].pid);
+	return k;
+}
+
 static int profile_run(int argc, char **argv, struct outcome *oc)
 {
 	static const struct option opts[] = {
@@ -423,8 +433,8 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 		{}
 	};
 	pid_t pids[MAX_TARGETS];
-	size_t npids = 0, nok = 0;
-	uint64_t duration = 5 * NSEC_PER_SEC;
+	size_t npids = 0, nok = 0, n_exited = 0;
+	uint64_t duration = 5 * NSEC_PER_SEC, next_alive_check = 0, cut_realtime_ns = 0;
 	uint32_t collectors = AIPROF_COLLECT_ALL;
 	struct inject_opts io = { .timeout_ns = 5 * NSEC_PER_SEC };
 	char lib[PATH_MAX], outdir[PATH_MAX] = "", path[PATH_MAX + 32], s3url[PATH_MAX] = "";
@@ -660,6 +670,16 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 	log_info("recording %zu process%s for %.3gs", nok, nok == 1 ? "" : "es",
 		 (double)duration / 1e9);
 	while (!stop_requested && now_monotonic_ns() - prof.start_ns < duration) {
+		if (now_monotonic_ns() >= next_alive_check) {
+			/* every process we record has exited (its pod deleted, say): nothing more
+			 * will come, so the window ends here and what it holds is written */
+			next_alive_check = now_monotonic_ns() + 100 * NSEC_PER_MSEC;
+			n_exited = count_exited(targets, npids);
+			if (n_exited == nok) {
+				cut_realtime_ns = now_realtime_ns();
+				break;
+			}
+		}
 		for (size_t i = 0; i < npids; i++) {
 			if (targets[i].uprobes)
 				uprobe_session__drain(targets[i].uprobes, &targets[i].store);
@@ -696,6 +716,12 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 	prof.end_ns = now_monotonic_ns();
 	if (stop_requested)
 		log_notice("window ended early by a signal");
+	if (cut_realtime_ns)
+		log_notice("window cut after %.3gs of %.3gs: the %zu process%s we recorded exited; "
+			   "writing what was recorded until then", (double)(prof.end_ns - prof.start_ns) /
+			   1e9, (double)duration / 1e9, nok, nok == 1 ? "" : "es");
+	else
+		n_exited = count_exited(targets, npids);
 	prof.targets = targets;
 	prof.ntargets = npids;
 	prof.requested_ns = duration;
@@ -766,6 +792,13 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 			termlog_count(oc->term, "findings", prof.diag ? prof.diag->findings->n : 0);
 			termlog_count(oc->term, "window_ms", (prof.end_ns - prof.start_ns) /
 				      NSEC_PER_MSEC);
+			if (n_exited)
+				termlog_count(oc->term, "processes_exited", n_exited);
+			if (cut_realtime_ns) {
+				termlog_count(oc->term, "window_cut", 1);
+				termlog_count(oc->term, "window_end_unix_ms",
+					      cut_realtime_ns / NSEC_PER_MSEC);
+			}
 		}
 	}
 	if (s3url[0]) {

@@ -57,6 +57,13 @@ static char process_state(pid_t pid)
 	return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
+bool target_exited(pid_t pid)
+{
+	char state = process_state(pid);
+
+	return state == 0 || state == 'Z' || state == 'X';
+}
+
 int target_preflight(pid_t pid, char *msg, size_t len)
 {
 	struct proc_syms *ps = NULL;

@@ -3,6 +3,7 @@
 #define AIPROF_TARGET_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <sys/types.h>
 #include "profile.h"
 
@@ -16,6 +17,9 @@ int target_preflight(pid_t pid, char *msg, size_t len);
 
 /* After ptrace said EPERM: works out which permission is missing, into msg. */
 void target_explain_eperm(pid_t pid, char *msg, size_t len);
+
+/* Has pid exited (no /proc entry, or a zombie waiting for its parent)? */
+bool target_exited(pid_t pid);
 
 /* Fills comm and cmdline of t from /proc. */
 void target_read_identity(struct target *t);
