@@ -240,6 +240,77 @@ static int from_container(const struct reconcile_input *in, struct tres *t,
 	return 0;
 }
 
+/* A count from the injector's termination message, or 0. */
+static uint64_t term_count(const struct termination *t, const char *key)
+{
+	for (size_t i = 0; t && i < t->n_summary; i++)
+		if (strcmp(t->summary[i].key, key) == 0)
+			return t->summary[i].value;
+	return 0;
+}
+
+/*
+ * The target pod was deleted (or is being deleted) while its injector ran. A node-agent
+ * injector (a pod of its own) outlives it: it notices its processes are gone, ends the window
+ * there, uploads what it recorded and exits; until then the target stays in flight, then it
+ * is Failed/TargetDeleted with the injector's artifacts kept. An ephemeral container dies
+ * with its pod: unless its result was seen before the pod went, what it recorded is lost.
+ */
+static int target_gone(const struct reconcile_input *in, struct tres *t, const char *pod_name,
+		       const struct kcontainer *c, const char *pod_phase, bool ephemeral,
+		       bool pod_left)
+{
+	const struct session *s = in->s;
+	char inner[600], when[KTIME_LEN], d[32];
+	int64_t cut;
+	size_t n;
+	int r;
+
+	if (!c && (ephemeral ? pod_left : !pod_phase)) {
+		if (ephemeral)
+			tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+			     "profiled; ephemeral container %s died with it and what it recorded was "
+			     "lost with the pod", pod_name, t->injector);
+		else
+			tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+			     "profiled, and its injector pod %s is gone too: nothing was kept",
+			     pod_name, t->injector);
+		return 0;
+	}
+	r = from_container(in, t, c, pod_phase);
+	if (r < 0)
+		return r;
+	if (!session_phase_terminal(t->state)) {
+		if (ephemeral)
+			tset(t, t->state, "TargetDeleted", "pod %s is being deleted while it is "
+			     "profiled; ephemeral container %s has the pod's grace period to end the "
+			     "window and upload", pod_name, t->injector);
+		else
+			tset(t, t->state, "TargetDeleted", "pod %s was deleted while it was being "
+			     "profiled; injector %s is ending the window and uploading what it "
+			     "recorded", pod_name, t->injector);
+		return 0;
+	}
+	snprintf(inner, sizeof(inner), "%s", t->message);
+	n = t->term ? t->term->n_artifacts : 0;
+	cut = term_count(t->term, "window_end_unix_ms") ?
+	      (int64_t)term_count(t->term, "window_end_unix_ms") * 1000000 : t->finished_at;
+	format_duration(d, sizeof(d), term_count(t->term, "window_ms") * 1000000);
+	if (t->state == PHASE_SUCCEEDED && cut)
+		tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+		     "profiled: the window was cut at %s after %s of %s; kept the %zu artifact%s "
+		     "recorded until then", pod_name, ktime_format(cut, when), d, s->spec.duration,
+		     n, n == 1 ? "" : "s");
+	else if (t->state == PHASE_SUCCEEDED)
+		tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+		     "profiled; kept the %zu artifact%s its injector uploaded", pod_name, n,
+		     n == 1 ? "" : "s");
+	else
+		tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+		     "profiled; %zu artifact%s kept; %s", pod_name, n, n == 1 ? "" : "s", inner);
+	return 0;
+}
+
 static int eval_target(const struct reconcile_input *in, size_t idx, bool started,
 		       int64_t deadline, struct tres *t, struct reconcile_plan *p)
 {
@@ -254,23 +325,47 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 	struct kcontainer first, tcs, ics, ecs;
 	bool ephemeral;
 
+	const json_t *old = old_target(s, o->name);
+
 	t->runtime = o->runtime_handler && o->runtime_handler[0] ? o->runtime_handler : "runc";
 	ephemeral = s->spec.mode == INJ_EPHEMERAL ||
 		    (s->spec.mode == INJ_AUTO && runtime_is_kata(o->runtime_handler));
-	t->mode = ephemeral ? "EphemeralContainer" : "NodeAgent";
 	t->node = pod ? kpod__node(pod) : "";
 	t->container = s->spec.container ? s->spec.container :
 		       pod && kpod__container_at(pod, 0, &first) ? first.name : "";
+	if (!pod && old) {
+		/* the pod is gone: what the status recorded of it still holds */
+		const char *m = kj_str(old, "mode");
+
+		ephemeral = m ? strcmp(m, "EphemeralContainer") == 0 : ephemeral;
+		t->runtime = kj_str(old, "runtime") ?: t->runtime;
+		t->node = kj_str(old, "node") ?: t->node;
+		if (!t->container[0])
+			t->container = kj_str(old, "container") ?: "";
+	}
+	t->mode = ephemeral ? "EphemeralContainer" : "NodeAgent";
 	if (ephemeral)
 		injspec__ephemeral_name(s, t->injector);
 	else
 		injspec__pod_name(s, o->name, t->injector);
 
 	if (!pod || pod->deleting) {
-		if (inflight) {
-			tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
-			     "profiled", o->name);
-			t->delete_injector = !ephemeral && o->injector;
+		if (inflight && ephemeral) {
+			bool seen = pod && kpod__ephemeral(pod, t->injector, &ecs);
+
+			return target_gone(in, t, o->name, seen ? &ecs : NULL, NULL, true, !pod);
+		} else if (inflight) {
+			const struct kpod *inj = o->injector;
+			bool has_c = inj && kpod__container(inj, INJECTOR_CONTAINER, &ics);
+
+			if (inj && inj->deleting && !(has_c && ics.state == KC_TERMINATED)) {
+				tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was "
+				     "being profiled, and its injector pod %s is being deleted too: "
+				     "nothing was kept", o->name, t->injector);
+				return 0;
+			}
+			return target_gone(in, t, o->name, has_c ? &ics : NULL,
+					   inj ? kpod__phase(inj) : NULL, false, !pod);
 		} else if (started || waited_out) {
 			tset(t, PHASE_FAILED, "TargetNotFound", "pod %s/%s does not exist", s->ns, o->name);
 		} else {
@@ -807,6 +902,10 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 					add_event(p, false, "TargetSucceeded", "pod %s: %s", o->name, t->message);
 				else if (t->state == PHASE_FAILED)
 					add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
+			} else if (!session_phase_terminal(t->state) &&
+				   !strcmp(t->reason, "TargetDeleted") &&
+				   strcmp(kj_str(old_target(s, o->name), "reason") ?: "", t->reason)) {
+				add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
 			}
 		}
 		if (session_phase_terminal(t->state)) {

@@ -656,6 +656,183 @@ static void test_kata_ephemeral(void **state)
 	assert_false(runtime_is_kata("runc"));
 }
 
+/* The target's first status entry of a plan. */
+static const json_t *target0(const struct reconcile_plan *p)
+{
+	return json_array_get(json_object_get(p->status, "targets"), 0);
+}
+
+static bool has_action(const struct reconcile_plan *p, enum action_kind kind)
+{
+	for (size_t i = 0; i < p->n_actions; i++)
+		if (p->actions[i].kind == kind)
+			return true;
+	return false;
+}
+
+static void test_target_deleted_mid_session(void **state)
+{
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL), *inj;
+	const json_t *e;
+	struct session *profiling;
+
+	(void)state;
+	w.s = session_from(session_json(NULL));
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	w.n = 1;
+	plan(&w, &p);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	inj = injector(w.s, "trainer-0", "{\"running\":{\"startedAt\":\"2024-05-01T12:00:02Z\"}}",
+		       "Running");
+	w.t[0].injector = w.inj[0] = inj;
+	w.n_inj = 1;
+	w.now = T0 + 5 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Profiling");
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+
+	/* 1. the target pod is gone, its injector runs on: it is not deleted, the target stays
+	 * in flight, says why, and keeps its container and node */
+	w.t[0].pod = NULL;
+	w.now = T0 + 9 * SEC;
+	plan(&w, &p);
+	assert_false(has_action(&p, ACT_DELETE_POD));
+	assert_string_equal(kj_str(p.status, "phase"), "Profiling");
+	e = target0(&p);
+	assert_string_equal(kj_str(e, "state"), "Profiling");
+	assert_string_equal(kj_str(e, "reason"), "TargetDeleted");
+	assert_non_null(strstr(kj_str(e, "message"), "is ending the window and uploading"));
+	assert_string_equal(kj_str(e, "container"), "trainer");
+	assert_string_equal(kj_str(e, "node"), "node-1");
+	assert_string_equal(kj_str(e, "mode"), "NodeAgent");
+	assert_true(has_event(&p, "TargetDeleted"));
+	assert_int_equal(p.requeue_at_ns, T0 + 32 * SEC);     /* end of window */
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	profiling = w.s;
+	session__ref(profiling);
+
+	/* the next pass: no second event */
+	plan(&w, &p);
+	assert_false(has_event(&p, "TargetDeleted"));
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+
+	/* 2. the injector ends the cut window and uploads: Failed/TargetDeleted, its artifacts
+	 * and findings kept and listed, the time of the cut in the message */
+	inj = injector(w.s, "trainer-0",
+		"{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\","
+		"\"startedAt\":\"2024-05-01T12:00:02Z\",\"finishedAt\":\"2024-05-01T12:00:12Z\","
+		"\"message\":\"{\\\"artifacts\\\":[{\\\"name\\\":\\\"timeline.json.gz\\\","
+		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/trainer-0/timeline.json.gz\\\","
+		"\\\"size\\\":1234,\\\"sha256\\\":\\\"" "0123456789abcdef0123456789abcdef"
+		"0123456789abcdef0123456789abcdef" "\\\"},{\\\"name\\\":\\\"summary.json\\\","
+		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/trainer-0/summary.json\\\","
+		"\\\"size\\\":10}],\\\"summary\\\":{\\\"window_ms\\\":7000,\\\"window_cut\\\":1,"
+		"\\\"processes_exited\\\":1,\\\"window_end_unix_ms\\\":1714564810000},"
+		"\\\"findings\\\":[{\\\"category\\\":\\\"SyncCheckpoint\\\",\\\"severity\\\":"
+		"\\\"warning\\\"}]}\"}}", "Succeeded");
+	w.t[0].injector = w.inj[0] = inj;
+	w.now = T0 + 13 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	e = target0(&p);
+	assert_string_equal(kj_str(e, "state"), "Failed");
+	assert_string_equal(kj_str(e, "reason"), "TargetDeleted");
+	assert_non_null(strstr(kj_str(e, "message"), "window was cut at 2024-05-01T12:00:10Z "
+				  "after 7s of 30s; kept the 2 artifacts"));
+	assert_string_equal(kj_str(e, "node"), "node-1");
+	assert_string_equal(kj_str(e, "container"), "trainer");
+	assert_int_equal(json_integer_value(kj_get(e, "summary.window_cut")), 1);
+	assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 2);
+	assert_string_equal(kj_str(json_array_get(json_object_get(p.status, "artifacts"), 0),
+				   "target"), "trainer-0");
+	assert_int_equal(json_array_size(json_object_get(p.status, "findings")), 1);
+	assert_string_equal(cond_reason(p.status, "Failed"), "TargetDeleted");
+	assert_non_null(strstr(kj_str(p.status, "message"), "pod trainer-0 was deleted"));
+	assert_false(has_action(&p, ACT_DELETE_POD));
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	/* and it stays so */
+	w.t[0].injector = NULL;
+	w.n_inj = 0;
+	plan(&w, &p);
+	assert_null(p.status);
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	session__unref(w.s);
+
+	/* 3. an injector that fails after its target went: its error is in the message */
+	w.s = profiling;
+	session__ref(w.s);
+	inj = injector(w.s, "trainer-0", "{\"terminated\":{\"exitCode\":5,\"message\":"
+		       "\"{\\\"error\\\":\\\"upload failed: 503\\\"}\"}}", "Failed");
+	w.t[0].injector = w.inj[0] = inj;
+	w.n_inj = 1;
+	plan(&w, &p);
+	e = target0(&p);
+	assert_string_equal(kj_str(e, "reason"), "TargetDeleted");
+	assert_non_null(strstr(kj_str(e, "message"), "0 artifacts kept; injector exited with code "
+				  "5: upload failed: 503"));
+	assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 0);
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+	session__unref(w.s);
+
+	/* 4. the deadline still holds: an injector not done by then is deleted */
+	w.s = profiling;
+	inj = injector(w.s, "trainer-0", "{\"running\":{\"startedAt\":\"2024-05-01T12:00:02Z\"}}",
+		       "Running");
+	w.t[0].injector = w.inj[0] = inj;
+	w.now = T0 + 92 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(target0(&p), "reason"), "DeadlineExceeded");
+	assert_true(has_action(&p, ACT_DELETE_POD));
+	reconcile_plan__release(&p);
+	kpod__unref(inj);
+
+	/* 5. the injector pod went with it (deleted by hand): nothing kept, said so */
+	w.t[0].injector = NULL;
+	w.n_inj = 0;
+	w.now = T0 + 10 * SEC;
+	plan(&w, &p);
+	assert_string_equal(kj_str(target0(&p), "state"), "Failed");
+	assert_non_null(strstr(kj_str(target0(&p), "message"), "is gone too: nothing was kept"));
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+	kpod__unref(target);
+
+	/* 6. an ephemeral container dies with its pod: its recording is lost, and the status
+	 * still says where it ran */
+	target = pod("trainer-0", "node-1", "kata", NULL, NULL);
+	w.s = session_from(session_json(NULL));
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target,
+				      .runtime_handler = "kata-qemu" };
+	w.now = T0 + SEC;
+	plan(&w, &p);
+	assert_int_equal(p.actions[0].kind, ACT_ADD_EPHEMERAL);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = NULL, .runtime_handler = "" };
+	w.now = T0 + 8 * SEC;
+	plan(&w, &p);
+	assert_int_equal(p.n_actions, 0);
+	e = target0(&p);
+	assert_string_equal(kj_str(e, "state"), "Failed");
+	assert_string_equal(kj_str(e, "reason"), "TargetDeleted");
+	assert_string_equal(kj_str(e, "mode"), "EphemeralContainer");
+	assert_string_equal(kj_str(e, "runtime"), "kata-qemu");
+	assert_string_equal(kj_str(e, "node"), "node-1");
+	assert_non_null(strstr(kj_str(e, "message"), "lost with the pod"));
+	reconcile_plan__release(&p);
+	kpod__unref(target);
+	session__unref(w.s);
+}
+
 static void test_selector_targets(void **state)
 {
 	struct world w = { .now = T0 + SEC };
@@ -1117,6 +1294,7 @@ int main(void)
 		cmocka_unit_test(test_injector_fails),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_kata_ephemeral),
+		cmocka_unit_test(test_target_deleted_mid_session),
 		cmocka_unit_test(test_selector_targets),
 		cmocka_unit_test(test_merge_pod_and_merged_timeline),
 		cmocka_unit_test(test_merge_failures),
