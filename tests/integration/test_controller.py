@@ -394,6 +394,73 @@ def test_deadline(env):
     wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
 
 
+def test_target_deleted_mid_session(env):
+    """The target pod deleted while profiled: its node-agent injector is left to end the
+    window and upload; the target ends Failed/TargetDeleted with what it uploaded listed."""
+    env["controller"]()
+    make_pod(env)
+    make_session(env)
+    name = wait_injector(env)["metadata"]["name"]
+    env["ctl"].kubelet("run", env["ns"], name)
+    wait_phase(env, "Profiling")
+    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0",
+                              {"kind": "DeleteOptions", "apiVersion": "v1",
+                               "gracePeriodSeconds": 0}).status == 200
+
+    def deleted_seen():
+        t = ((get_session(env) or {}).get("status") or {}).get("targets") or [{}]
+        return t[0].get("reason") == "TargetDeleted"
+    wait_for(deleted_seen, 15, "the status to say the target was deleted")
+    st = get_session(env)["status"]
+    t = st["targets"][0]
+    assert st["phase"] == "Profiling" and t["state"] == "Profiling", st
+    assert "ending the window and uploading" in t["message"], t
+    assert t["container"] == "trainer" and t["node"] == "node-1", t
+    assert wait_for(lambda: events(env, "TargetDeleted"), 10, "the TargetDeleted event")
+    time.sleep(1)
+    assert [p["metadata"]["name"] for p in injector_pods(env)] == [name], "the injector was stopped"
+
+    base = f"s3://profiles/team-a/{env['ns']}/slow-step/trainer-0"
+    arts = [result("timeline.json.gz", f"{base}/timeline.json.gz"),
+            result("summary.json", f"{base}/summary.json", 99)]
+    cut_ms = int(time.time() * 1000) - 500
+    terminate(env, name, {"artifacts": arts, "findings": [{"category": "SyncCheckpoint",
+                                                           "severity": "warning"}],
+                          "summary": {"window_ms": 4000, "window_cut": 1, "processes_exited": 1,
+                                      "window_end_unix_ms": cut_ms}})
+    st = wait_phase(env, "Failed")["status"]
+    t = st["targets"][0]
+    assert t["state"] == "Failed" and t["reason"] == "TargetDeleted", t
+    cut = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(cut_ms // 1000))
+    assert f"the window was cut at {cut} after 4s of 30s; kept the 2 artifacts" in t["message"], t
+    assert t["container"] == "trainer" and t["node"] == "node-1", t
+    assert condition(st, "Failed")["reason"] == "TargetDeleted"
+    assert "trainer-0 was deleted" in st["message"]
+    assert [(a["target"], a["name"], a["url"], a["sha256"]) for a in st["artifacts"]] == \
+        [("trainer-0", a["name"], a["url"], a["sha256"]) for a in arts]
+    assert [f["category"] for f in st["findings"]] == ["SyncCheckpoint"]
+    # the finished injector pod is kept (its logs), as for any finished injector
+    assert [p["metadata"]["name"] for p in injector_pods(env)] == [name]
+    no_credentials_anywhere(env)
+
+
+def test_target_deleted_and_injector_never_finishes(env):
+    """The deadline still holds after the target went: an injector still running then is deleted."""
+    env["controller"]()
+    make_pod(env)
+    make_session(env, duration="1s")
+    name = wait_injector(env)["metadata"]["name"]
+    env["ctl"].kubelet("run", env["ns"], name)
+    wait_phase(env, "Profiling")
+    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0",
+                              {"kind": "DeleteOptions", "apiVersion": "v1",
+                               "gracePeriodSeconds": 0}).status == 200
+    st = wait_phase(env, "Failed", timeout=15)["status"]
+    assert condition(st, "Failed")["reason"] == "DeadlineExceeded", st
+    assert st["targets"][0]["node"] == "node-1"
+    wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
+
+
 def test_session_deleted_mid_run(env):
     env["controller"]()
     make_pod(env)
