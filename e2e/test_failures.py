@@ -25,25 +25,36 @@ def status_text(st):
 
 
 def test_target_pod_deleted_mid_session(env):
+    """The target pod is deleted in the middle of a 40 s window: its node-agent injector (a
+    pod of its own) notices its process is gone, ends the window there, uploads what it
+    recorded and exits; the target ends Failed/TargetDeleted with those artifacts listed."""
     env.controller()
     env.pod("trainer-0", TRAINER_RUN)
     env.wait_running("trainer-0")
-    env.session("s", {"podName": "trainer-0"}, duration="8s")
-    profiling(env)
+    env.session("s", {"podName": "trainer-0"}, duration="40s")
+    _, inj = profiling(env)
     r = env.kubectl("delete", "pod", "trainer-0", "--wait=false")
     assert r.returncode == 0, r.stderr
     s, _ = env.wait_phase("s", ("Succeeded", "Failed"), timeout=90)
     st = s["status"]
     t = st["targets"][0]
     assert st["phase"] == "Failed" and t["state"] == "Failed", status_text(st)
-    # it says the target went away while it was profiled
+    # it says the target went away while it was profiled, when the window was cut, what was kept
     assert t["reason"] == "TargetDeleted", status_text(st)
     assert "trainer-0" in st["message"] and "deleted" in st["message"], st["message"]
-    # what was listed is in the bucket as listed (the controller stops the injector at once,
-    # so today nothing of the cut window is uploaded)
-    if any(a.get("target") == "trainer-0" for a in st.get("artifacts") or []):
-        check_artifacts_in_bucket(env, st, "trainer-0")
-    # its containers are gone from the node, the injector pod too
+    assert "the window was cut at " in t["message"] and "kept the" in t["message"], t["message"]
+    # where it ran is still said
+    assert t["container"] == "trainer" and t["node"] and t["mode"] == "NodeAgent", t
+    # the window really was cut: well short of the 40 s asked for
+    assert t["summary"]["window_cut"] == 1 and t["summary"]["processes_exited"] >= 1, t
+    assert t["summary"]["window_ms"] < 40000, t
+    # what was recorded until the cut is in the bucket, byte-identical to what is listed
+    by_name = check_artifacts_in_bucket(env, st, "trainer-0")
+    assert by_name["timeline.json.gz"]["size"] > 0
+    # the injector ended by itself (exit 0, its message read), the target pod is gone
+    pod = env.get_pod(inj)
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 0, term
     wait_for(lambda: not env.get_pod("trainer-0"), 30, "the target pod to be gone")
     wait_for(lambda: not [p for p in env.injector_pods("s") if p["status"].get("phase") == "Running"], 30,
              "the injector to stop")
