@@ -49,6 +49,16 @@ int __fakecudart_stream_ready_ns(cudaStream_t stream, uint64_t *ret_ns);
 int __fakecudart_stream_busy_until(cudaStream_t stream, uint64_t end_ns);
 typedef int (*fakecudart_stream_ready_ns_fn)(cudaStream_t stream, uint64_t *ret_ns);
 typedef int (*fakecudart_stream_busy_until_fn)(cudaStream_t stream, uint64_t end_ns);
+/*
+ * Reports the kernel of a collective, [start_ns, end_ns) on `stream`, to the fake CUPTI (if
+ * it listens) as launched by cudaLaunchKernelExC on the calling thread, the launch having
+ * begun at api_start_ns: how CUPTI sees a real NCCL's ncclDevKernel_* kernels. 0 or -EINVAL.
+ */
+int __fakecudart_collective_kernel(cudaStream_t stream, const char *name, uint64_t api_start_ns,
+				   uint64_t start_ns, uint64_t end_ns);
+typedef int (*fakecudart_collective_kernel_fn)(cudaStream_t stream, const char *name, uint64_t api_start_ns,
+					       uint64_t start_ns, uint64_t end_ns);
+#define FAKECUDART_COLLECTIVE_KERNEL "__fakecudart_collective_kernel"
 #define FAKECUDART_STREAM_READY_NS   "__fakecudart_stream_ready_ns"
 #define FAKECUDART_STREAM_BUSY_UNTIL "__fakecudart_stream_busy_until"
 

@@ -813,6 +813,20 @@ int __fakecudart_stream_ready_ns(cudaStream_t stream, uint64_t *ret_ns)
 	return 0;
 }
 
+int __fakecudart_collective_kernel(cudaStream_t stream, const char *name, uint64_t api_start_ns,
+				   uint64_t start_ns, uint64_t end_ns)
+{
+	struct CUstream_st *s = stream_get(stream, false);
+
+	if (!s || !name || end_ns < start_ns)
+		return -EINVAL;
+	/* NCCL's ring kernels: one block of 640 threads per channel, 2 channels here */
+	sim_device__report_kernel(&dev, s, &(struct sim_work){
+		.api = FAKEGPU_API_RUNTIME, .cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+		.name = name, .grid = { 2, 1, 1 }, .block = { 640, 1, 1 } }, api_start_ns, start_ns, end_ns);
+	return 0;
+}
+
 int __fakecudart_stream_busy_until(cudaStream_t stream, uint64_t end_ns)
 {
 	struct CUstream_st *s = stream_get(stream, false);

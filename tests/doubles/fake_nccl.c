@@ -199,12 +199,14 @@ static void shm_wait(struct shm_hdr *s, uint64_t seen)
 
 static fakecudart_stream_ready_ns_fn stream_ready;
 static fakecudart_stream_busy_until_fn stream_busy_until;
+static fakecudart_collective_kernel_fn collective_kernel;
 static pthread_once_t stream_hooks_once = PTHREAD_ONCE_INIT;
 
 static void stream_hooks_lookup(void)
 {
 	stream_ready = (fakecudart_stream_ready_ns_fn)dlsym(RTLD_DEFAULT, FAKECUDART_STREAM_READY_NS);
 	stream_busy_until = (fakecudart_stream_busy_until_fn)dlsym(RTLD_DEFAULT, FAKECUDART_STREAM_BUSY_UNTIL);
+	collective_kernel = (fakecudart_collective_kernel_fn)dlsym(RTLD_DEFAULT, FAKECUDART_COLLECTIVE_KERNEL);
 	if (!stream_ready || !stream_busy_until)
 		stream_ready = NULL;
 }
@@ -242,6 +244,41 @@ static uint64_t op_finish(const struct op *o)
 	if (stream_ready && stream_busy_until(o->stream, end) == 0)
 		return 0;
 	return end;
+}
+
+/*
+ * The name real NCCL gives the kernel of the operation, as CUPTI reports it:
+ * ncclDevKernel_<Coll>[_<RedOp>_<type>]_<ALGO>_<PROTO> (ring algorithm, LL protocol).
+ */
+static void kernel_name(const struct op *o, char *buf, size_t len)
+{
+	static const char *const colls[] = { [OP_ALLREDUCE] = "AllReduce", [OP_REDUCE] = "Reduce",
+		[OP_BROADCAST] = "Broadcast", [OP_ALLGATHER] = "AllGather", [OP_REDUCESCATTER] = "ReduceScatter" };
+	static const char *const reds[] = { "Sum", "Prod", "Max", "Min", "PreMulSum" };
+	static const char *const types[] = { "i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16" };
+	bool reduces = o->kind == OP_ALLREDUCE || o->kind == OP_REDUCE || o->kind == OP_REDUCESCATTER;
+
+	if (o->kind == OP_SEND || o->kind == OP_RECV) {
+		snprintf(buf, len, "ncclDevKernel_SendRecv");
+		return;
+	}
+	if (reduces && (unsigned)o->red < sizeof(reds) / sizeof(reds[0]) &&
+	    (unsigned)o->type < sizeof(types) / sizeof(types[0]))
+		snprintf(buf, len, "ncclDevKernel_%s_%s_%s_RING_LL", colls[o->kind],
+			 o->red == ncclAvg ? "Sum" : reds[o->red], types[o->type]);
+	else
+		snprintf(buf, len, "ncclDevKernel_%s_RING_LL", colls[o->kind]);
+}
+
+/* The operation's kernel, for the fake CUPTI (through the fake runtime, as a launch would). */
+static void op_report_kernel(const struct op *o, uint64_t api_start_ns)
+{
+	char name[96];
+
+	if (!stream_ready || !collective_kernel)
+		return;
+	kernel_name(o, name, sizeof(name));
+	collective_kernel(o->stream, name, api_start_ns, o->start_ns, o->start_ns + op_ns(o));
 }
 
 /* ---- reductions ------------------------------------------------------------------------- */
@@ -546,7 +583,7 @@ static bool op_eligible(const struct op *ops, size_t i)
 static ncclResult_t run_ops(struct op *ops, size_t n)
 {
 	bool one_comm = true;
-	uint64_t host_until = 0;
+	uint64_t host_until = 0, api_start = now_ns();
 	ncclResult_t r = ncclSuccess;
 
 	for (size_t i = 1; i < n; i++)
@@ -596,6 +633,8 @@ static ncclResult_t run_ops(struct op *ops, size_t n)
 	}
 	if (host_until > now_ns())
 		sleep_ns(host_until - now_ns());
+	for (size_t i = 0; i < n && r == ncclSuccess; i++)
+		op_report_kernel(&ops[i], api_start);
 	return r == ncclRemoteError ? fail(r, "fake NCCL: communicator aborted by a peer") : r;
 }
 

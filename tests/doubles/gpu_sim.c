@@ -375,6 +375,22 @@ void sim_device__memset(struct sim_device *d, struct CUstream_st *s, void *dst, 
 	}
 }
 
+void sim_device__report_kernel(struct sim_device *d, struct CUstream_st *s, const struct sim_work *w,
+			       uint64_t api_start_ns, uint64_t start_ns, uint64_t end_ns)
+{
+	fakegpu_activity_fn sink = sink_get();
+
+	if (sink) {
+		struct fakegpu_activity a = activity(d, s, FAKEGPU_OP_KERNEL, w, api_start_ns, start_ns, end_ns);
+
+		a.name = w->name;
+		memcpy(a.grid, w->grid, sizeof(a.grid));
+		memcpy(a.block, w->block, sizeof(a.block));
+		a.shmem = w->shmem;
+		sink(&a);
+	}
+}
+
 void sim_device__launch(struct sim_device *d, struct CUstream_st *s, const struct sim_work *w)
 {
 	fakegpu_activity_fn sink = sink_get();
@@ -383,13 +399,6 @@ void sim_device__launch(struct sim_device *d, struct CUstream_st *s, const struc
 	uint64_t end = sim_device__enqueue(d, s, dur);
 
 	sim__spin(LAUNCH_HOST_NS);
-	if (sink) {
-		struct fakegpu_activity a = activity(d, s, FAKEGPU_OP_KERNEL, w, t0, end - dur, end);
-
-		a.name = w->name;
-		memcpy(a.grid, w->grid, sizeof(a.grid));
-		memcpy(a.block, w->block, sizeof(a.block));
-		a.shmem = w->shmem;
-		sink(&a);
-	}
+	if (sink)
+		sim_device__report_kernel(d, s, w, t0, end - dur, end);
 }

@@ -180,6 +180,13 @@ void sim_device__memset(struct sim_device *d, struct CUstream_st *s, void *dst, 
 			int value, size_t bytes, bool sync, const struct sim_work *w);
 /* Kernel of w->grid * w->block threads: spins the host launch cost and enqueues its duration. */
 void sim_device__launch(struct sim_device *d, struct CUstream_st *s, const struct sim_work *w);
+/*
+ * Reports a kernel whose place on the stream's timeline the caller set itself (the fake
+ * NCCL's collective kernels: [start, end) is the same moment on every rank) to the sink, if
+ * any, as launched by the entry point `w` that began at api_start_ns.
+ */
+void sim_device__report_kernel(struct sim_device *d, struct CUstream_st *s, const struct sim_work *w,
+			       uint64_t api_start_ns, uint64_t start_ns, uint64_t end_ns);
 
 #pragma GCC visibility pop
 
