@@ -145,6 +145,8 @@ struct aiprof_ev_nccl {
 	uint32_t seq;         /* AIPROF_EV_NCCL_COLL: the communicator's collectives the library
 	                       * has recorded, this one included (1, 2, ...); 0 = unknown. Gaps
 	                       * show events lost in between; `aiprof merge` matches ranks by it */
+	uint64_t correlation; /* AIPROF_EV_NCCL_COLL with CUPTI active: the external correlation id
+	                       * pushed around the call, so its kernel (GPU_KERNEL) can be found; 0 = none */
 };
 
 struct aiprof_ev_ibv {

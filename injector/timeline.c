@@ -174,6 +174,49 @@ static void begin_event(struct jsonw *w, const char *ph, const char *cat, const 
 	jsonw_fixed3(w, ts_ns);
 }
 
+/* The target's NCCL collectives by the CUPTI correlation id pushed around them (sorted), so
+ * a kernel record names the call that launched it. Rebuilt per target by write_target. */
+struct nccl_corr {
+	uint64_t corr;
+	size_t idx;
+};
+static struct nccl_corr *ncorr;
+static size_t nncorr;
+
+static int nccl_corr_cmp(const void *a, const void *b)
+{
+	const struct nccl_corr *x = a, *y = b;
+
+	return x->corr < y->corr ? -1 : x->corr > y->corr;
+}
+
+static void nccl_corr_build(const struct target *t)
+{
+	size_t n = 0;
+
+	free(ncorr);
+	ncorr = NULL;
+	nncorr = 0;
+	for (size_t i = 0; i < t->store.n; i++)
+		n += t->store.v[i].type == AIPROF_EV_NCCL_COLL && t->store.v[i].u.nccl.correlation;
+	if (!n || !(ncorr = malloc(n * sizeof(*ncorr))))
+		return;     /* without memory the kernels are written unlinked */
+	for (size_t i = 0; i < t->store.n; i++)
+		if (t->store.v[i].type == AIPROF_EV_NCCL_COLL && t->store.v[i].u.nccl.correlation)
+			ncorr[nncorr++] = (struct nccl_corr){ t->store.v[i].u.nccl.correlation, i };
+	qsort(ncorr, nncorr, sizeof(*ncorr), nccl_corr_cmp);
+}
+
+static const struct aiprof_event *nccl_of_kernel(const struct target *t, uint64_t corr)
+{
+	struct nccl_corr key = { corr, 0 }, *hit;
+
+	if (!corr || !nncorr)
+		return NULL;
+	hit = bsearch(&key, ncorr, nncorr, sizeof(*ncorr), nccl_corr_cmp);
+	return hit ? &t->store.v[hit->idx] : NULL;
+}
+
 static void write_args(struct jsonw *w, const struct target *t, const struct aiprof_event *e)
 {
 	jsonw_key(w, "args");
@@ -241,6 +284,8 @@ static void write_args(struct jsonw *w, const struct target *t, const struct aip
 			hex(w, "stream", n->stream);
 			if (n->seq)
 				jsonw_kv_uint(w, "seq", n->seq);
+			if (n->correlation)
+				jsonw_kv_uint(w, "correlation", n->correlation);
 		}
 		if (e->type != AIPROF_EV_NCCL_GROUP) {
 			jsonw_kv_int(w, "rank", n->rank);
@@ -271,9 +316,17 @@ static void write_args(struct jsonw *w, const struct target *t, const struct aip
 		const char *nm = event_store__string(&t->store, g->name_id);
 
 		if (e->type == AIPROF_EV_GPU_KERNEL) {
+			const struct aiprof_event *nc = nccl_of_kernel(t, g->correlation);
+
 			jsonw_kv_str(w, "kernel", nm ? nm : "[unknown]");
 			dim3(w, "grid", g->grid);
 			dim3(w, "block", g->block);
+			if (nc) {   /* an NCCL collective's kernel: the call that launched it */
+				jsonw_kv_str(w, "nccl_op", nccl_op_name(nc->api));
+				if (nc->u.nccl.seq)
+					jsonw_kv_uint(w, "nccl_seq", nc->u.nccl.seq);
+				hex(w, "nccl_comm", nc->u.nccl.comm);
+			}
 		} else {
 			jsonw_kv_uint(w, "bytes", g->bytes);
 			jsonw_kv_str(w, "kind", memcpy_kind_name(g->kind));
@@ -348,6 +401,7 @@ static void write_target(struct jsonw *w, const struct target *t, const struct t
 	for (size_t i = 0; i < pl->nnames; i++)
 		if (pl->names[i].track >= GPU_TRACK_BASE)
 			write_metadata(w, "thread_name", t->pid, pl->names[i].track, pl->names[i].name);
+	nccl_corr_build(t);
 	for (size_t k = 0; k < pl->n; k++) {
 		const struct tl_item *it = &pl->items[k];
 		const struct aiprof_event *e;
@@ -414,6 +468,9 @@ static void write_target(struct jsonw *w, const struct target *t, const struct t
 			jsonw_obj_close(w);
 		}
 	}
+	free(ncorr);
+	ncorr = NULL;
+	nncorr = 0;
 }
 
 int timeline_write(const struct profile *p, const char *path)

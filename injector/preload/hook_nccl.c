@@ -138,7 +138,7 @@ static void comm_info(ncclComm_t comm, int32_t *rank, int32_t *nranks)
 /* ---- events ----------------------------------------------------------------------- */
 
 static void coll_done(struct rec *r, uint16_t api, size_t count, ncclDataType_t dt, int redop,
-		      int peer, ncclComm_t comm, cudaStream_t stream, ncclResult_t ret)
+		      int peer, ncclComm_t comm, cudaStream_t stream, ncclResult_t ret, uint64_t corr)
 {
 	struct aiprof_event *e;
 	struct comm_slot *slot;
@@ -160,6 +160,7 @@ static void coll_done(struct rec *r, uint16_t api, size_t count, ncclDataType_t 
 		e->u.nccl.rank = rank;
 		e->u.nccl.nranks = nranks;
 		e->u.nccl.result = ret;
+		e->u.nccl.correlation = corr;
 	}
 	rec_done(r, e);
 }
@@ -219,14 +220,20 @@ static ncclResult_t hook_ncclCommAbort(ncclComm_t comm)
 	do {                                                                          \
 		name##_fn real = REAL(name);                                          \
 		ncclResult_t ret;                                                     \
+		uint64_t corr;                                                        \
 		struct rec r;                                                         \
 		if (unlikely(!real))                                                  \
 			return NO_REAL;                                               \
 		if (likely(!rec_begin(&r, AIPROF_COLLECT_NCCL)))                      \
 			return call;                                                  \
+		/* the kernel the call launches carries this id in CUPTI */        \
+		corr = atomic_load_explicit(&g_cupti_active, memory_order_relaxed) ?  \
+			       cupti__push() : 0;                                     \
 		ret = call;                                                           \
+		if (corr)                                                             \
+			cupti__pop();                                                 \
 		coll_done(&r, AIPROF_API_##name, count, dt, redop, peer, comm, stream, \
-			  ret);                                                       \
+			  ret, corr);                                                 \
 		return ret;                                                           \
 	} while (0)
 
