@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +365,11 @@ json_t *injspec__merge_pod(const struct injector_config *cfg, const struct sessi
 		if (!vols || json_object_set_new(spec, "volumes", vols))
 			goto fail;
 	}
+	if ((cfg->merge_node_selector && json_object_size(cfg->merge_node_selector) &&
+	     json_object_set_new(spec, "nodeSelector", json_deep_copy(cfg->merge_node_selector))) ||
+	    (cfg->merge_tolerations && json_array_size(cfg->merge_tolerations) &&
+	     json_object_set_new(spec, "tolerations", json_deep_copy(cfg->merge_tolerations))))
+		goto fail;
 	json_decref(args);
 	json_decref(env);
 	json_decref(c);
@@ -374,4 +380,78 @@ fail:
 	json_decref(env);
 	json_decref(c);
 	return NULL;
+}
+
+/* A label key ([prefix/]name) or value: [A-Za-z0-9._/-], starting and ending alphanumeric
+ * (prefix checks are the API server's). */
+static bool label_text(const char *v, size_t max, bool may_be_empty)
+{
+	size_t n = strlen(v);
+
+	if (n == 0)
+		return may_be_empty;
+	if (n > max || !isalnum((unsigned char)v[0]) || !isalnum((unsigned char)v[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)v[i]) && !strchr("._-/", v[i]))
+			return false;
+	return true;
+}
+
+int injspec__add_node_selector(json_t *sel, const char *arg, char *why, size_t whylen)
+{
+	const char *eq = strchr(arg, '=');
+	char key[320];
+
+	if (!eq || (size_t)(eq - arg) >= sizeof(key)) {
+		snprintf(why, whylen, "--merge-node-selector '%.100s': use KEY=VALUE, such as "
+			 "kubernetes.io/os=linux", arg);
+		return -EINVAL;
+	}
+	snprintf(key, sizeof(key), "%.*s", (int)(eq - arg), arg);
+	if (!label_text(key, 316, false) || !label_text(eq + 1, 63, true)) {
+		snprintf(why, whylen, "--merge-node-selector '%.100s': the key or value is not a "
+			 "label key or value (letters, digits, '.', '_', '-', a '/' after a prefix)",
+			 arg);
+		return -EINVAL;
+	}
+	return json_object_set_new(sel, key, json_string(eq + 1)) ? -ENOMEM : 0;
+}
+
+int injspec__add_toleration(json_t *tols, const char *arg, char *why, size_t whylen)
+{
+	static const char *const effects[] = { "NoSchedule", "PreferNoSchedule", "NoExecute" };
+	char buf[400], *colon, *eq;
+	const char *effect = NULL;
+	json_t *t;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	colon = strrchr(buf, ':');
+	if (colon) {
+		*colon = '\0';
+		for (size_t i = 0; i < 3; i++)
+			if (strcmp(colon + 1, effects[i]) == 0)
+				effect = effects[i];
+		if (!effect) {
+			snprintf(why, whylen, "--merge-toleration '%.100s': the effect '%.40s' is not "
+				 "NoSchedule, PreferNoSchedule or NoExecute", arg, colon + 1);
+			return -EINVAL;
+		}
+	}
+	eq = strchr(buf, '=');
+	if (eq)
+		*eq = '\0';
+	if (strlen(arg) >= sizeof(buf) - 1 || !label_text(buf, 316, false) ||
+	    (eq && !label_text(eq + 1, 63, true))) {
+		snprintf(why, whylen, "--merge-toleration '%.100s': use KEY[=VALUE][:EFFECT] with a "
+			 "taint's key and value, such as nvidia.com/gpu:NoSchedule", arg);
+		return -EINVAL;
+	}
+	t = json_pack("{s:s,s:s}", "key", buf, "operator", eq ? "Equal" : "Exists");
+	if (!t || (eq && json_object_set_new(t, "value", json_string(eq + 1))) ||
+	    (effect && json_object_set_new(t, "effect", json_string(effect)))) {
+		json_decref(t);
+		return -ENOMEM;
+	}
+	return json_array_append_new(tols, t) ? -ENOMEM : 0;
 }

@@ -40,7 +40,20 @@ struct injector_config {
 	const char *pull_policy;    /* NULL: IfNotPresent */
 	const char *priority_class; /* NULL: none */
 	uint64_t grace_ns;          /* beyond the duration: attach, build artifacts, upload */
+	/* the merge pod's scheduling (the node-agent pods are pinned by nodeName and tolerate
+	 * every taint): a nodeSelector object and a tolerations array, or NULL */
+	json_t *merge_node_selector;
+	json_t *merge_tolerations;
 };
+
+/*
+ * --merge-node-selector KEY=VALUE into the object sel; --merge-toleration
+ * KEY[=VALUE][:EFFECT] (Equal with a value, else Exists; EFFECT NoSchedule,
+ * PreferNoSchedule or NoExecute, else every effect) appended to the array tols.
+ * Return 0, -EINVAL (why says what is wrong), -ENOMEM.
+ */
+int injspec__add_node_selector(json_t *sel, const char *arg, char *why, size_t whylen);
+int injspec__add_toleration(json_t *tols, const char *arg, char *why, size_t whylen);
 
 struct injector_target {
 	const struct session *s;

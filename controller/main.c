@@ -44,6 +44,15 @@ static void usage(FILE *out)
 		"  --grace DURATION         time beyond a session's duration for injection, build and\n"
 		"                           upload before its deadline (default 2m)\n"
 		"  --target-wait DURATION   how long targets may take to exist and run (default 60s)\n"
+		"  --merge-node-selector KEY=VALUE\n"
+		"                           nodeSelector of merge pods (repeat for more)\n"
+		"  --merge-toleration KEY[=VALUE][:EFFECT]\n"
+		"                           a toleration of merge pods (repeat for more); injector\n"
+		"                           pods run on their target's node and tolerate every taint\n"
+		"  --default-s3-bucket B    where sessions without spec.output.s3 upload; with\n"
+		"  --default-s3-endpoint URL, --default-s3-prefix P, --default-s3-region R and\n"
+		"  --default-s3-secret NAME  (a Secret looked up in each session's namespace by\n"
+		"                           name; the controller never reads it)\n"
 		"  --leader-elect / --no-leader-elect\n"
 		"                           run as one of several replicas (default on)\n"
 		"  --lease-namespace NS     the Lease's namespace (default: the configuration's)\n"
@@ -127,7 +136,8 @@ enum {
 	OPT_KUBECONFIG = 0x100, OPT_CONTEXT, OPT_NAMESPACE, OPT_METRICS, OPT_WORKERS, OPT_IMAGE,
 	OPT_PULL, OPT_PRIORITY, OPT_GRACE, OPT_TARGET_WAIT, OPT_LE, OPT_NO_LE, OPT_LEASE_NS,
 	OPT_LEASE_NAME, OPT_LEASE_DUR, OPT_RENEW, OPT_RETRY, OPT_IDENTITY, OPT_WATCH_TIMEOUT,
-	OPT_SA_DIR,
+	OPT_SA_DIR, OPT_MERGE_SEL, OPT_MERGE_TOL, OPT_S3_ENDPOINT, OPT_S3_BUCKET, OPT_S3_PREFIX,
+	OPT_S3_REGION, OPT_S3_SECRET,
 };
 
 static int duration_opt(const char *name, const char *v, uint64_t *ret)
@@ -162,6 +172,13 @@ int main(int argc, char **argv)
 		{ "identity", required_argument, NULL, OPT_IDENTITY },
 		{ "watch-timeout", required_argument, NULL, OPT_WATCH_TIMEOUT },
 		{ "service-account-dir", required_argument, NULL, OPT_SA_DIR },
+		{ "merge-node-selector", required_argument, NULL, OPT_MERGE_SEL },
+		{ "merge-toleration", required_argument, NULL, OPT_MERGE_TOL },
+		{ "default-s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT },
+		{ "default-s3-bucket", required_argument, NULL, OPT_S3_BUCKET },
+		{ "default-s3-prefix", required_argument, NULL, OPT_S3_PREFIX },
+		{ "default-s3-region", required_argument, NULL, OPT_S3_REGION },
+		{ "default-s3-secret", required_argument, NULL, OPT_S3_SECRET },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -187,6 +204,8 @@ int main(int argc, char **argv)
 		.ready = http_ready, .metrics = http_metrics, .snapshot = http_snapshot,
 		.log = hook_log, .ctx = &app,
 	};
+	struct session_s3_defaults s3d = { 0 };
+	json_t *merge_sel = json_object(), *merge_tol = json_array();
 	char msg[512], identity[300], host[256] = "localhost";
 	uint64_t wt = 0;
 	int c, r, ret = 1;
@@ -251,6 +270,21 @@ int main(int argc, char **argv)
 			cc.watch_timeout_s = (long)((wt + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
 			break;
 		case OPT_SA_DIR: sa_dir = optarg; break;
+		case OPT_MERGE_SEL:
+		case OPT_MERGE_TOL:
+			r = c == OPT_MERGE_SEL ?
+			    injspec__add_node_selector(merge_sel, optarg, msg, sizeof(msg)) :
+			    injspec__add_toleration(merge_tol, optarg, msg, sizeof(msg));
+			if (r < 0) {
+				log_error("%s", r == -ENOMEM ? "out of memory" : msg);
+				goto usage_err;
+			}
+			break;
+		case OPT_S3_ENDPOINT: s3d.endpoint = optarg; break;
+		case OPT_S3_BUCKET: s3d.bucket = optarg; break;
+		case OPT_S3_PREFIX: s3d.prefix = optarg; break;
+		case OPT_S3_REGION: s3d.region = optarg; break;
+		case OPT_S3_SECRET: s3d.secret = optarg; break;
 		case 'v': log_set_max_level(LOG_DEBUG); break;
 		case 'q': log_set_max_level(LOG_WARNING); break;
 		case 'h': usage(stdout); return 0;
@@ -264,8 +298,24 @@ int main(int argc, char **argv)
 	}
 	if (lc.renew_deadline_ns >= lc.lease_duration_ns || lc.retry_period_ns >= lc.renew_deadline_ns) {
 		log_error("leader election needs retry-period < renew-deadline < lease-duration");
-		return 2;
+		goto usage_err;
 	}
+	if (!merge_sel || !merge_tol) {
+		log_error("out of memory");
+		goto usage_err;
+	}
+	r = session__set_s3_defaults(&s3d, msg, sizeof(msg));
+	if (r < 0) {
+		log_error("%s", r == -ENOMEM ? "out of memory" : msg);
+		goto usage_err;
+	}
+	if (session__s3_defaults_url())
+		log_info("sessions without spec.output.s3 upload to %s%s%s%s%s",
+			 session__s3_defaults_url(), s3d.endpoint ? " at " : "",
+			 s3d.endpoint ? s3d.endpoint : "", s3d.secret ? " with Secret " : "",
+			 s3d.secret ? s3d.secret : "");
+	cc.rc.inj.merge_node_selector = merge_sel;
+	cc.rc.inj.merge_tolerations = merge_tol;
 
 	/* two malloc arenas: many threads, a small steady footprint */
 	mallopt(M_ARENA_MAX, 2);
@@ -279,8 +329,11 @@ int main(int argc, char **argv)
 		r = kube_config__load_kubeconfig(kubeconfig, context, &kcfg, msg, sizeof(msg));
 	else
 		r = kube_config__in_cluster(sa_dir, NULL, NULL, &kcfg, msg, sizeof(msg));
-	if (r < 0)
-		return log_error_errno(r, "Cannot configure the Kubernetes client: %s", msg), 2;
+	if (r < 0) {
+		log_error_errno(r, "Cannot configure the Kubernetes client: %s", msg);
+		ret = 2;
+		goto out;
+	}
 	log_info("API server %s (%s)%s", kcfg->server, kcfg->source,
 		 kcfg->insecure ? ": TLS verification OFF (insecure-skip-tls-verify)" : "");
 
@@ -355,5 +408,12 @@ out:
 	controller__free(app.ctl);
 	httpd__free(app.http);
 	kube_config__free(kcfg);
+	json_decref(merge_sel);
+	json_decref(merge_tol);
+	session__set_s3_defaults(NULL, msg, sizeof(msg));
 	return ret;
+usage_err:
+	json_decref(merge_sel);
+	json_decref(merge_tol);
+	return 2;
 }

@@ -556,6 +556,26 @@ static int carry_results(const struct session *s, json_t *arts, json_t *finds, c
 	return 0;
 }
 
+/* A session without spec.output.s3 took the controller's defaults: condition
+ * OutputDefaulted says which, and an Event the first time. */
+static int add_defaults_condition(json_t *conds, struct reconcile_plan *p,
+				  const struct session *s, int64_t now)
+{
+	const struct session_s3 *o = &s->spec.s3;
+	char msg[600];
+
+	if (!s->spec.s3_defaulted)
+		return 0;
+	snprintf(msg, sizeof(msg), "spec.output.s3 is not given: the controller's defaults are "
+		 "used: bucket %.100s, prefix '%.200s', endpoint %.150s, region %.64s, secretRef %.100s",
+		 o->bucket, o->prefix ? o->prefix : "", o->endpoint ? o->endpoint : "(AWS)",
+		 o->region ? o->region : "(none)", o->secret_name ? o->secret_name :
+		 "(none: no credentials)");
+	if (!old_condition(s, "OutputDefaulted"))
+		add_event(p, false, "DefaultsApplied", "%s", msg);
+	return add_condition(conds, s, "OutputDefaulted", true, "ControllerDefaults", msg, now);
+}
+
 /* A status for a session that fails as a whole before any target ran. */
 static int fail_session(const struct reconcile_input *in, struct reconcile_plan *p,
 			const char *reason, const char *message, const char *resolved_reason)
@@ -831,7 +851,8 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 				goto fail;
 			goto out;
 		}
-		if (add_condition(conds, s, "TargetsResolved", false, "TargetNotFound", msg, in->now_ns))
+		if (add_condition(conds, s, "TargetsResolved", false, "TargetNotFound", msg, in->now_ns) ||
+		    add_defaults_condition(conds, p, s, in->now_ns))
 			goto fail;
 		if (!old_condition(s, "TargetsResolved") ||
 		    strcmp(kj_str(old_condition(s, "TargetsResolved"), "reason") ?: "", "TargetNotFound"))
@@ -943,7 +964,8 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 	}
 	n_arts = json_array_size(arts);
 	snprintf(msg, sizeof(msg), "%zu target%s", in->n_targets, in->n_targets == 1 ? "" : "s");
-	if (add_condition(conds, s, "TargetsResolved", true, "Resolved", msg, in->now_ns))
+	if (add_condition(conds, s, "TargetsResolved", true, "Resolved", msg, in->now_ns) ||
+	    add_defaults_condition(conds, p, s, in->now_ns))
 		goto fail;
 	if (all_done && mr.state == PHASE_UPLOADING) {
 		/* the ranks are done; the merge is not: stop what still runs, but not the merge */

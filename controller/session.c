@@ -170,6 +170,73 @@ static int parse_collectors(struct session *s, const json_t *c)
 	return s->spec.collectors ? 0 : -ENOMEM;
 }
 
+/* --default-s3-*: spec.output.s3 as it would be written; NULL when not set. */
+static json_t *s3_defaults;
+static char s3_defaults_url[1200];
+
+static int parse_s3(struct session *s, const json_t *o);
+
+int session__set_s3_defaults(const struct session_s3_defaults *d, char *why, size_t whylen)
+{
+	struct session probe = { .spec_err = 0 };
+	json_t *o;
+	int r;
+
+	json_decref(s3_defaults);
+	s3_defaults = NULL;
+	s3_defaults_url[0] = '\0';
+	if (!d || !d->bucket || !d->bucket[0]) {
+		if (d && ((d->endpoint && d->endpoint[0]) || (d->prefix && d->prefix[0]) ||
+			  (d->region && d->region[0]) || (d->secret && d->secret[0]))) {
+			snprintf(why, whylen, "--default-s3-endpoint, -prefix, -region and -secret "
+				 "need --default-s3-bucket too");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	o = json_pack("{s:s}", "bucket", d->bucket);
+	if (!o)
+		return -ENOMEM;
+	if ((d->endpoint && d->endpoint[0] &&
+	     json_object_set_new(o, "endpoint", json_string(d->endpoint))) ||
+	    (d->prefix && d->prefix[0] && json_object_set_new(o, "prefix", json_string(d->prefix))) ||
+	    (d->region && d->region[0] && json_object_set_new(o, "region", json_string(d->region))) ||
+	    (d->secret && d->secret[0] &&
+	     json_object_set_new(o, "secretRef", json_pack("{s:s}", "name", d->secret)))) {
+		json_decref(o);
+		return -ENOMEM;
+	}
+	r = parse_s3(&probe, o);
+	if (r == 0 && probe.spec_err) {
+		/* "spec.output.s3.endpoint 'x' is not ..." -> "--default-s3-endpoint 'x' is not ..." */
+		const char *m = probe.spec_msg, *f = strncmp(m, "spec.output.s3.", 15) == 0 ? m + 15 :
+			m;
+
+		if (strncmp(m, "spec.output.s3: ", 16) == 0)
+			snprintf(why, whylen, "--default-s3-bucket and --default-s3-prefix: %s", m + 16);
+		else if (strncmp(f, "secretRef.name", 14) == 0)
+			snprintf(why, whylen, "--default-s3-secret '%.100s' is not a Secret name (a DNS "
+				 "subdomain: lower-case letters, digits, '-' and '.')", d->secret);
+		else
+			snprintf(why, whylen, "--default-s3-%s", f);
+		r = -EINVAL;
+	}
+	spec_clear(&probe.spec);
+	if (r < 0) {
+		json_decref(o);
+		return r;
+	}
+	s3_defaults = o;
+	snprintf(s3_defaults_url, sizeof(s3_defaults_url), "s3://%s/%s", d->bucket,
+		 d->prefix ? d->prefix : "");
+	return 0;
+}
+
+const char *session__s3_defaults_url(void)
+{
+	return s3_defaults ? s3_defaults_url : NULL;
+}
+
 static int parse_s3(struct session *s, const json_t *o)
 {
 	struct session_s3 *d = &s->spec.s3;
@@ -180,6 +247,9 @@ static int parse_s3(struct session *s, const json_t *o)
 	char url[1100];
 	int r;
 
+	if (!o && !bucket)
+		BAD("spec.output.s3 is required: artifacts go to S3-compatible storage (or start "
+		    "aiprof-controller with --default-s3-bucket, the chart's s3.bucket value)");
 	if (!json_is_object(o) || !bucket)
 		BAD("spec.output.s3.bucket is required: artifacts go to S3-compatible storage");
 	snprintf(url, sizeof(url), "s3://%s/%s", bucket, prefix ? prefix : "");
@@ -329,7 +399,12 @@ static int parse_spec(struct session *s, const json_t *spec)
 			BAD("spec.injection.method '%.40s': use Ptrace or EBPFOnly", method);
 	}
 
-	r = parse_s3(s, kj_get(spec, "output.s3"));
+	if (!kj_get(spec, "output.s3") && s3_defaults) {
+		sp->s3_defaulted = true;
+		r = parse_s3(s, s3_defaults);
+	} else {
+		r = parse_s3(s, kj_get(spec, "output.s3"));
+	}
 	if (r < 0 || s->spec_err)
 		return r;
 

@@ -65,6 +65,7 @@ struct session_spec {
 	enum inj_mode mode;
 	enum inj_method method;
 	struct session_s3 s3;
+	bool s3_defaulted;      /* spec.output.s3 was absent: s3 holds the controller's defaults */
 	int64_t ttl_s;          /* ttlSecondsAfterFinished, -1 to keep the session */
 };
 
@@ -91,6 +92,25 @@ struct session {
 int session__from_json(const json_t *j, struct session **ret);
 struct session *session__ref(struct session *s);
 void session__unref(struct session *s);  /* NULL-safe */
+
+/*
+ * Where a session's artifacts go when its spec has no output.s3: aiprof-controller's
+ * --default-s3-* flags. All or nothing: a session that gives output.s3 takes none of them
+ * (its own endpoint never gets the default Secret's credentials). secret is the NAME of a
+ * Secret looked up in each session's own namespace; the controller never reads it.
+ */
+struct session_s3_defaults {
+	const char *endpoint, *bucket, *prefix, *region, *secret;   /* NULL or "": not set */
+};
+
+/*
+ * Sets the defaults every later session__from_json() applies (once, before the threads
+ * start; a NULL bucket clears them). Returns 0, -EINVAL (why says which value is wrong and
+ * what it should be), -ENOMEM.
+ */
+int session__set_s3_defaults(const struct session_s3_defaults *d, char *why, size_t whylen);
+/* "s3://bucket/prefix" of the defaults in force, or NULL when there are none. */
+const char *session__s3_defaults_url(void);
 
 /* A short stable id of the session (first 10 hex of SHA-256 of its UID and salt). */
 void session__short_id(const char *uid, const char *salt, char out[11]);

@@ -252,6 +252,154 @@ static void test_session_spec(void **state)
 	check_spec_error("{\"ttlSecondsAfterFinished\":-1}", "ttlSecondsAfterFinished");
 }
 
+/* A session as session_json() makes it, without spec.output. */
+static struct session *session_without_output(void)
+{
+	json_t *j = session_json(NULL);
+
+	json_object_del(json_object_get(j, "spec"), "output");
+	return session_from(j);
+}
+
+static void test_s3_defaults(void **state)
+{
+	static const struct session_s3_defaults d = {
+		.endpoint = "https://minio.example.com:9000", .bucket = "team-profiles",
+		.prefix = "aiprof", .region = "eu-west-1", .secret = "aiprof-s3",
+	};
+	struct world w = { .now = T0 + SEC };
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct reconcile_plan p;
+	struct session *s;
+	const json_t *cond;
+	char why[300], *dump;
+
+	(void)state;
+	/* no defaults: a session without output.s3 is refused, and told about the flag */
+	assert_int_equal(session__set_s3_defaults(NULL, why, sizeof(why)), 0);
+	assert_null(session__s3_defaults_url());
+	s = session_without_output();
+	assert_int_equal(s->spec_err, -EINVAL);
+	assert_non_null(strstr(s->spec_msg, "spec.output.s3 is required"));
+	assert_non_null(strstr(s->spec_msg, "--default-s3-bucket"));
+	session__unref(s);
+
+	/* bad defaults are refused, saying which flag */
+	{
+		static const struct { struct session_s3_defaults d; const char *needle; } bad[] = {
+			{ { .bucket = "ok-bucket", .endpoint = "ftp://x" }, "--default-s3-endpoint 'ftp://x'" },
+			{ { .bucket = "ok-bucket", .region = "a b" }, "--default-s3-region" },
+			{ { .bucket = "ok-bucket", .secret = "Bad_Name" }, "--default-s3-secret 'Bad_Name'" },
+			{ { .bucket = "ok-bucket", .prefix = "a//b" }, "--default-s3-prefix" },
+			{ { .bucket = "x" }, "--default-s3-bucket" },
+			{ { .secret = "s3" }, "need --default-s3-bucket" },
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			why[0] = '\0';
+			assert_int_equal(session__set_s3_defaults(&bad[i].d, why, sizeof(why)), -EINVAL);
+			if (!strstr(why, bad[i].needle))
+				fail_msg("case %zu: '%s' (wanted '%s')", i, why, bad[i].needle);
+			assert_null(session__s3_defaults_url());
+		}
+	}
+
+	assert_int_equal(session__set_s3_defaults(&d, why, sizeof(why)), 0);
+	assert_string_equal(session__s3_defaults_url(), "s3://team-profiles/aiprof");
+	/* a session that names its own output takes none of them */
+	s = session_from(session_json(NULL));
+	assert_int_equal(s->spec_err, 0);
+	assert_false(s->spec.s3_defaulted);
+	assert_string_equal(s->spec.s3.bucket, "profiles");
+	assert_string_equal(s->spec.s3.endpoint, "https://s3.example.com");
+	assert_string_equal(s->spec.s3.secret_name, "s3-creds");
+	session__unref(s);
+
+	/* one without: every default, the secret by name in its own namespace */
+	w.s = session_without_output();
+	assert_int_equal(w.s->spec_err, 0);
+	assert_true(w.s->spec.s3_defaulted);
+	assert_string_equal(w.s->spec.s3.bucket, "team-profiles");
+	assert_string_equal(w.s->spec.s3.prefix, "aiprof");
+	assert_string_equal(w.s->spec.s3.region, "eu-west-1");
+	assert_string_equal(w.s->spec.s3.secret_name, "aiprof-s3");
+	assert_string_equal(w.s->spec.s3.key_id_key, "AWS_ACCESS_KEY_ID");
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	w.n = 1;
+	plan(&w, &p);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
+	dump = json_dumps(p.actions[0].body, JSON_COMPACT);
+	assert_non_null(strstr(dump, "\"s3://team-profiles/aiprof/train/slow-step/trainer-0\""));
+	assert_non_null(strstr(dump, "\"secretName\":\"aiprof-s3\""));
+	assert_non_null(strstr(dump, "https://minio.example.com:9000"));
+	free(dump);
+	/* the status and an Event say which defaults were used */
+	cond = condition(p.status, "OutputDefaulted");
+	assert_non_null(cond);
+	assert_string_equal(kj_str(cond, "status"), "True");
+	assert_string_equal(kj_str(cond, "reason"), "ControllerDefaults");
+	assert_non_null(strstr(kj_str(cond, "message"), "bucket team-profiles, prefix 'aiprof', "
+			       "endpoint https://minio.example.com:9000, region eu-west-1, "
+			       "secretRef aiprof-s3"));
+	assert_true(has_event(&p, "DefaultsApplied"));
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	/* once */
+	w.s->spec.s3_defaulted = true;
+	plan(&w, &p);
+	assert_false(has_event(&p, "DefaultsApplied"));
+	reconcile_plan__release(&p);
+	session__unref(w.s);
+	kpod__unref(target);
+	assert_int_equal(session__set_s3_defaults(NULL, why, sizeof(why)), 0);
+
+	/* the merge pod's scheduling knobs */
+	{
+		struct injector_config ic = { .image = "aiprof:test" };
+		const char *src[] = { "s3://b/p/1", "s3://b/p/2" };
+		json_t *mp;
+
+		ic.merge_node_selector = json_object();
+		ic.merge_tolerations = json_array();
+		assert_int_equal(injspec__add_node_selector(ic.merge_node_selector,
+							    "kubernetes.io/os=linux", why, sizeof(why)), 0);
+		assert_int_equal(injspec__add_toleration(ic.merge_tolerations,
+							 "nvidia.com/gpu:NoSchedule", why, sizeof(why)), 0);
+		assert_int_equal(injspec__add_toleration(ic.merge_tolerations, "pool=batch",
+							 why, sizeof(why)), 0);
+		assert_int_equal(injspec__add_node_selector(ic.merge_node_selector, "novalue",
+							    why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "KEY=VALUE"));
+		assert_int_equal(injspec__add_toleration(ic.merge_tolerations, "a:Sometimes",
+							 why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "NoExecute"));
+		assert_int_equal(injspec__add_toleration(ic.merge_tolerations, "bad key",
+							 why, sizeof(why)), -EINVAL);
+		s = session_from(session_json(NULL));
+		mp = injspec__merge_pod(&ic, s, src, 2);
+		assert_non_null(mp);
+		dump = json_dumps(kj_get(mp, "spec.nodeSelector"), JSON_COMPACT);
+		assert_string_equal(dump, "{\"kubernetes.io/os\":\"linux\"}");
+		free(dump);
+		dump = json_dumps(kj_get(mp, "spec.tolerations"), JSON_COMPACT | JSON_SORT_KEYS);
+		assert_string_equal(dump, "[{\"effect\":\"NoSchedule\",\"key\":\"nvidia.com/gpu\","
+				    "\"operator\":\"Exists\"},{\"key\":\"pool\",\"operator\":\"Equal\","
+				    "\"value\":\"batch\"}]");
+		free(dump);
+		json_decref(mp);
+		/* none given: none set */
+		json_object_clear(ic.merge_node_selector);
+		json_array_clear(ic.merge_tolerations);
+		mp = injspec__merge_pod(&ic, s, src, 2);
+		assert_null(kj_get(mp, "spec.nodeSelector"));
+		assert_null(kj_get(mp, "spec.tolerations"));
+		json_decref(mp);
+		session__unref(s);
+		json_decref(ic.merge_node_selector);
+		json_decref(ic.merge_tolerations);
+	}
+}
+
 /* ---- the planner ---------------------------------------------------------------------- */
 
 static void test_finalizer_first(void **state)
@@ -1287,6 +1435,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_session_spec),
+		cmocka_unit_test(test_s3_defaults),
 		cmocka_unit_test(test_finalizer_first),
 		cmocka_unit_test(test_invalid_and_foreign),
 		cmocka_unit_test(test_target_missing),
