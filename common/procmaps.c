@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "procmaps.h"
+#include "readfile.h"
 
 #define DELETED_SUFFIX " (deleted)"
 #define MAPS_MAX_BYTES (256u << 20)  /* far beyond any real process; stops runaway reads */
@@ -224,45 +225,19 @@ fail:
 	return r;
 }
 
-/* One read of the whole file, parsed. */
+/* One read of the whole file from its start, parsed. */
 static int maps_read_once(int fd, struct maps **ret)
 {
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	size_t len = 0;
 	int r;
 
-	for (;;) {
-		ssize_t n;
-
-		if (cap - len < 4096) {
-			size_t ncap = cap ? cap * 2 : 65536;
-			char *nb;
-
-			if (ncap > MAPS_MAX_BYTES) {
-				r = -EFBIG;
-				goto out;
-			}
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				r = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		n = pread(fd, buf + len, cap - len, (off_t)len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	r = readfile_fd(fd, MAPS_MAX_BYTES, 0, &buf, &len);
+	if (r < 0)
+		return r;
 	r = maps__parse(buf, len, ret);
-out:
 	free(buf);
 	return r;
 }

@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cron.h"
+#include "readfile.h"
+
+#define TZ_FILE_MAX (1u << 20)  /* a TZif file is a few KiB; refuse anything past 1 MiB */
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *msg, size_t msglen, const char *fmt, ...)
@@ -682,49 +685,11 @@ static bool tz_name_ok(const char *name)
 	return true;
 }
 
-static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	uint8_t *buf = NULL;
-	size_t got = 0;
-	int err;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
-		err = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		goto fail;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	err = -ENOMEM;
-	if (!buf)
-		goto fail;
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		err = n < 0 ? -errno : -EIO;
-		if (n <= 0)
-			goto fail;
-		got += (size_t)n;
-	}
-	close(fd);
-	*ret = buf;
-	*ret_len = got;
-	return 0;
-fail:
-	free(buf);
-	close(fd);
-	return err;
-}
-
 int tz__load(const char *dir, const char *name, const struct tz **ret, char *msg,
 	     size_t msglen)
 {
 	char path[512];
-	uint8_t *buf = NULL;
+	char *buf = NULL;
 	size_t len = 0;
 	struct tz *z = NULL;
 	struct tz_entry *e;
@@ -749,7 +714,7 @@ int tz__load(const char *dir, const char *name, const struct tz **ret, char *msg
 	pthread_mutex_unlock(&tz_lock);
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	r = read_file(path, &buf, &len);
+	r = readfile(path, TZ_FILE_MAX, READFILE_REGULAR, &buf, &len);
 	if (r == -ENOENT || r == -ENOTDIR || r == -EISDIR) {
 		fail(msg, msglen, "unknown time zone '%s' (no such zone in %s)", name, dir);
 		return r == -EISDIR ? -EINVAL : -ENOENT;

@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include "kubeclient.h"
+#include "readfile.h"
 
 #define BODY_MAX (256u << 20)   /* a non-streamed answer larger than this is refused */
 #define ERRBODY_MAX (64u << 10) /* what is kept of an error answer */
@@ -270,7 +271,7 @@ static int current_token(struct kube_client *c, bool force, const char **ret)
 		*ret = c->token;
 		return 0;
 	}
-	r = read_file_max(c->cfg->token_file, TOKEN_MAX, &buf, &len);
+	r = readfile(c->cfg->token_file, TOKEN_MAX, 0, &buf, &len);
 	if (r < 0) {
 		*ret = c->token;
 		return c->token ? 0 : r;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "b64.h"
 #include "kubeconfig.h"
+#include "readfile.h"
 #include "yamljson.h"
 
 #define KUBECONFIG_MAX (4u << 20)
@@ -37,70 +38,6 @@ void kube_config__free(struct kube_config *c)
 	free(c->namespace);
 	free(c->source);
 	free(c);
-}
-
-int read_file_max(const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd, err = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n;
-
-		if (cap - len < 4096 + 1) {
-			size_t ncap = cap ? cap * 2 : 8192;
-			char *nb;
-
-			if (cap > max + 4096) {
-				err = -E2BIG;
-				goto fail;
-			}
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				err = -ENOMEM;
-				goto fail;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > max) {
-			err = -E2BIG;
-			goto fail;
-		}
-	}
-	if (!buf) {
-		buf = malloc(1);
-		if (!buf) {
-			err = -ENOMEM;
-			goto fail;
-		}
-	}
-	buf[len] = '\0';
-	*ret = buf;
-	if (ret_len)
-		*ret_len = len;
-	buf = NULL;
-fail:
-	if (buf) {
-		explicit_bzero(buf, cap);
-		free(buf);
-	}
-	close(fd);
-	return err;
 }
 
 /* The entry named name in docs[i][list] (a list of {name, <field>: {...}}), first file first. */
@@ -337,7 +274,7 @@ int kube_config__load_kubeconfig(const char *paths, const char *context,
 			continue;
 		if (!first)
 			first = p;
-		err = read_file_max(p, KUBECONFIG_MAX, &buf, &len);
+		err = readfile(p, KUBECONFIG_MAX, 0, &buf, &len);
 		if (err == -ENOENT && npaths > 1) {
 			err = 0;
 			continue;
@@ -445,7 +382,7 @@ int kube_config__in_cluster(const char *sa_dir, const char *host, const char *po
 		char path[4096];
 
 		snprintf(path, sizeof(path), "%s/namespace", sa_dir);
-		if (read_file_max(path, 253, &ns, &nslen) == 0) {
+		if (readfile(path, 253, 0, &ns, &nslen) == 0) {
 			while (nslen && (ns[nslen - 1] == '\n' || ns[nslen - 1] == ' '))
 				ns[--nslen] = '\0';
 		}

@@ -64,8 +64,4 @@ int kube_config__load_kubeconfig(const char *paths, const char *context,
 int kube_config__in_cluster(const char *sa_dir, const char *host, const char *port,
 			    struct kube_config **ret, char *msg, size_t msglen);
 
-/* Reads a whole small file (at most max bytes) as a NUL-terminated buffer. O_CLOEXEC.
- * Returns 0, -E2BIG, or the open/read errno. */
-int read_file_max(const char *path, size_t max, char **ret, size_t *ret_len);
-
 #endif

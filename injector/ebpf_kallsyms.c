@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "ebpf_kallsyms.h"
+#include "readfile.h"
 
 #define KSYMS_MAX_FILE (256u << 20)   /* refuse to read more than this */
 #define KSYMS_PAST_LAST (1u << 20)
@@ -193,46 +194,14 @@ fail:
 int ksyms__load(const char *path, struct ksyms **ret)
 {
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd, r;
+	size_t len = 0;
+	int r;
 
-	fd = open(path ? path : "/proc/kallsyms", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 1 << 20;
-			char *nb;
-
-			if (ncap > KSYMS_MAX_FILE) {
-				r = -EFBIG;
-				goto out;
-			}
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				r = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
+	r = readfile(path ? path : "/proc/kallsyms", KSYMS_MAX_FILE, 0, &buf, &len);
+	if (r < 0)
+		return r;
 	r = ksyms__parse(buf, len, ret);
-out:
 	free(buf);
-	close(fd);
 	return r;
 }
 

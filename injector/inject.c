@@ -64,12 +64,15 @@
 #include "inject.h"
 #include "procmaps.h"
 #include "procsyms.h"
+#include "readfile.h"
 #include "timeutil.h"
 #include "event.h"
 
 #ifndef __x86_64__
 #error "the injector supports x86_64 targets only for now"
 #endif
+
+#define INJECT_LIB_MAX (1u << 30)  /* a library larger than this is not libaiprof.so */
 
 /* ---- the worker stub, copied into the target --------------------------------------- */
 
@@ -627,44 +630,6 @@ static int call6(struct tracee *t, uint64_t fn, uint64_t a0, uint64_t a1, uint64
 
 /* ---- putting it together -------------------------------------------------------------- */
 
-static int read_file(const char *path, void **ret_buf, size_t *ret_len)
-{
-	struct stat st;
-	void *buf = NULL;
-	size_t off = 0;
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	buf = malloc((size_t)st.st_size ? (size_t)st.st_size : 1);
-	if (!buf) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	while (off < (size_t)st.st_size) {
-		ssize_t n = read(fd, (char *)buf + off, (size_t)st.st_size - off);
-
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			goto fail;
-		}
-		off += (size_t)n;
-	}
-	close(fd);
-	*ret_buf = buf;
-	*ret_len = off;
-	return 0;
-fail:
-	free(buf);
-	close(fd);
-	return r;
-}
-
 /* Copies the library into a memfd the target owns: /proc/PID/fd/N opened from here. */
 static int fill_target_memfd(pid_t pid, int fd, const void *lib, size_t len)
 {
@@ -889,7 +854,7 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 	sigset_t chld, oldmask;
 	pid_t tids[256];
 	size_t ntids = 0;
-	void *lib = NULL;
+	char *lib = NULL;
 	size_t lib_len = 0;
 	bool direct = false, injected = false;
 	char path[64];
@@ -900,7 +865,7 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 		rep->how = INJECT_ALREADY_LOADED;
 		return 0;
 	}
-	r = read_file(opts->lib_path, &lib, &lib_len);
+	r = readfile(opts->lib_path, INJECT_LIB_MAX, READFILE_REGULAR, &lib, &lib_len);
 	if (r < 0) {
 		snprintf(rep->message, sizeof(rep->message), "cannot read %s: %s (use --lib or "
 			 "AIPROF_LIB to point at libaiprof.so)", opts->lib_path, strerror(-r));

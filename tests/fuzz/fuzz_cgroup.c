@@ -2,7 +2,7 @@
 /*
  * libFuzzer target for the /proc/PID/cgroup parser behind --container-id and
  * --container-name: lines, membership of a container and the cgroup key.
- * FUZZ_SOURCES: injector/container.c common/procmaps.c
+ * FUZZ_SOURCES: injector/container.c common/procmaps.c common/readfile.c
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * next times from a time taken from the input, in UTC and in a POSIX zone), a POSIX TZ
  * string, or a TZif file. Next times must lie strictly after the start, on a minute of the
  * zone's wall clock, and the schedule's missed-time count must be consistent.
- * FUZZ_SOURCES: controller/cron.c
+ * FUZZ_SOURCES: controller/cron.c common/readfile.c
  * FUZZ_ARGS: -max_len=4096
  */
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * libFuzzer target for the ELF reader: a file in memory, then everything a caller does
  * with it (info, build-id, name -> symbol, address -> symbol, load bias). The demangler is
  * the C++ runtime's and is not fuzzed here.
- * FUZZ_SOURCES: common/elfsym.c common/procmaps.c
+ * FUZZ_SOURCES: common/elfsym.c common/procmaps.c common/readfile.c
  * FUZZ_LIBS: -lelf -lz
  * FUZZ_ARGS: -max_len=65536
  */

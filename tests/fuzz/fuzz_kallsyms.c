@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for ksyms__parse() (/proc/kallsyms text) and lookups in its result.
- * FUZZ_SOURCES: injector/ebpf_kallsyms.c
+ * FUZZ_SOURCES: injector/ebpf_kallsyms.c common/readfile.c
  */
 #include <stddef.h>
 #include <stdint.h>

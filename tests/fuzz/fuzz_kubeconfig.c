@@ -3,7 +3,7 @@
  * libFuzzer target for the kubeconfig reader: YAML -> JSON (libyaml events, aliases and
  * merge keys refused, depth capped) and the resolution of contexts, clusters and users,
  * with base64 decoding of the *-data fields.
- * FUZZ_SOURCES: controller/yamljson.c controller/kubeconfig.c controller/b64.c
+ * FUZZ_SOURCES: controller/yamljson.c controller/kubeconfig.c controller/b64.c common/readfile.c
  * FUZZ_LIBS: -lyaml -ljansson
  * FUZZ_ARGS: -max_len=16384
  */

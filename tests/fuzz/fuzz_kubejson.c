@@ -4,7 +4,7 @@
  * streams split as they arrive (in chunks whose sizes the input picks), each piece decoded
  * as a Pod (struct kpod) and a ProfilingSession (spec validation, selector), watch events,
  * and Status error bodies.
- * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c
+ * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml
  * FUZZ_ARGS: -max_len=65536
  */

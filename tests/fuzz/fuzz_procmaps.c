@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for maps__parse() and what is built on its result.
- * FUZZ_SOURCES: common/procmaps.c
+ * FUZZ_SOURCES: common/procmaps.c common/readfile.c
  */
 #include <stddef.h>
 #include <stdint.h>

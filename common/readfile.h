@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* common/readfile: read a whole file into one growing, NUL-terminated buffer, up to a limit. */
+#ifndef AIPROF_COMMON_READFILE_H
+#define AIPROF_COMMON_READFILE_H
+
+#include <stddef.h>
+
+/* Refuse anything but a regular file (a FIFO would block, a device never end): -EINVAL;
+ * a folder is -EISDIR with or without it. */
+#define READFILE_REGULAR 0x1u
+
+/* Reads fd from its current offset to end of file into *ret (NUL-terminated; the NUL is not
+ * counted in *ret_len, which may be NULL). More than max bytes: -EFBIG. Other failures are
+ * -errno (EINTR is retried). On failure the partial buffer is wiped (it may hold a secret),
+ * freed, and *ret / *ret_len are untouched. Caller frees *ret. The fd stays open. */
+int readfile_fd(int fd, size_t max, unsigned flags, char **ret, size_t *ret_len);
+
+/* The same for the file at path (opened O_CLOEXEC | O_NOCTTY). */
+int readfile(const char *path, size_t max, unsigned flags, char **ret, size_t *ret_len);
+
+#endif
