@@ -52,6 +52,7 @@ struct rank_state {
 	bool aligned;                 /* has a clock offset from the collectives */
 	int64_t offset_ns;            /* subtracted from its times */
 	struct merge_fit fit;
+	bool gpu;                     /* aligned on GPU kernel ends (else host call ends) */
 	long newpid;                  /* merged pid of its world process */
 	/* lateness over the collectives every aligned rank has */
 	uint64_t *late;
@@ -69,6 +70,7 @@ struct merge {
 	size_t skew_n;                /* collectives seen on at least two aligned ranks */
 	uint64_t spread_p50, spread_max; /* max - min end of a collective over the ranks */
 	uint64_t period_ns;           /* step period of the reference rank's collectives */
+	size_t skew_gpu;              /* of skew_n, compared on GPU kernel ends */
 	json_t *findings, *warnings;
 };
 
@@ -196,14 +198,34 @@ static int align(struct merge *m)
 		}
 		x->aligned = true;
 		x->offset_ns = x->fit.offset_ns;
+		x->gpu = x->fit.gpu;
 		if (x->fit.ambiguous)
 			warn(m, "%s: the match of its collectives with the reference rank's is ambiguous (best fit "
 			     "%.1f us, another shift %.1f us): a very regular workload; the best-agreeing "
 			     "match was taken", name, (double)x->fit.mad_ns / 1e3, (double)x->fit.runner_up_mad_ns / 1e3);
 	}
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < m->n; i++) {
 		m->aligned += m->r[i].aligned;
+		/* the reference is on the GPU basis when some rank was aligned on it */
+		if (i != m->ref && m->r[i].aligned && m->r[i].gpu && m->ref < m->n)
+			m->r[m->ref].gpu = true;
+	}
+	if (m->ref < m->n && m->r[m->ref].gpu)
+		for (size_t i = 0; i < m->n; i++)
+			if (i != m->ref && m->r[i].aligned && !m->r[i].gpu) {
+				rank_name(&m->r[i], name, sizeof(name));
+				warn(m, "%s (%s) was aligned on the host ends of its collective calls (too few of its "
+				     "collectives have a GPU kernel record: CUPTI unavailable in it?), the others on "
+				     "their GPU kernel ends: its offset carries the host's wake-up noise",
+				     name, m->r[i].s.label);
+			}
 	return 0;
+}
+
+/* The end of x's collective j on the basis it was aligned on; 0 when it has none there. */
+static uint64_t coll_end(const struct rank_state *x, long j)
+{
+	return x->gpu ? x->s.coll[j].gpu_end_ns : x->s.coll[j].end_ns;
 }
 
 /* Index of collective g (the reference rank's numbering) on rank x, or -1. */
@@ -301,16 +323,19 @@ static int refine_offsets(struct merge *m, long gmin, long gmax)
 				long j = coll_at(x, g);
 				size_t no = 0;
 
-				if (j < 0)
+				if (j < 0 || !coll_end(x, j))
 					continue;
+				/* against the others' ends on the same basis */
 				for (size_t k = 0; k < m->n; k++) {
-					long jk = coll_at(&m->r[k], g);
+					const struct rank_state *y = &m->r[k];
+					long jk = coll_at(y, g);
 
-					if (k != i && jk >= 0 && m->r[k].s.coll[jk].sig == x->s.coll[j].sig)
-						o[no++] = (int64_t)m->r[k].s.coll[jk].end_ns - m->r[k].offset_ns;
+					if (k != i && jk >= 0 && y->s.coll[jk].sig == x->s.coll[j].sig)
+						if (x->gpu ? y->gpu && y->s.coll[jk].gpu_end_ns : !y->gpu)
+							o[no++] = (int64_t)coll_end(y, jk) - y->offset_ns;
 				}
 				if (no)
-					d[nd++] = (int64_t)x->s.coll[j].end_ns - merge_median_i64(o, no);
+					d[nd++] = (int64_t)coll_end(x, j) - merge_median_i64(o, no);
 			}
 			if (nd >= MERGE_MIN_MATCHED)
 				next[i] = merge_median_i64(d, nd);
@@ -366,8 +391,15 @@ static int analyse_collectives(struct merge *m)
 	for (long g = gmin; g <= gmax; g++) {
 		uint64_t emin = UINT64_MAX, emax = 0, smin = UINT64_MAX, smax = 0, sig = 0;
 		size_t present = 0, last = 0;
-		bool same = true;
+		bool same = true, gpu = true;
 
+		/* GPU kernel ends when every rank that has the collective has one */
+		for (size_t i = 0; i < m->n; i++) {
+			long j = coll_at(&m->r[i], g);
+
+			if (j >= 0 && !m->r[i].s.coll[j].gpu_end_ns)
+				gpu = false;
+		}
 		for (size_t i = 0; i < m->n; i++) {
 			const struct rank_state *x = &m->r[i];
 			long j = coll_at(x, g);
@@ -376,7 +408,7 @@ static int analyse_collectives(struct merge *m)
 			if (j < 0)
 				continue;
 			s = corr(x, x->s.coll[j].start_ns);
-			e = corr(x, x->s.coll[j].end_ns);
+			e = corr(x, gpu ? x->s.coll[j].gpu_end_ns : x->s.coll[j].end_ns);
 			ends[present] = (int64_t)e;
 			if (present++ == 0)
 				sig = x->s.coll[j].sig;
@@ -393,6 +425,7 @@ static int analyse_collectives(struct merge *m)
 		if (present < 2 || !same)
 			continue;
 		spread[nspread++] = emax - emin;
+		m->skew_gpu += gpu;
 		/* each rank's end against the median end of the others (leave one out: with two
 		 * ranks, each one's residual is the whole gap between them) */
 		qsort(ends, present, sizeof(*ends), cmp_i64);
@@ -920,6 +953,25 @@ static double us(uint64_t ns)
 	return (double)merge_round((double)ns) / 1e3;
 }
 
+/* How many of x's world collectives have a GPU kernel end. */
+static size_t gpu_ends(const struct rank_state *x)
+{
+	size_t n = 0;
+
+	for (size_t j = 0; j < x->s.ncoll; j++)
+		n += x->s.coll[j].gpu_end_ns != 0;
+	return n;
+}
+
+static const char *basis(const struct merge *m)
+{
+	size_t gpu = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		gpu += m->r[i].aligned && m->r[i].gpu;
+	return !m->aligned ? "none" : gpu == m->aligned ? "gpu_kernel_end" : gpu ? "mixed" : "host_call_end";
+}
+
 static json_t *rank_json(const struct rank_state *x, size_t idx)
 {
 	char name[300];
@@ -945,13 +997,15 @@ static json_t *rank_json(const struct rank_state *x, size_t idx)
 			json_array_append_new(own, json_pack("{s:O,s:O*,s:O*}", "category", c, "severity", s,
 							     "summary", t));
 	}
-	j = json_pack("{s:i,s:i,s:s,s:s,s:s?,s:s?,s:s?,s:I,s:I,s:I,s:I,s:b,s:f,s:I,s:I,s:f,s:b,s:f,s:f,"
+	j = json_pack("{s:i,s:i,s:s,s:s,s:s?,s:s?,s:s?,s:I,s:I,s:I,s:I,s:b,s:s?,s:I,s:f,s:I,s:I,s:f,s:b,s:f,s:f,"
 		      "s:f,s:f,s:f,s:I,s:I,s:o}",
 		      "rank", x->s.rank, "nranks", x->s.nranks, "name", name, "source", x->s.label,
 		      "pod", x->s.pod, "host", x->s.host, "session", x->s.session,
 		      "pid", (json_int_t)(((long)(idx + 1) << PID_SHIFT) | (x->s.pid & ((1L << PID_SHIFT) - 1))),
 		      "original_pid", (json_int_t)x->s.pid, "tid", (json_int_t)x->s.tid,
 		      "collectives", (json_int_t)x->s.ncoll, "aligned", x->aligned,
+		      "alignment_basis", !x->aligned ? NULL : x->gpu ? "gpu_kernel_end" : "host_call_end",
+		      "gpu_kernel_ends", (json_int_t)gpu_ends(x),
 		      "offset_us", (double)x->offset_ns / 1e3, "shift", (json_int_t)x->fit.shift,
 		      "matched", (json_int_t)x->fit.matched, "fit_mad_us", us(x->fit.mad_ns),
 		      "ambiguous", x->fit.ambiguous,
@@ -973,14 +1027,17 @@ static json_t *build_summary(struct merge *m)
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; i < m->n; i++)
 		json_array_append_new(ranks, rank_json(&m->r[i], i));
-	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
+	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:s,s:I,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
 		      "schema", "aiprof.merge/v1", "aiprof_version", AIPROF_VERSION, "created", created,
 		      "reference_rank", m->ref < m->n ? m->r[m->ref].s.rank : -1,
 		      "aligned_ranks", (json_int_t)m->aligned, "ranks", ranks,
-		      "alignment", "method", "collective end times: median offset over collectives matched by order "
-		      "in the world communicator",
+		      "alignment", "method", "collective end times (GPU kernel ends where the ranks have them, "
+		      "else host call ends): median offset over collectives matched by number in the world "
+		      "communicator",
+		      "basis", basis(m),
 		      "collectives_matched_all_ranks", (json_int_t)m->complete,
 		      "collectives_compared", (json_int_t)m->skew_n,
+		      "collectives_compared_on_gpu", (json_int_t)m->skew_gpu,
 		      "residual_skew_us", "p50", us(m->skew_p50), "max", us(m->skew_max), "collectives",
 		      (json_int_t)m->skew_n, "end_spread_us", "p50", us(m->spread_p50), "max", us(m->spread_max),
 		      "step_period_us", us(m->period_ns), "findings", m->findings, "warnings", m->warnings);
@@ -1274,8 +1331,9 @@ static int merge_run(int argc, char **argv, struct run *run)
 		goto out;
 	}
 	if (m.ref < m.n)
-		log_info("merged %zu ranks on rank %d's clock: residual skew p50 %.1f us, max %.1f us over %zu collectives",
-			 m.n, m.r[m.ref].s.rank, (double)m.skew_p50 / 1e3, (double)m.skew_max / 1e3, m.skew_n);
+		log_info("merged %zu ranks on rank %d's clock (aligned on %s): residual skew p50 %.1f us, max %.1f us "
+			 "over %zu collectives", m.n, m.r[m.ref].s.rank, basis(&m), (double)m.skew_p50 / 1e3,
+			 (double)m.skew_max / 1e3, m.skew_n);
 	run->findings = json_array_size(m.findings);
 	if (run->term) {
 		size_t i;

@@ -34,11 +34,14 @@
 
 /* One collective of one rank, in that rank's clock. sig: op and size, equal across ranks.
  * seq: its number in the communicator as the rank's library counted (timeline arg "seq"),
- * increasing along the array; 0 in any element: the array's order is used instead. */
+ * increasing along the array; 0 in any element: the array's order is used instead.
+ * start_ns/end_ns: the host call; gpu_end_ns: the end of the kernel the call launched (a
+ * CUPTI kernel record linked to the call by its correlation id), 0 when unknown. */
 struct merge_coll {
 	uint64_t start_ns, end_ns;
 	uint64_t sig;
 	uint64_t seq;
+	uint64_t gpu_end_ns;
 };
 
 struct merge_fit {
@@ -49,6 +52,8 @@ struct merge_fit {
 	uint64_t mad_ns;          /* median |residual| of the matched ends after correction */
 	bool ambiguous;           /* another shift fits almost as well (periodic, no jitter) */
 	uint64_t runner_up_mad_ns;/* the best other shift's MAD, UINT64_MAX when none */
+	bool gpu;                 /* the ends compared were GPU kernel ends (see merge_fit_offset) */
+	size_t gpu_matched;       /* matched pairs with a GPU end on both sides */
 };
 
 #define MERGE_MIN_MATCHED 3
@@ -56,7 +61,10 @@ struct merge_fit {
 /*
  * Finds the shift and offset that put x's collectives on ref's clock (see the file comment).
  * A shift counts only when at least 90% of its matched pairs have equal signatures and at
- * least MERGE_MIN_MATCHED (or min(nref, nx) when smaller, but >= 1) pairs overlap.
+ * least MERGE_MIN_MATCHED (or min(nref, nx) when smaller, but >= 1) pairs overlap. At a
+ * shift where at least that many pairs, and at least half of the pairs, have GPU kernel ends
+ * on both sides, only those pairs are compared, on their GPU ends (the shared moment of an
+ * asynchronous collective; no host wake-up in it); otherwise the host call ends of all.
  * Returns 0 with *ret filled (ret->ok false when nothing could be matched), -ENOMEM.
  */
 int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,

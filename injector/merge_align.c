@@ -217,7 +217,8 @@ int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct 
 		nkeep = screen_shifts(ref, nref, x, nx, need, keep);
 	for (long shift = (long)ref[0].seq - (long)x[nx - 1].seq, cand = 0;
 	     screened ? cand < (long)nkeep : shift <= (long)ref[nref - 1].seq - (long)x[0].seq; shift++, cand++) {
-		size_t m, n = 0, bad = 0, limit;
+		size_t m, n = 0, ngpu = 0, bad = 0, limit;
+		bool gpu;
 		int64_t off;
 		uint64_t mad;
 
@@ -236,16 +237,30 @@ int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct 
 					break;
 				continue;
 			}
-			d[n++] = (int64_t)(b->end_ns - a->end_ns);
+			ngpu += a->gpu_end_ns && b->gpu_end_ns;
+			n++;
 		}
 		if (bad > limit || n < need)
 			continue;
+		/* the GPU ends where enough pairs have them: the host ends carry wake-up noise */
+		gpu = ngpu >= need && 2 * ngpu >= n;
+		n = 0;
+		for (size_t k = 0; k < m; k++) {
+			const struct merge_coll *a = &ref[pi[k]], *b = &x[pj[k]];
+
+			if (a->sig != b->sig)
+				continue;
+			if (!gpu)
+				d[n++] = (int64_t)(b->end_ns - a->end_ns);
+			else if (a->gpu_end_ns && b->gpu_end_ns)
+				d[n++] = (int64_t)(b->gpu_end_ns - a->gpu_end_ns);
+		}
 		mad = median_and_mad(d, res, n, &off);
 		if (!best.ok || mad < best.mad_ns || (mad == best.mad_ns && n > best.matched)) {
 			if (best.ok && best.mad_ns < second)
 				second = best.mad_ns;
 			best = (struct merge_fit){ .ok = true, .offset_ns = off, .shift = shift, .matched = n,
-						   .mad_ns = mad };
+						   .mad_ns = mad, .gpu = gpu, .gpu_matched = ngpu };
 		} else if (mad < second) {
 			second = mad;
 		}

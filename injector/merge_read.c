@@ -124,6 +124,12 @@ struct nccl_ev {
 	char comm[40];
 	int rank, nranks;
 	uint64_t start, end, sig, seq;
+	uint64_t corr;          /* the CUPTI correlation id of its kernel, 0 none */
+};
+
+struct kernel_ev {              /* a GPU kernel that names its NCCL call */
+	long pid;
+	uint64_t corr, end;
 };
 
 struct thr {
@@ -149,6 +155,8 @@ struct scan {
 	size_t nth, capth;
 	struct offcpu_ev *oc;
 	size_t noc, capoc;
+	struct kernel_ev *kn;
+	size_t nkn, capkn;
 };
 
 #define PUSH(arr, n, cap, val)                                                        \
@@ -281,11 +289,21 @@ static int scan_event(struct scan *sc, size_t off, size_t len)
 
 		n.seq = json_integer_value(json_object_get(args, "seq")) > 0
 			? (uint64_t)json_integer_value(json_object_get(args, "seq")) : 0;
+		n.corr = json_integer_value(json_object_get(args, "correlation")) > 0
+			? (uint64_t)json_integer_value(json_object_get(args, "correlation")) : 0;
 		n.rank = (int)json_integer_value(json_object_get(args, "rank"));
 		n.nranks = (int)json_integer_value(json_object_get(args, "nranks"));
 		snprintf(n.comm, sizeof(n.comm), "%s", comm ? comm : "?");
 		n.sig = fnv(fnv(0xcbf29ce484222325ULL, op, strlen(op) + 1), &bytes, sizeof(bytes));
 		if (n.nranks > 0 && n.rank >= 0 && n.rank < n.nranks && PUSH(sc->nc, sc->nnc, sc->capnc, n) < 0)
+			r = -ENOMEM;
+	} else if (!strcmp(cat, "cuda_kernel") && json_is_object(args) &&
+		   json_string_value(json_object_get(args, "nccl_op")) &&
+		   json_integer_value(json_object_get(args, "correlation")) > 0) {
+		struct kernel_ev k = { .pid = pid, .end = ts + dur,
+				       .corr = (uint64_t)json_integer_value(json_object_get(args, "correlation")) };
+
+		if (PUSH(sc->kn, sc->nkn, sc->capkn, k) < 0)
 			r = -ENOMEM;
 	} else if (!strcmp(cat, "offcpu")) {
 		struct offcpu_ev o = { .pid = pid, .tid = tid, .ts = ts, .dur = dur, .sf = -1 };
@@ -369,6 +387,26 @@ static int cmp_coll(const void *a, const void *b)
 	return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
 }
 
+static int cmp_kernel(const void *a, const void *b)
+{
+	const struct kernel_ev *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->corr < y->corr ? -1 : x->corr > y->corr;
+}
+
+/* The end of the kernel the collective launched (same process, same correlation id), or 0. */
+static uint64_t kernel_end(const struct scan *sc, const struct nccl_ev *a)
+{
+	struct kernel_ev key = { .pid = a->pid, .corr = a->corr }, *k;
+
+	if (!a->corr || !sc->nkn)
+		return 0;
+	k = bsearch(&key, sc->kn, sc->nkn, sizeof(*sc->kn), cmp_kernel);
+	return k ? k->end : 0;
+}
+
 /* The world communicator: the largest, then the one with most collectives. */
 static int pick_world(struct scan *sc)
 {
@@ -401,11 +439,14 @@ static int pick_world(struct scan *sc)
 	s->coll = calloc(best_n, sizeof(*s->coll));
 	if (!s->coll)
 		return -ENOMEM;
+	if (sc->nkn)
+		qsort(sc->kn, sc->nkn, sizeof(*sc->kn), cmp_kernel);
 	for (size_t j = 0; j < sc->nnc; j++) {
 		const struct nccl_ev *a = &sc->nc[j];
 
 		if (a->pid == best->pid && !strcmp(a->comm, best->comm))
-			s->coll[s->ncoll++] = (struct merge_coll){ a->start, a->end, a->sig, a->seq };
+			s->coll[s->ncoll++] = (struct merge_coll){ a->start, a->end, a->sig, a->seq,
+								   kernel_end(sc, a) };
 	}
 	qsort(s->coll, s->ncoll, sizeof(*s->coll), cmp_coll);
 	merge_coll_number(s->coll, s->ncoll);
@@ -539,6 +580,7 @@ out:
 	free(sc.nc);
 	free(sc.th);
 	free(sc.oc);
+	free(sc.kn);
 	return r;
 }
 

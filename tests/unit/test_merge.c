@@ -44,13 +44,13 @@ static void make_job(struct merge_coll *ref, size_t n, struct merge_coll *x, siz
 		uint64_t dur = i % 2 ? 50000 : 3 * NS_PER_MS;
 		uint64_t end = t + dur;
 
-		ref[i] = (struct merge_coll){ t, end + (wake_ns ? rnd() % wake_ns : 0), i % 2 ? 4 : 2097152, 0 };
+		ref[i] = (struct merge_coll){ t, end + (wake_ns ? rnd() % wake_ns : 0), i % 2 ? 4 : 2097152, 0, 0 };
 		if (i >= skip) {
 			uint64_t xs = t + 1000 + rnd() % 2000;   /* enters a little later */
 
 			x[i - skip] = (struct merge_coll){ (uint64_t)((int64_t)xs + offset_ns),
 							  (uint64_t)((int64_t)end + offset_ns) +
-							  (wake_ns ? rnd() % wake_ns : 0), ref[i].sig, 0 };
+							  (wake_ns ? rnd() % wake_ns : 0), ref[i].sig, 0, 0 };
 		}
 		t = end + (i % 2 ? 30 * NS_PER_MS : 2 * NS_PER_MS) + (jitter_ns ? rnd() % jitter_ns : 0);
 	}
@@ -235,6 +235,46 @@ static void test_median_and_quantiles(void **state)
 
 /* ---- reading a rank's artifacts ------------------------------------------------------- */
 
+static void test_gpu_kernel_ends_preferred(void **state)
+{
+	struct merge_coll ref[400], x[400];
+	struct merge_fit f;
+
+	/* host ends late by up to 100 us at random (wake-up after an asynchronous collective),
+	 * the kernels' ends exact: the offset comes from the kernels, to the ns */
+	make_job(ref, 400, x, 3, 987654321, 600000, 0);
+	for (size_t i = 0; i < 400; i++) {
+		ref[i].gpu_end_ns = ref[i].end_ns;
+		ref[i].end_ns += rnd() % 100000;
+		if (i < 397) {
+			x[i].gpu_end_ns = x[i].end_ns;
+			x[i].end_ns += rnd() % 100000;
+		}
+	}
+	/* a few collectives without a kernel record (before CUPTI was on) */
+	for (size_t i = 0; i < 10; i++)
+		x[i].gpu_end_ns = 0;
+	assert_int_equal(merge_fit_offset(ref, 400, x, 397, &f), 0);
+	assert_true(f.ok);
+	assert_true(f.gpu);
+	assert_int_equal(f.shift, 3);
+	assert_int_equal(f.offset_ns, 987654321);
+	assert_int_equal(f.mad_ns, 0);
+	assert_int_equal(f.matched, 387);
+	assert_int_equal(f.gpu_matched, 387);
+
+	/* most of x's collectives without a kernel: the host ends of all, within their noise */
+	for (size_t i = 0; i < 300; i++)
+		x[i].gpu_end_ns = 0;
+	assert_int_equal(merge_fit_offset(ref, 400, x, 397, &f), 0);
+	assert_true(f.ok);
+	assert_false(f.gpu);
+	assert_int_equal(f.shift, 3);
+	assert_int_equal(f.matched, 397);
+	assert_near(f.offset_ns, 987654321, 20000);
+	assert_true(f.mad_ns > 5000);
+}
+
 static const char summary_ok[] =
 	"{\"schema\":\"aiprof.summary/v2\",\"window\":{\"start_monotonic_ns\":1000000,"
 	"\"end_monotonic_ns\":9000000},\"origin\":{\"pod\":\"trainer-1\",\"host\":\"node-b\","
@@ -288,6 +328,42 @@ static void test_read_world_communicator(void **state)
 	assert_true(s.offcpu_known);
 	assert_int_equal(s.nwaits, 1);
 	assert_true(s.waits[0].in_nccl);
+	merge_source__clear(&s);
+}
+
+static void test_read_links_kernels(void **state)
+{
+	static const char tl[] =
+		"{\"traceEvents\":[\n"
+		"{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":7,\"tid\":8,\"ts\":1000,\"dur\":10,"
+		"\"args\":{\"op\":\"AllReduce\",\"bytes\":64,\"seq\":1,\"rank\":1,\"nranks\":2,\"comm\":\"0xa\","
+		"\"correlation\":41}},\n"
+		"{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":7,\"tid\":8,\"ts\":2000,\"dur\":10,"
+		"\"args\":{\"op\":\"AllReduce\",\"bytes\":64,\"seq\":2,\"rank\":1,\"nranks\":2,\"comm\":\"0xa\","
+		"\"correlation\":42}},\n"
+		"{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":7,\"tid\":8,\"ts\":3000,\"dur\":10,"
+		"\"args\":{\"op\":\"AllReduce\",\"bytes\":64,\"seq\":3,\"rank\":1,\"nranks\":2,\"comm\":\"0xa\"}},\n"
+		/* its kernel, ending after the call returned (asynchronous NCCL) */
+		"{\"ph\":\"X\",\"cat\":\"cuda_kernel\",\"name\":\"ncclDevKernel_AllReduce_Sum_f32_RING_LL\",\"pid\":7,"
+		"\"tid\":1000013,\"ts\":1005,\"dur\":20.25,\"args\":{\"kernel\":\"k\",\"nccl_op\":\"AllReduce\","
+		"\"nccl_seq\":1,\"nccl_comm\":\"0xa\",\"correlation\":41}},\n"
+		/* same correlation id in another process: not this call's kernel */
+		"{\"ph\":\"X\",\"cat\":\"cuda_kernel\",\"name\":\"ncclDevKernel_AllReduce_Sum_f32_RING_LL\",\"pid\":9,"
+		"\"tid\":1000013,\"ts\":2005,\"dur\":20,\"args\":{\"nccl_op\":\"AllReduce\",\"correlation\":42}},\n"
+		/* a kernel that names no NCCL call */
+		"{\"ph\":\"X\",\"cat\":\"cuda_kernel\",\"name\":\"gemm\",\"pid\":7,\"tid\":1000013,\"ts\":2005,"
+		"\"dur\":20,\"args\":{\"correlation\":42}}\n"
+		"]}";
+	struct merge_source s;
+	char msg[512] = "";
+
+	assert_int_equal(merge_source__parse(&s, "src", dup(tl), strlen(tl), summary_ok, strlen(summary_ok), msg,
+					     sizeof(msg)), 0);
+	assert_int_equal(s.ncoll, 3);
+	assert_int_equal(s.coll[0].end_ns, 1010000);
+	assert_int_equal(s.coll[0].gpu_end_ns, 1025250);
+	assert_int_equal(s.coll[1].gpu_end_ns, 0);
+	assert_int_equal(s.coll[2].gpu_end_ns, 0);
 	merge_source__clear(&s);
 }
 
@@ -345,6 +421,7 @@ struct fake_rank {
 	const char *wait;          /* an off-CPU wait from the last call to the window end */
 	bool wait_in_nccl;
 	const char *session;
+	const uint64_t *gpu_end;   /* ends of the collectives' kernels (CUPTI), NULL: none */
 };
 
 static void load_fake(struct merge_source *s, const struct fake_rank *f)
@@ -357,12 +434,18 @@ static void load_fake(struct merge_source *s, const struct fake_rank *f)
 	assert_non_null(o);
 	fprintf(o, "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"ts\":0,"
 		   "\"args\":{\"name\":\"trainer\"}}");
-	for (size_t i = 0; i < f->n; i++)
+	for (size_t i = 0; i < f->n; i++) {
 		fprintf(o, ",\n{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":\"ncclAllReduce\",\"pid\":1,\"tid\":2,"
 			   "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"op\":\"AllReduce\",\"bytes\":4096,\"rank\":%d,"
-			   "\"nranks\":%d,\"comm\":\"0x5\"}}",
+			   "\"nranks\":%d,\"comm\":\"0x5\",\"correlation\":%zu}}",
 			(double)(int64_t)(f->start[i] + f->clock) / 1e3, (double)(f->end[i] - f->start[i]) / 1e3,
-			f->rank, f->nranks);
+			f->rank, f->nranks, i + 1);
+		if (f->gpu_end)
+			fprintf(o, ",\n{\"ph\":\"X\",\"cat\":\"cuda_kernel\",\"name\":\"ncclDevKernel_AllReduce_Sum_f32_RING_LL\","
+				   "\"pid\":1,\"tid\":1000013,\"ts\":%.3f,\"dur\":20,\"args\":{\"nccl_op\":\"AllReduce\","
+				   "\"nccl_seq\":%zu,\"nccl_comm\":\"0x5\",\"correlation\":%zu}}",
+				(double)(int64_t)(f->gpu_end[i] + f->clock) / 1e3 - 20, i + 1, i + 1);
+	}
 	fprintf(o, ",\n{\"ph\":\"X\",\"cat\":\"cuda_api\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":2,"
 		   "\"ts\":%.3f,\"dur\":1,\"args\":{}}", (double)(int64_t)(last + f->clock) / 1e3 - 0.001);
 	if (f->wait)
@@ -541,6 +624,72 @@ static void test_hang_blocking_collectives(void **state)
 	json_decref(sum);
 }
 
+/*
+ * Asynchronous NCCL: each rank's call returns, and its host end (the next call's return)
+ * comes tens to hundreds of us after the kernel; the kernels end together. Aligned on the
+ * kernels, the residual skew is the kernels' (0 here), the straggler still named from the
+ * host entries; a rank without kernel records falls back to its host ends, with a warning.
+ */
+static void test_gpu_kernel_basis(void **state)
+{
+	static const uint64_t late[3] = { 0, 0, 15 * NS_PER_MS };
+	static uint64_t host_end[3][STEPS], gpu_end[STEPS];
+	struct fake_rank f[3];
+	json_t *sum, *al, *st;
+	double off;
+
+	make_steps(3, late);
+	for (size_t i = 0; i < STEPS; i++) {
+		gpu_end[i] = g_end[0][i];
+		for (int r = 0; r < 3; r++)
+			host_end[r][i] = g_end[r][i] + 30000 + rnd() % 200000;
+	}
+	for (int r = 0; r < 3; r++)
+		f[r] = (struct fake_rank){ .rank = r, .nranks = 3, .start = g_start[r], .end = host_end[r],
+					   .n = STEPS, .win_end = g_end[0][STEPS - 1] + NS_PER_MS, .gpu_end = gpu_end };
+	f[1].clock = 3000000000LL;
+	f[2].clock = -1700000000LL;
+	sum = analyse(f, 3, 0);
+	al = json_object_get(sum, "alignment");
+	assert_string_equal(json_string_value(json_object_get(al, "basis")), "gpu_kernel_end");
+	assert_int_equal(json_integer_value(json_object_get(al, "collectives_compared_on_gpu")), STEPS);
+	assert_true(json_real_value(json_object_get(json_object_get(al, "residual_skew_us"), "max")) == 0.0);
+	for (int r = 0; r < 3; r++)
+		assert_string_equal(json_string_value(json_object_get(rank_of(sum, r), "alignment_basis")),
+				    "gpu_kernel_end");
+	assert_true(json_real_value(json_object_get(rank_of(sum, 1), "offset_us")) == 3000000.0);
+	assert_true(json_real_value(json_object_get(rank_of(sum, 2), "offset_us")) == -1700000.0);
+	st = finding_of(sum, "Straggler");
+	assert_non_null(st);
+	assert_int_equal(json_integer_value(json_object_get(st, "rank")), 2);
+	assert_int_equal(json_array_size(json_object_get(sum, "warnings")), 0);
+	json_decref(sum);
+
+	/* rank 2 without CUPTI: aligned on its host ends, said so */
+	f[2].gpu_end = NULL;
+	sum = analyse(f, 3, 0);
+	al = json_object_get(sum, "alignment");
+	assert_string_equal(json_string_value(json_object_get(al, "basis")), "mixed");
+	assert_string_equal(json_string_value(json_object_get(rank_of(sum, 2), "alignment_basis")), "host_call_end");
+	assert_string_equal(json_string_value(json_object_get(rank_of(sum, 1), "alignment_basis")), "gpu_kernel_end");
+	assert_true(json_real_value(json_object_get(rank_of(sum, 1), "offset_us")) == 3000000.0);
+	/* within the host ends' noise (up to 200 us) */
+	off = json_real_value(json_object_get(rank_of(sum, 2), "offset_us")) + 1700000.0;
+	assert_true(off > -200.0 && off < 200.0);
+	assert_non_null(strstr(json_string_value(json_array_get(json_object_get(sum, "warnings"), 0)),
+			       "host ends of its collective calls"));
+	assert_non_null(finding_of(sum, "Straggler"));
+	json_decref(sum);
+
+	/* no rank with kernels: the host basis, as before */
+	f[0].gpu_end = f[1].gpu_end = NULL;
+	sum = analyse(f, 3, 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(sum, "alignment"), "basis")),
+			    "host_call_end");
+	assert_int_equal(json_array_size(json_object_get(sum, "warnings")), 0);
+	json_decref(sum);
+}
+
 static void test_sources_that_do_not_go_together(void **state)
 {
 	struct fake_rank f[2];
@@ -567,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_reference_starting_later),
 		cmocka_unit_test(test_wakeup_delays),
 		cmocka_unit_test(test_outliers_do_not_move_the_offset),
+		cmocka_unit_test(test_gpu_kernel_ends_preferred),
 		cmocka_unit_test(test_numbered_collectives_survive_lost_events),
 		cmocka_unit_test(test_long_windows_are_screened),
 		cmocka_unit_test(test_signatures_must_agree),
@@ -574,11 +724,13 @@ int main(void)
 		cmocka_unit_test(test_nothing_to_match),
 		cmocka_unit_test(test_median_and_quantiles),
 		cmocka_unit_test(test_read_world_communicator),
+		cmocka_unit_test(test_read_links_kernels),
 		cmocka_unit_test(test_read_rejects),
 		cmocka_unit_test(test_read_no_collectives),
 		cmocka_unit_test(test_straggler_across_hosts),
 		cmocka_unit_test(test_hang_asynchronous_collectives),
 		cmocka_unit_test(test_hang_blocking_collectives),
+		cmocka_unit_test(test_gpu_kernel_basis),
 		cmocka_unit_test(test_sources_that_do_not_go_together),
 	};
 
