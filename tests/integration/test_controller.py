@@ -461,6 +461,76 @@ def test_target_deleted_and_injector_never_finishes(env):
     wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
 
 
+def test_session_without_output_takes_the_defaults(env):
+    """--default-s3-*: a session without spec.output.s3 uploads where the controller says,
+    with the default Secret referenced (never read); one with its own output keeps it."""
+    env["controller"]("--default-s3-endpoint", "https://minio.example.com:9000",
+                      "--default-s3-bucket", "team-profiles", "--default-s3-prefix", "aiprof",
+                      "--default-s3-region", "eu-west-1", "--default-s3-secret", "s3-creds")
+    make_pod(env)
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
+         "metadata": {"name": "slow-step"},
+         "spec": {"targets": {"podName": "trainer-0", "container": "trainer"}, "duration": "30s"}}
+    assert env["kube"].post(f"{GROUP}/namespaces/{env['ns']}/profilingsessions", s).status == 201
+    inj = wait_injector(env)
+    c = inj["spec"]["containers"][0]
+    assert f"s3://team-profiles/aiprof/{env['ns']}/slow-step/trainer-0" in c["args"], c["args"]
+    env_vars = {v["name"]: v.get("value") for v in c["env"]}
+    assert env_vars.get("AWS_ENDPOINT_URL_S3") == "https://minio.example.com:9000", env_vars
+    assert [v["secret"]["secretName"] for v in inj["spec"]["volumes"] if "secret" in v] == ["s3-creds"]
+    st = wait_for(lambda: (get_session(env) or {}).get("status"), 10, "a status")
+    cond = condition(st, "OutputDefaulted")
+    assert cond and cond["status"] == "True" and cond["reason"] == "ControllerDefaults", st
+    assert "bucket team-profiles" in cond["message"] and "secretRef s3-creds" in cond["message"]
+    assert wait_for(lambda: events(env, "DefaultsApplied"), 10, "the DefaultsApplied event")
+    no_credentials_anywhere(env)
+
+    # a session with its own output takes none of the defaults
+    make_session(env, name="own")
+    own = wait_injector(env, "own")
+    args = own["spec"]["containers"][0]["args"]
+    assert f"s3://profiles/team-a/{env['ns']}/own/trainer-0" in args, args
+    st = wait_for(lambda: (get_session(env, "own") or {}).get("status"), 10, "a status")
+    assert condition(st, "OutputDefaulted") is None
+
+
+def test_session_without_output_and_no_defaults(env):
+    env["controller"]()
+    make_pod(env)
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
+         "metadata": {"name": "slow-step"},
+         "spec": {"targets": {"podName": "trainer-0"}, "duration": "30s"}}
+    assert env["kube"].post(f"{GROUP}/namespaces/{env['ns']}/profilingsessions", s).status == 201
+    st = wait_phase(env, "Failed")["status"]
+    assert condition(st, "Failed")["reason"] == "InvalidSpec"
+    assert "spec.output.s3 is required" in st["message"] and "--default-s3-bucket" in st["message"]
+    assert not injector_pods(env)
+
+
+def test_bad_default_flags_are_refused(api):
+    for args, needle in ((["--default-s3-bucket", "team-profiles", "--default-s3-endpoint", "ftp://x"],
+                          "--default-s3-endpoint 'ftp://x' is not an http(s)://host[:port] URL"),
+                         (["--default-s3-secret", "s3-creds"], "need --default-s3-bucket too"),
+                         (["--merge-toleration", "gpu:Sometimes"], "is not NoSchedule"),
+                         (["--merge-node-selector", "pool"], "use KEY=VALUE")):
+        r = subprocess.run([CONTROLLER, "--kubeconfig", api["ep"]["kubeconfig"], *args],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+
+
+def test_merge_pod_scheduling_flags(env):
+    env["controller"]("--merge-node-selector", "kubernetes.io/os=linux",
+                      "--merge-toleration", "nvidia.com/gpu:NoSchedule")
+    pods = rank_session(env, n=2)
+    finish_ranks(env, pods)
+    mp = wait_for(lambda: (merge_pods(env) or [None])[0], 15, "the merge pod")
+    assert mp["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    # ours, plus what the API server's DefaultTolerationSeconds admission adds
+    assert mp["spec"]["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists",
+                                            "effect": "NoSchedule"}, mp["spec"]["tolerations"]
+    assert all(t["key"].startswith("node.kubernetes.io/") for t in mp["spec"]["tolerations"][1:])
+
+
 def test_session_deleted_mid_run(env):
     env["controller"]()
     make_pod(env)
