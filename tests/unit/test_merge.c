@@ -288,6 +288,15 @@ static char *dup(const char *s)
 	return d;
 }
 
+/* Parses timeline tl with summary_ok into *s, which must succeed. */
+static void parse_ok(struct merge_source *s, const char *tl)
+{
+	char msg[512] = "";
+
+	if (merge_source__parse(s, "src", dup(tl), strlen(tl), summary_ok, strlen(summary_ok), msg, sizeof(msg)))
+		fail_msg("%s", msg);
+}
+
 static void test_read_world_communicator(void **state)
 {
 	static const char tl[] =
@@ -307,10 +316,8 @@ static void test_read_world_communicator(void **state)
 		"\"3\":{\"name\":\"[libc.so.6]\",\"parent\":\"2\"}},"
 		"\"otherData\":{\"window_start_ns\":500000,\"window_end_ns\":9500000}}";
 	struct merge_source s;
-	char msg[512] = "";
 
-	assert_int_equal(merge_source__parse(&s, "src", dup(tl), strlen(tl), summary_ok, strlen(summary_ok), msg,
-					     sizeof(msg)), 0);
+	parse_ok(&s, tl);
 	assert_int_equal(s.nev, 6);
 	assert_int_equal(s.rank, 1);
 	assert_int_equal(s.nranks, 4);
@@ -355,10 +362,8 @@ static void test_read_links_kernels(void **state)
 		"\"dur\":20,\"args\":{\"correlation\":42}}\n"
 		"]}";
 	struct merge_source s;
-	char msg[512] = "";
 
-	assert_int_equal(merge_source__parse(&s, "src", dup(tl), strlen(tl), summary_ok, strlen(summary_ok), msg,
-					     sizeof(msg)), 0);
+	parse_ok(&s, tl);
 	assert_int_equal(s.ncoll, 3);
 	assert_int_equal(s.coll[0].end_ns, 1010000);
 	assert_int_equal(s.coll[0].gpu_end_ns, 1025250);
