@@ -204,11 +204,14 @@ def test_render_options():
 def test_controller_flags_the_chart_passes_exist():
     with open(os.path.join(ROOT, "controller", "main.c")) as f:
         src = f.read()
-    table = set(re.findall(r'\{\s*"([a-z-]+)",\s*(?:no|required)_argument', src))
+    table = set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*(?:no|required)_argument', src))
     assert "leader-elect" in table, "cannot read the option table of controller/main.c"
     seen = set()
     for sets in ([], ["controller.watchNamespace=train", "controller.replicas=1",
-                      "injector.priorityClassName=p", "controller.logLevel=warning"]):
+                      "injector.priorityClassName=p", "controller.logLevel=warning"],
+                 ["s3.bucket=profiles", "s3.endpoint=https://s3.example.com", "s3.prefix=p",
+                  "s3.region=r", "s3.secretName=c", "injector.nodeSelector.pool=gpu",
+                  "injector.tolerations[0].key=k", "injector.tolerations[0].effect=NoSchedule"]):
         for a in container_args(render(*sets)):
             if a.startswith("--"):
                 seen.add(a[2:].split("=", 1)[0])
@@ -227,10 +230,15 @@ def test_notes_tell_the_next_command():
     assert f"kubectl -n {RELEASE_NS} rollout status deployment/aiprof" in n
     assert "get profilingsessions -w" in n
     assert "NOT applied" not in n and "s3.* values" not in n
-    n = notes("injector.nodeSelector.pool=gpu", "s3.bucket=profiles", "s3.secretName=creds")
-    assert "WARNING: injector.nodeSelector and injector.tolerations are NOT applied" in n
     session = yaml.safe_load(notes_session(n))
-    assert session["spec"]["output"]["s3"] == {"bucket": "profiles", "secretRef": {"name": "creds"}}
+    assert session["spec"]["output"]["s3"] == {"bucket": "BUCKET", "secretRef": {"name": "s3-creds"}}
+    n = notes("injector.nodeSelector.pool=gpu", "s3.bucket=profiles", "s3.secretName=creds")
+    assert "injector.nodeSelector and injector.tolerations apply to merge pods" in n
+    # with s3 defaults the controller fills output.s3: the session leaves it out
+    assert "Sessions without spec.output.s3 upload to s3://profiles/ with the credentials of " \
+        "Secret creds" in n
+    session = yaml.safe_load(notes_session(n))
+    assert "output" not in session["spec"], session
 
 
 def notes_session(n):
