@@ -161,6 +161,16 @@ static int cmp_rank(const void *x, const void *y)
 
 /* ---- alignment ------------------------------------------------------------------------- */
 
+/* How many of x's world collectives have a GPU kernel end. */
+static size_t gpu_ends(const struct rank_state *x)
+{
+	size_t n = 0;
+
+	for (size_t j = 0; j < x->s.ncoll; j++)
+		n += x->s.coll[j].gpu_end_ns != 0;
+	return n;
+}
+
 static int align(struct merge *m)
 {
 	char name[300];
@@ -210,14 +220,15 @@ static int align(struct merge *m)
 		if (i != m->ref && m->r[i].aligned && m->r[i].gpu && m->ref < m->n)
 			m->r[m->ref].gpu = true;
 	}
-	if (m->ref < m->n && m->r[m->ref].gpu)
+	/* a rank that could not be aligned on the kernels while the reference has them */
+	if (m->ref < m->n && 2 * gpu_ends(&m->r[m->ref]) >= m->r[m->ref].s.ncoll)
 		for (size_t i = 0; i < m->n; i++)
 			if (i != m->ref && m->r[i].aligned && !m->r[i].gpu) {
 				rank_name(&m->r[i], name, sizeof(name));
-				warn(m, "%s (%s) was aligned on the host ends of its collective calls (too few of its "
-				     "collectives have a GPU kernel record: CUPTI unavailable in it?), the others on "
-				     "their GPU kernel ends: its offset carries the host's wake-up noise",
-				     name, m->r[i].s.label);
+				warn(m, "%s (%s) was aligned on the host ends of its collective calls: %zu of its %zu "
+				     "collectives have a GPU kernel record (CUPTI unavailable in it?); its offset "
+				     "carries the host's wake-up noise", name, m->r[i].s.label, gpu_ends(&m->r[i]),
+				     m->r[i].s.ncoll);
 			}
 	return 0;
 }
@@ -951,16 +962,6 @@ static int write_timeline(struct merge *m, const char *dir)
 static double us(uint64_t ns)
 {
 	return (double)merge_round((double)ns) / 1e3;
-}
-
-/* How many of x's world collectives have a GPU kernel end. */
-static size_t gpu_ends(const struct rank_state *x)
-{
-	size_t n = 0;
-
-	for (size_t j = 0; j < x->s.ncoll; j++)
-		n += x->s.coll[j].gpu_end_ns != 0;
-	return n;
 }
 
 static const char *basis(const struct merge *m)
