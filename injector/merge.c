@@ -970,10 +970,11 @@ static const char *basis(const struct merge *m)
 
 	for (size_t i = 0; i < m->n; i++)
 		gpu += m->r[i].aligned && m->r[i].gpu;
-	return !m->aligned ? "none" : gpu == m->aligned ? "gpu_kernel_end" : gpu ? "mixed" : "host_call_end";
+	return m->aligned < 2 ? "none" : gpu == m->aligned ? "gpu_kernel_end" : gpu ? "mixed" : "host_call_end";
 }
 
-static json_t *rank_json(const struct rank_state *x, size_t idx)
+/* compared: whether another rank was aligned with it (else it has no alignment basis) */
+static json_t *rank_json(const struct rank_state *x, size_t idx, bool compared)
 {
 	char name[300];
 	uint64_t *v = malloc((x->nlate + 1) * sizeof(*v)), med = 0, mx = 0;
@@ -1005,7 +1006,7 @@ static json_t *rank_json(const struct rank_state *x, size_t idx)
 		      "pid", (json_int_t)(((long)(idx + 1) << PID_SHIFT) | (x->s.pid & ((1L << PID_SHIFT) - 1))),
 		      "original_pid", (json_int_t)x->s.pid, "tid", (json_int_t)x->s.tid,
 		      "collectives", (json_int_t)x->s.ncoll, "aligned", x->aligned,
-		      "alignment_basis", !x->aligned ? NULL : x->gpu ? "gpu_kernel_end" : "host_call_end",
+		      "alignment_basis", !x->aligned || !compared ? NULL : x->gpu ? "gpu_kernel_end" : "host_call_end",
 		      "gpu_kernel_ends", (json_int_t)gpu_ends(x),
 		      "offset_us", (double)x->offset_ns / 1e3, "shift", (json_int_t)x->fit.shift,
 		      "matched", (json_int_t)x->fit.matched, "fit_mad_us", us(x->fit.mad_ns),
@@ -1027,7 +1028,7 @@ static json_t *build_summary(struct merge *m)
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; i < m->n; i++)
-		json_array_append_new(ranks, rank_json(&m->r[i], i));
+		json_array_append_new(ranks, rank_json(&m->r[i], i, m->aligned > 1));
 	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:s,s:I,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
 		      "schema", "aiprof.merge/v1", "aiprof_version", AIPROF_VERSION, "created", created,
 		      "reference_rank", m->ref < m->n ? m->r[m->ref].s.rank : -1,
