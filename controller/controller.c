@@ -11,8 +11,10 @@
 #include "informer.h"
 #include "kevent.h"
 #include "kjson.h"
+#include "kobject.h"
 #include "ktime.h"
 #include "kubeclient.h"
+#include "kworker.h"
 #include "policy.h"
 #include "timeutil.h"
 #include "workqueue.h"
@@ -682,32 +684,15 @@ static void session_path(const struct session *s, char *buf, size_t len, const c
 static int patch_session(struct controller *c, struct kube_client *kc, struct session **s,
 			 const char *sub, json_t *patch, struct kube_status *st)
 {
-	char path[700], *body = NULL, *out = NULL;
-	size_t len = 0;
+	char path[700];
 	json_t *j = NULL;
 	struct session *ns = NULL;
 	int r;
 
-	json_t *meta = json_object_get(patch, "metadata");
-
-	if (!meta) {
-		meta = json_object();
-		if (!meta || json_object_set_new(patch, "metadata", meta))
-			return -ENOMEM;
-	}
-	if (json_object_set_new(meta, "resourceVersion", json_string((*s)->rv)))
-		return -ENOMEM;
-	body = json_dumps(patch, JSON_COMPACT);
-	if (!body)
-		return -ENOMEM;
 	session_path(*s, path, sizeof(path), sub);
-	r = kube_client__request(kc, "PATCH", path, "application/merge-patch+json", body,
-				 strlen(body), &out, &len, st);
-	free(body);
+	r = kobject__patch(kc, path, (*s)->rv, patch, &j, st);
 	if (r < 0)
 		return r;
-	j = json_loadb(out, len, 0, NULL);
-	free(out);
 	if (!j || session__from_json(j, &ns) < 0) {
 		json_decref(j);
 		return -EBADMSG;
@@ -739,25 +724,14 @@ static int patch_session(struct controller *c, struct kube_client *kc, struct se
 /* Re-reads the session from the API server. -ENOENT when it is gone. */
 static int refresh_session(struct controller *c, struct kube_client *kc, struct session **s)
 {
-	struct kube_status st;
-	char path[700], *out = NULL;
-	size_t len = 0;
-	struct session *ns = NULL;
-	json_t *j;
+	char path[700];
+	void *ns = NULL;
 	int r;
 
 	session_path(*s, path, sizeof(path), NULL);
-	r = kube_client__request(kc, "GET", path, NULL, NULL, 0, &out, &len, &st);
+	r = kobject__get(kc, path, c->sessions, session_decode, &ns);
 	if (r < 0)
 		return r;
-	j = json_loadb(out, len, 0, NULL);
-	free(out);
-	if (!j || session__from_json(j, &ns) < 0) {
-		json_decref(j);
-		return -EBADMSG;
-	}
-	informer__update(c->sessions, j);
-	json_decref(j);
 	session__unref(*s);
 	*s = ns;
 	return 0;
@@ -911,21 +885,12 @@ static int do_create_pod(struct controller *c, struct kube_client *kc, const str
 			 const struct action *a, const char *what, int *err, char *msg, size_t msglen)
 {
 	struct kube_status st;
-	char path[400], *body = json_dumps(a->body, JSON_COMPACT), *out = NULL;
-	size_t len = 0;
+	char path[400];
 	int r;
 
-	if (!body)
-		return -ENOMEM;
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", s->ns);
-	r = kube_client__request(kc, "POST", path, NULL, body, strlen(body), &out, &len, &st);
-	free(body);
+	r = kobject__create(kc, path, a->body, c->pods, &st);
 	if (r == 0) {
-		json_t *j = json_loadb(out, len, 0, NULL);
-
-		if (j)
-			informer__update(c->pods, j);
-		json_decref(j);
 		if (a->kind == ACT_CREATE_POD)
 			atomic_fetch_add(&c->injectors_created, 1);
 		ctl_log(c, 3, "session %s: created %s %s", s->key, what, a->name);
@@ -939,7 +904,6 @@ static int do_create_pod(struct controller *c, struct kube_client *kc, const str
 		ctl_log(c, 1, "session %s: cannot create %s %s: %s", s->key, what, a->name,
 		     st.message);
 	}
-	free(out);
 	return r;
 }
 
@@ -1179,39 +1143,35 @@ out:
 	return r;
 }
 
+struct worker_ctx {
+	struct controller *c;
+	struct kube_client *kc;         /* the worker's own */
+};
+
+static int worker_reconcile(void *ctx, const char *key, int64_t *requeue_at_ns)
+{
+	struct worker_ctx *w = ctx;
+	struct controller *c = w->c;
+	int r = reconcile_key(c, w->kc, key, requeue_at_ns);
+
+	atomic_fetch_add(&c->reconciles, 1);
+	if (r < 0) {
+		atomic_fetch_add(&c->reconcile_errors, 1);
+		ctl_log(c, r == -ESTALE || r == -EAGAIN ? 3 : 1, "session %s: reconcile failed: %s "
+		     "(retrying)", key, strerror(-r));
+	}
+	return r;
+}
+
 static void *worker(void *arg)
 {
-	struct controller *c = arg;
-	struct kube_client *kc = NULL;
-	char *key = NULL;
+	struct worker_ctx w = { .c = arg };
 
-	if (kube_client__new(c->cfg.kube, &kc) < 0)
+	if (kube_client__new(w.c->cfg.kube, &w.kc) < 0)
 		return NULL;
-	kube_client__set_stop(kc, &c->stopping);
-	while (workqueue__get(c->queue, &key) == 0) {
-		int64_t at = 0;
-		int r = reconcile_key(c, kc, key, &at);
-
-		atomic_fetch_add(&c->reconciles, 1);
-		if (r < 0) {
-			atomic_fetch_add(&c->reconcile_errors, 1);
-			ctl_log(c, r == -ESTALE || r == -EAGAIN ? 3 : 1, "session %s: reconcile failed: %s "
-			     "(retrying)", key, strerror(-r));
-			(void)workqueue__add_rate_limited(c->queue, key);
-		} else {
-			int64_t now = (int64_t)now_realtime_ns();
-
-			workqueue__forget(c->queue, key);
-			if (at > 0)
-				(void)workqueue__add_after(c->queue, key,
-							   at > now ? (uint64_t)(at - now) + NSEC_PER_MSEC
-								    : 1);
-		}
-		workqueue__done(c->queue, key);
-		free(key);
-		key = NULL;
-	}
-	kube_client__free(kc);
+	kube_client__set_stop(w.kc, &w.c->stopping);
+	kworker__run(w.c->queue, worker_reconcile, &w, NSEC_PER_MSEC);
+	kube_client__free(w.kc);
 	return NULL;
 }
 

@@ -9,6 +9,8 @@
 #include "informer.h"
 #include "kevent.h"
 #include "kjson.h"
+#include "kobject.h"
+#include "kworker.h"
 #include "ktime.h"
 #include "kubeclient.h"
 #include "policy.h"
@@ -966,21 +968,12 @@ static int do_create(struct policy_ctl *pc, struct kube_client *kc, const struct
 		     const struct policy_action *a, struct plan_event *warn)
 {
 	struct kube_status st;
-	char path[400], *body = json_dumps(a->body, JSON_COMPACT), *out = NULL;
-	size_t len = 0;
+	char path[400];
 	int r;
 
-	if (!body)
-		return -ENOMEM;
 	snprintf(path, sizeof(path), SESSION_API_PREFIX "/namespaces/%s/" SESSION_RESOURCE, p->ns);
-	r = kube_client__request(kc, "POST", path, NULL, body, strlen(body), &out, &len, &st);
-	free(body);
+	r = kobject__create(kc, path, a->body, pc->cfg.session_informer, &st);
 	if (r == 0) {
-		json_t *j = json_loadb(out, len, 0, NULL);
-
-		if (j)
-			informer__update(pc->cfg.session_informer, j);
-		json_decref(j);
 		atomic_fetch_add(&pc->created, 1);
 		pc_log(pc, 3, "policy %s: created session %s", p->key, a->name);
 	} else if (r == -EEXIST) {
@@ -996,7 +989,6 @@ static int do_create(struct policy_ctl *pc, struct kube_client *kc, const struct
 		pc_log(pc, 1, "policy %s: cannot create session %s: %s (retrying)", p->key, a->name,
 		       st.message);
 	}
-	free(out);
 	return r;
 }
 
@@ -1029,29 +1021,21 @@ static int write_status(struct policy_ctl *pc, struct kube_client *kc, struct po
 			json_t *status)
 {
 	struct kube_status st;
-	char path[700], *body, *out = NULL;
-	size_t len = 0;
+	char path[700];
 	struct policy *np = NULL;
-	json_t *patch = json_pack("{s:{s:s},s:O}", "metadata", "resourceVersion", (*p)->rv,
-				  "status", status), *j;
+	json_t *patch = json_pack("{s:O}", "status", status), *j = NULL;
 	int r;
 
-	body = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
-	json_decref(patch);
-	if (!body)
+	if (!patch)
 		return -ENOMEM;
 	policy_path(*p, path, sizeof(path), "/status");
-	r = kube_client__request(kc, "PATCH", path, "application/merge-patch+json", body,
-				 strlen(body), &out, &len, &st);
-	free(body);
+	r = kobject__patch(kc, path, (*p)->rv, patch, &j, &st);
+	json_decref(patch);
 	if (r < 0) {
 		if (r != -ESTALE && r != -ENOENT)
 			pc_log(pc, 1, "policy %s: cannot write status: %s", (*p)->key, st.message);
-		free(out);
 		return r;
 	}
-	j = json_loadb(out, len, 0, NULL);
-	free(out);
 	if (j && policy__from_json(j, &np) == 0) {
 		informer__update(pc->policies, j);
 		policy__unref(*p);
@@ -1063,25 +1047,14 @@ static int write_status(struct policy_ctl *pc, struct kube_client *kc, struct po
 
 static int refresh_policy(struct policy_ctl *pc, struct kube_client *kc, struct policy **p)
 {
-	struct kube_status st;
-	char path[700], *out = NULL;
-	size_t len = 0;
-	struct policy *np = NULL;
-	json_t *j;
+	char path[700];
+	void *np = NULL;
 	int r;
 
 	policy_path(*p, path, sizeof(path), NULL);
-	r = kube_client__request(kc, "GET", path, NULL, NULL, 0, &out, &len, &st);
+	r = kobject__get(kc, path, pc->policies, policy_decode, &np);
 	if (r < 0)
 		return r;
-	j = json_loadb(out, len, 0, NULL);
-	free(out);
-	if (!j || policy__from_json(j, &np) < 0) {
-		json_decref(j);
-		return -EBADMSG;
-	}
-	informer__update(pc->policies, j);
-	json_decref(j);
 	policy__unref(*p);
 	*p = np;
 	return 0;
@@ -1178,48 +1151,43 @@ out:
 	return r;
 }
 
+struct policy_worker_ctx {
+	struct policy_ctl *pc;
+	struct kube_client *kc;
+};
+
+static int policy_worker_reconcile(void *ctx, const char *key, int64_t *requeue_at_ns)
+{
+	struct policy_worker_ctx *w = ctx;
+	struct policy_ctl *pc = w->pc;
+	int64_t at = 0;
+	int r;
+
+	/* made at the first policy: a cluster without policies pays no client (memory) */
+	if (!w->kc && (r = kube_client__new(pc->cfg.kube, &w->kc)) == 0)
+		kube_client__set_stop(w->kc, &pc->stopping);
+	r = w->kc ? reconcile_policy(pc, w->kc, key, &at) : -ENOMEM;
+
+	atomic_fetch_add(&pc->reconciles, 1);
+	if (r < 0) {
+		atomic_fetch_add(&pc->errors, 1);
+		pc_log(pc, r == -EAGAIN ? 3 : 1, "policy %s: reconcile failed: %s (retrying)",
+		       key, strerror(-r));
+	}
+	*requeue_at_ns = at * (int64_t)NSEC_PER_SEC;
+	return r;
+}
+
 static void *policy_worker(void *arg)
 {
-	struct policy_ctl *pc = arg;
-	struct kube_client *kc = NULL;
-	char *key = NULL;
+	struct policy_worker_ctx w = { .pc = arg };
 
 	/* decisions need every session and pod: wait for the caches */
-	while (!atomic_load(&pc->stopping) && !policy_ctl__synced(pc))
+	while (!atomic_load(&w.pc->stopping) && !policy_ctl__synced(w.pc))
 		sleep_ns(20 * NSEC_PER_MSEC);
-	while (workqueue__get(pc->queue, &key) == 0) {
-		int64_t at = 0;
-		int r;
-
-		/* made at the first policy: a cluster without policies pays no client (memory) */
-		if (!kc && (r = kube_client__new(pc->cfg.kube, &kc)) == 0)
-			kube_client__set_stop(kc, &pc->stopping);
-		r = kc ? reconcile_policy(pc, kc, key, &at) : -ENOMEM;
-
-		atomic_fetch_add(&pc->reconciles, 1);
-		if (r < 0) {
-			atomic_fetch_add(&pc->errors, 1);
-			pc_log(pc, r == -EAGAIN ? 3 : 1, "policy %s: reconcile failed: %s (retrying)",
-			       key, strerror(-r));
-			(void)workqueue__add_rate_limited(pc->queue, key);
-		} else {
-			int64_t now = (int64_t)now_realtime_ns();
-
-			workqueue__forget(pc->queue, key);
-			if (at > 0) {
-				int64_t at_ns = at * (int64_t)NSEC_PER_SEC;
-
-				/* a little after the time, so that it has passed on our clock */
-				(void)workqueue__add_after(pc->queue, key, at_ns > now ?
-							   (uint64_t)(at_ns - now) + 50 * NSEC_PER_MSEC :
-							   1);
-			}
-		}
-		workqueue__done(pc->queue, key);
-		free(key);
-		key = NULL;
-	}
-	kube_client__free(kc);
+	/* a little after a requested time, so that it has passed on our clock */
+	kworker__run(w.pc->queue, policy_worker_reconcile, &w, 50 * NSEC_PER_MSEC);
+	kube_client__free(w.kc);
 	return NULL;
 }
 

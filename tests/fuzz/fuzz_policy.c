@@ -5,7 +5,7 @@
  * limits, template) and then the planner on the decoded policy, at a fixed time, with one
  * running session it controls and one pod carrying the trigger annotation. Whatever the
  * input, a plan's sessions carry the controller ownerReference and a name under 254 bytes.
- * FUZZ_SOURCES: controller/policy.c controller/kevent.c controller/cron.c controller/informer.c controller/store.c controller/workqueue.c controller/backoff.c controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c
+ * FUZZ_SOURCES: controller/policy.c controller/kevent.c controller/cron.c controller/informer.c controller/store.c controller/workqueue.c controller/backoff.c controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c controller/kobject.c controller/kworker.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml -lpthread
  * FUZZ_ARGS: -max_len=8192
  */
