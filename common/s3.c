@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <curl/curl.h>
 #include "digest.h"
+#include "readfile.h"
 #include "s3.h"
 #include "s3xml.h"
 #include "sigv4.h"
@@ -39,32 +40,16 @@ static const char *env_nonempty(const char *name)
  * whitespace run) trimmed. 0, -ENOENT when absent, -EINVAL when empty or too large. */
 static int read_secret_file(const char *dir, const char *name, char **ret)
 {
-	char path[4096], buf[4097];
-	size_t n = 0, start = 0;
-	int fd, err = 0;
+	char path[4096], *buf = NULL;
+	size_t len = 0, n, start = 0;
+	int err;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
 		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - 1 - n);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-		if (n >= sizeof(buf) - 1) {
-			err = -EFBIG;
-			goto out;
-		}
-	}
+	err = readfile(path, 4095, 0, &buf, &len);   /* wiped by readfile on failure */
+	if (err < 0)
+		return err;
+	n = len;
 	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
 		     buf[n - 1] == '\t'))
 		n--;
@@ -83,8 +68,8 @@ static int read_secret_file(const char *dir, const char *name, char **ret)
 	if (!*ret)
 		err = -ENOMEM;
 out:
-	explicit_bzero(buf, sizeof(buf));
-	close(fd);
+	explicit_bzero(buf, len);
+	free(buf);
 	return err;
 }
 

@@ -496,6 +496,15 @@ static void test_config(void **state)
 	write_file(dir, "AWS_SECRET_ACCESS_KEY", "two\nlines\n");
 	assert_int_equal(s3_config__load(&c, &s, msg, sizeof(msg)), -EINVAL);
 	assert_null(strstr(msg, "two"));
+	{
+		char big[4097];
+
+		memset(big, 'k', 4096);         /* 4 KiB and no newline: one byte too many */
+		big[4096] = '\0';
+		write_file(dir, "AWS_SECRET_ACCESS_KEY", big);
+		assert_int_equal(s3_config__load(&c, &s, msg, sizeof(msg)), -EINVAL);
+		assert_non_null(strstr(msg, "too large (over 4 KiB)"));
+	}
 	write_file(dir, "AWS_SECRET_ACCESS_KEY", SECRET);
 	assert_int_equal(s3_config__load(&c, &s, msg, sizeof(msg)), 0);
 	assert_string_equal(c.session_token, TOKEN);
