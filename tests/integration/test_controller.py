@@ -32,6 +32,7 @@ try:
     from fakeapi.client import Control, Kube, launch  # noqa: E402
 except ImportError:          # the double is not in this tree yet
     launch = None
+from harness import ControllerProcess, controller_args, stop_api, wait_for  # noqa: E402,F401
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built"),
@@ -41,17 +42,6 @@ pytestmark = [
 GROUP = "/apis/aiprof.io/v1alpha1"
 SECRET_ID = "AKIA" + "TESTONLY" + "EXAMPLE7"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "TESTONLYKEY"
-
-
-def wait_for(fn, timeout=15.0, what="condition", interval=0.05):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 def crd_manifest(tmp):
@@ -87,77 +77,32 @@ def api():
     kube = Kube(ep["server"], ep["ca"], ep["token"])
     ctl = Control(ep["control"])
     yield {"kube": kube, "ctl": ctl, "ep": ep, "tmp": tmp}
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
+    stop_api(p)
 
 
-class Controller:
+class Controller(ControllerProcess):
     """One aiprof-controller process; its log is kept in a file."""
 
     def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True):
         self.api = api
-        self.log_path = os.path.join(api["tmp"], f"{ns}-{name}-{uuid.uuid4().hex[:6]}.log")
-        args = [CONTROLLER, "--namespace", ns, "--metrics-addr", "127.0.0.1:0", "--workers", "2",
-                "--target-wait", "3s", "--grace", "3s", "--lease-namespace", ns,
-                "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
-                "--injector-image", "aiprof/aiprof:test", "--identity", f"{name}-{os.getpid()}",
-                "-v", *extra]
-        if kubeconfig:
-            args[1:1] = ["--kubeconfig", api["ep"]["kubeconfig"]]
-        self.log = open(self.log_path, "w")
+        args = controller_args(CONTROLLER, ns, *extra,
+                               kubeconfig=api["ep"]["kubeconfig"] if kubeconfig else None,
+                               target_wait="3s", grace="3s", injector_image="aiprof/aiprof:test",
+                               identity=f"{name}-{os.getpid()}")
         e = dict(os.environ)
         e.pop("KUBECONFIG", None)
         e.update(env or {})
-        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=e)
-        self.port = int(wait_for(lambda: self._port(), 10, "the metrics port"))
-
-    def _port(self):
-        m = re.search(r"on 127\.0\.0\.1:0 \(port (\d+)\)", self.text())
-        if self.p.poll() is not None:
-            raise AssertionError(f"controller exited {self.p.returncode}: {self.text()[-2000:]}")
-        return m.group(1) if m else None
-
-    def text(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def http(self, path):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-            head, _, body = data.partition(b"\r\n\r\n")
-            m = re.search(rb"content-length: *(\d+)", head, re.I)
-            if m and len(body) >= int(m.group(1)):
-                break
-        s.close()
-        head, _, body = data.partition(b"\r\n\r\n")
-        return int(head.split()[1]), body.decode()
-
-    def metric(self, name):
-        _, body = self.http("/metrics")
-        m = re.search(r"^" + re.escape(name) + r" (\S+)$", body, re.M)
-        return float(m.group(1)) if m else None
+        super().__init__(args, os.path.join(api["tmp"], f"{ns}-{name}-{uuid.uuid4().hex[:6]}.log"), e)
+        self.wait_port()
 
     def leader(self):
         return self.metric("aiprof_leader") == 1
 
     def kill(self, sig=signal.SIGTERM):
         """SIGTERM: a graceful stop (releases the lease; exits 0). SIGKILL: a crash."""
-        if self.p.poll() is None:
-            os.kill(self.p.pid, sig)
-        try:
-            rc = self.p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(self.p.pid, signal.SIGKILL)
-            self.p.wait()
+        rc = self.stop(sig)
+        if rc is None:
             raise AssertionError("the controller did not stop within 15 s of SIGTERM")
-        finally:
-            self.log.close()
         if sig == signal.SIGTERM:
             assert rc == 0, f"exit status {rc}: {self.text()[-2000:]}"
 
@@ -640,6 +585,29 @@ def test_kata_target_gets_ephemeral_container(env):
     assert len(env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json["spec"][
         "ephemeralContainers"]) == 1
     no_credentials_anywhere(env)
+
+
+def test_kata_target_deleted_mid_session(env):
+    """An ephemeral container dies with its pod: the status says its recording was lost with
+    it, and still says where it ran."""
+    env["controller"]()
+    make_pod(env, runtime_class="kata-qemu")
+    make_session(env)
+    pod = wait_for(lambda: (lambda p: p if p["spec"].get("ephemeralContainers") else None)(
+        env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json), 15,
+        "an ephemeral container")
+    env["ctl"].kubelet("ephemeral-run", env["ns"], "trainer-0",
+                       container=pod["spec"]["ephemeralContainers"][0]["name"])
+    wait_phase(env, "Profiling")
+    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0",
+                              {"kind": "DeleteOptions", "apiVersion": "v1",
+                               "gracePeriodSeconds": 0}).status == 200
+    st = wait_phase(env, "Failed")["status"]
+    t = st["targets"][0]
+    assert t["reason"] == "TargetDeleted" and "lost with the pod" in t["message"], t
+    assert (t["mode"], t["runtime"], t["node"], t["container"]) == \
+        ("EphemeralContainer", "kata-qemu", "node-1", "trainer"), t
+    assert not st["artifacts"]
 
 
 def make_cluster_object(e, path, obj):
