@@ -229,6 +229,21 @@ def no_credentials_anywhere(e):
                     assert "value" not in v, f"literal credential env {v['name']}"
 
 
+def start_profiling(env, duration="30s"):
+    """A session on trainer-0 whose injector runs (Profiling); returns the injector pod's name."""
+    make_session(env, duration=duration)
+    name = wait_injector(env)["metadata"]["name"]
+    env["ctl"].kubelet("run", env["ns"], name)
+    wait_phase(env, "Profiling")
+    return name
+
+
+def delete_target(env, pod="trainer-0"):
+    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/{pod}",
+                              {"kind": "DeleteOptions", "apiVersion": "v1",
+                               "gracePeriodSeconds": 0}).status == 200
+
+
 # ---------------------------------------------------------------------------------------- tests
 
 def test_session_succeeds_with_artifacts(env):
@@ -329,10 +344,7 @@ def test_injector_fails(env):
 def test_deadline(env):
     env["controller"]()
     make_pod(env)
-    make_session(env, duration="1s")
-    name = wait_injector(env)["metadata"]["name"]
-    env["ctl"].kubelet("run", env["ns"], name)
-    wait_phase(env, "Profiling")
+    start_profiling(env, duration="1s")
     # never terminates: 1 s + 3 s grace later the session fails and the injector is removed
     st = wait_phase(env, "Failed", timeout=12)["status"]
     assert condition(st, "Failed")["reason"] == "DeadlineExceeded"
@@ -344,13 +356,8 @@ def test_target_deleted_mid_session(env):
     window and upload; the target ends Failed/TargetDeleted with what it uploaded listed."""
     env["controller"]()
     make_pod(env)
-    make_session(env)
-    name = wait_injector(env)["metadata"]["name"]
-    env["ctl"].kubelet("run", env["ns"], name)
-    wait_phase(env, "Profiling")
-    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0",
-                              {"kind": "DeleteOptions", "apiVersion": "v1",
-                               "gracePeriodSeconds": 0}).status == 200
+    name = start_profiling(env)
+    delete_target(env)
 
     def deleted_seen():
         t = ((get_session(env) or {}).get("status") or {}).get("targets") or [{}]
@@ -393,13 +400,8 @@ def test_target_deleted_and_injector_never_finishes(env):
     """The deadline still holds after the target went: an injector still running then is deleted."""
     env["controller"]()
     make_pod(env)
-    make_session(env, duration="1s")
-    name = wait_injector(env)["metadata"]["name"]
-    env["ctl"].kubelet("run", env["ns"], name)
-    wait_phase(env, "Profiling")
-    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0",
-                              {"kind": "DeleteOptions", "apiVersion": "v1",
-                               "gracePeriodSeconds": 0}).status == 200
+    start_profiling(env, duration="1s")
+    delete_target(env)
     st = wait_phase(env, "Failed", timeout=15)["status"]
     assert condition(st, "Failed")["reason"] == "DeadlineExceeded", st
     assert st["targets"][0]["node"] == "node-1"
@@ -479,10 +481,7 @@ def test_merge_pod_scheduling_flags(env):
 def test_session_deleted_mid_run(env):
     env["controller"]()
     make_pod(env)
-    make_session(env)
-    name = wait_injector(env)["metadata"]["name"]
-    env["ctl"].kubelet("run", env["ns"], name)
-    wait_phase(env, "Profiling")
+    start_profiling(env)
     assert env["kube"].delete(f"{GROUP}/namespaces/{env['ns']}/profilingsessions/slow-step").status == 200
     wait_for(lambda: get_session(env) is None, 10, "the session to be gone (finalizer removed)")
     wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
@@ -599,9 +598,7 @@ def test_kata_target_deleted_mid_session(env):
     env["ctl"].kubelet("ephemeral-run", env["ns"], "trainer-0",
                        container=pod["spec"]["ephemeralContainers"][0]["name"])
     wait_phase(env, "Profiling")
-    assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0",
-                              {"kind": "DeleteOptions", "apiVersion": "v1",
-                               "gracePeriodSeconds": 0}).status == 200
+    delete_target(env)
     st = wait_phase(env, "Failed")["status"]
     t = st["targets"][0]
     assert t["reason"] == "TargetDeleted" and "lost with the pod" in t["message"], t
