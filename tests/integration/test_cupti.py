@@ -61,6 +61,16 @@ def assert_cupti_timeline(tl):
     window = tl["otherData"]
     w_start, w_end = window["window_start_ns"] / 1e3, window["window_end_ns"] / 1e3
     kernels = [e for e in events(tl, "cuda_kernel") if e["ph"] == "X"]
+    # the gradient all-reduces' kernels, launched inside the NCCL calls: each names its call
+    nccl = [e for e in kernels if e["name"].startswith("ncclDevKernel_")]
+    calls = {(e["args"]["comm"], e["args"]["seq"]): e for e in events(tl, "nccl")
+             if e["ph"] == "X" and "seq" in e["args"]}
+    assert nccl, "no NCCL kernel events"
+    for k in nccl:
+        call = calls[(k["args"]["nccl_comm"], k["args"]["nccl_seq"])]
+        assert call["args"]["correlation"] == k["args"]["correlation"], (k, call)
+        assert k["args"]["nccl_op"] == call["args"]["op"] and k["name"].startswith(f"ncclDevKernel_{call['args']['op']}_")
+    kernels = [e for e in kernels if e not in nccl]
     assert kernels, "no GPU kernel events"
     assert {e["name"] for e in kernels} == TRAINER_KERNELS
     tracks = gpu_track_names(tl)
