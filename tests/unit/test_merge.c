@@ -235,6 +235,16 @@ static void test_median_and_quantiles(void **state)
 
 /* ---- reading a rank's artifacts ------------------------------------------------------- */
 
+/* x's first `drop` collectives lose their kernel records; then x (397, 3 later) is fit to ref (400). */
+static void fit_without_kernels(const struct merge_coll *ref, struct merge_coll *x, size_t drop, struct merge_fit *f)
+{
+	for (size_t i = 0; i < drop; i++)
+		x[i].gpu_end_ns = 0;
+	assert_int_equal(merge_fit_offset(ref, 400, x, 397, f), 0);
+	assert_true(f->ok);
+	assert_int_equal(f->shift, 3);
+}
+
 static void test_gpu_kernel_ends_preferred(void **state)
 {
 	struct merge_coll ref[400], x[400];
@@ -252,24 +262,16 @@ static void test_gpu_kernel_ends_preferred(void **state)
 		}
 	}
 	/* a few collectives without a kernel record (before CUPTI was on) */
-	for (size_t i = 0; i < 10; i++)
-		x[i].gpu_end_ns = 0;
-	assert_int_equal(merge_fit_offset(ref, 400, x, 397, &f), 0);
-	assert_true(f.ok);
+	fit_without_kernels(ref, x, 10, &f);
 	assert_true(f.gpu);
-	assert_int_equal(f.shift, 3);
 	assert_int_equal(f.offset_ns, 987654321);
 	assert_int_equal(f.mad_ns, 0);
 	assert_int_equal(f.matched, 387);
 	assert_int_equal(f.gpu_matched, 387);
 
 	/* most of x's collectives without a kernel: the host ends of all, within their noise */
-	for (size_t i = 0; i < 300; i++)
-		x[i].gpu_end_ns = 0;
-	assert_int_equal(merge_fit_offset(ref, 400, x, 397, &f), 0);
-	assert_true(f.ok);
+	fit_without_kernels(ref, x, 300, &f);
 	assert_false(f.gpu);
-	assert_int_equal(f.shift, 3);
 	assert_int_equal(f.matched, 397);
 	assert_near(f.offset_ns, 987654321, 20000);
 	assert_true(f.mad_ns > 5000);
