@@ -14,6 +14,7 @@
 #include "launch_stacks.h"
 #include "ring.h"
 #include "session.h"
+#include "target.h"
 #include "timeutil.h"
 
 struct session {
@@ -305,8 +306,9 @@ void session__stop(struct session *s, struct event_store *store)
 	 * (CUPTI); a producer that saw enabled=1 just before may still be writing its slot.
 	 */
 	deadline = now_monotonic_ns() + 1000 * NSEC_PER_MSEC;
+	/* an exited process never answers: what it left in the ring is drained below */
 	while (atomic_load_explicit(&s->hdr->lib_state, memory_order_acquire) != AIPROF_LIB_IDLE &&
-	       now_monotonic_ns() < deadline) {
+	       now_monotonic_ns() < deadline && !target_exited(s->pid)) {
 		if (store)
 			session__drain(s, store);
 		sleep_ns(500 * NSEC_PER_USEC);
