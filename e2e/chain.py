@@ -13,11 +13,9 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +37,7 @@ for d in (ROOT, os.path.join(ROOT, "tests", "kubeapi"), os.path.join(ROOT, "test
     if d not in sys.path:
         sys.path.insert(0, d)
 
+import harness  # noqa: E402
 import runcenv  # noqa: E402
 import s3env  # noqa: E402
 from fakeapi.client import Kube, launch  # noqa: E402
@@ -89,14 +88,8 @@ def images(store):
 
 
 def wait_for(fn, timeout=30.0, what="condition", interval=0.1):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    """harness.wait_for with the chain's longer default (containers start slowly)."""
+    return harness.wait_for(fn, timeout, what, interval)
 
 
 def missing():
@@ -145,10 +138,7 @@ class Chain:
         if self.runc:
             self.runc.cleanup(keep_files=True)
         if self.api_proc:
-            os.kill(self.api_proc.pid, signal.SIGKILL)
-            self.api_proc.wait()
-            for f in (self.api_proc.stdout, self.api_proc.stderr):
-                f.close()
+            harness.stop_api(self.api_proc)
         if self.rgw:
             self.rgw.stop()
         # logs, bundles and image snapshots: kept for a look with AIPROF_E2E_KEEP=1
@@ -163,33 +153,16 @@ def kubectl(chain, *args, timeout=60, input=None):
                           text=True, timeout=timeout, input=input)
 
 
-class Controller:
+class Controller(harness.ControllerProcess):
     """One aiprof-controller process scoped to a namespace; log kept in a file."""
 
     def __init__(self, chain, ns, *extra):
-        self.log_path = os.path.join(chain.tmp, f"{ns}-controller-{uuid.uuid4().hex[:6]}.log")
-        args = [CONTROLLER, "--kubeconfig", chain.kubeconfig, "--namespace", ns,
-                "--metrics-addr", "127.0.0.1:0", "--workers", "2", "--target-wait", "30s",
-                "--grace", "40s", "--lease-namespace", ns, "--lease-duration", "3s",
-                "--renew-deadline", "2s", "--retry-period", "500ms", "--injector-image", INJECTOR_IMAGE,
-                "--identity", f"e2e-{uuid.uuid4().hex[:6]}", "-v", *extra]
-        self.log = open(self.log_path, "w")
+        args = harness.controller_args(CONTROLLER, ns, *extra, kubeconfig=chain.kubeconfig,
+                                       target_wait="30s", grace="40s",
+                                       injector_image=INJECTOR_IMAGE,
+                                       identity=f"e2e-{uuid.uuid4().hex[:6]}")
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("AWS_")}
-        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-
-    def text(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.p.poll() is None:
-            os.kill(self.p.pid, sig)
-        try:
-            self.p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(self.p.pid, signal.SIGKILL)
-            self.p.wait()
-        self.log.close()
+        super().__init__(args, os.path.join(chain.tmp, f"{ns}-controller-{uuid.uuid4().hex[:6]}.log"), env)
 
 
 def new_env(chain, ns):

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 from fakeapi.client import Control, Kube, launch  # noqa: E402
+import harness  # noqa: E402
 
 NS = "bench"
 
@@ -47,20 +47,7 @@ def cpu_s(pid):
 
 
 def http_get(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-        head, _, body = data.partition(b"\r\n\r\n")
-        m = re.search(rb"content-length: *(\d+)", head, re.I)
-        if m and len(body) >= int(m.group(1)):
-            break
-    s.close()
-    return data.partition(b"\r\n\r\n")[2].decode()
+    return harness.http_get(port, path, timeout=10)[1]
 
 
 def metric(port, name):
