@@ -100,3 +100,33 @@ int readfile(const char *path, size_t max, unsigned flags, char **ret, size_t *r
 	close(fd);
 	return r;
 }
+
+ssize_t readfile_buf(const char *path, char *buf, size_t len)
+{
+	size_t got = 0;
+	int fd;
+
+	if (!path || !buf || !len)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	while (got + 1 < len) {
+		ssize_t n = read(fd, buf + got, len - 1 - got);
+
+		if (n < 0) {
+			int e = errno;
+
+			if (e == EINTR)
+				continue;
+			close(fd);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (ssize_t)got;
+}

@@ -4,6 +4,7 @@
 #define AIPROF_COMMON_READFILE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Refuse anything but a regular file (a FIFO would block, a device never end): -EINVAL;
  * a folder is -EISDIR with or without it. */
@@ -17,5 +18,10 @@ int readfile_fd(int fd, size_t max, unsigned flags, char **ret, size_t *ret_len)
 
 /* The same for the file at path (opened O_CLOEXEC | O_NOCTTY). */
 int readfile(const char *path, size_t max, unsigned flags, char **ret, size_t *ret_len);
+
+/* Reads at most len - 1 bytes of the file at path into buf (len >= 1) and NUL-terminates it:
+ * for small /proc and /sys files; what does not fit is left unread. Returns the length, or
+ * -errno (EINTR is retried). */
+ssize_t readfile_buf(const char *path, char *buf, size_t len);
 
 #endif

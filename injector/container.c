@@ -12,6 +12,7 @@
 
 #include "container.h"
 #include "procmaps.h"
+#include "readfile.h"
 
 static const char *const id_prefixes[] = { "containerd://", "cri-o://", "docker://" };
 
@@ -212,34 +213,6 @@ int cgroup_file__key(const char *text, size_t len, char *key, size_t keylen)
 	return 0;
 }
 
-/* Reads a small /proc file whole; returns its length or a negative errno. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t got = 0;
-
-	if (fd < 0)
-		return -errno;
-	while (got + 1 < len) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-
-			close(fd);
-			return -e;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	buf[got] = 0;
-	return (ssize_t)got;
-}
-
 static int cmp_pid(const void *a, const void *b)
 {
 	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
@@ -288,7 +261,7 @@ static int scan(const char *proc_root, bool (*keep)(const char *root, pid_t pid,
 		if (*end || pid <= 0 || pid > INT_MAX)
 			continue;
 		snprintf(path, sizeof(path), "%s/%ld/cgroup", proc_root, pid);
-		len = read_small(path, cg, sizeof(cg));
+		len = readfile_buf(path, cg, sizeof(cg));
 		if (len < 0)
 			continue;  /* gone meanwhile */
 		if (keep(proc_root, (pid_t)pid, cg, (size_t)len, ctx)) {
@@ -328,7 +301,7 @@ void container__cmdline(const char *proc_root, pid_t pid, char *buf, size_t len)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%d/cmdline", proc_root, (int)pid);
-	n = read_small(path, buf, len);
+	n = readfile_buf(path, buf, len);
 	if (n < 0) {
 		buf[0] = 0;
 		return;
@@ -347,7 +320,7 @@ static void read_comm(const char *proc_root, pid_t pid, char *buf, size_t len)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%d/comm", proc_root, (int)pid);
-	n = read_small(path, buf, len);
+	n = readfile_buf(path, buf, len);
 	if (n < 0)
 		n = 0;
 	while (n > 0 && buf[n - 1] == '\n')
@@ -384,7 +357,7 @@ int container__find_others(const char *proc_root, pid_t **ret, size_t *n)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/self/cgroup", proc_root);
-	len = read_small(path, cg, sizeof(cg));
+	len = readfile_buf(path, cg, sizeof(cg));
 	if (len < 0)
 		return (int)len;
 	r = cgroup_file__key(cg, (size_t)len, o.own, sizeof(o.own));
@@ -457,7 +430,7 @@ static int parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
-	n = read_small(path, buf, sizeof(buf));
+	n = readfile_buf(path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
 	p = strrchr(buf, ')');

@@ -22,6 +22,7 @@
 #include "offcpu.skel.h"
 #include "ebpf_internal.h"
 #include "ebpf_kallsyms.h"
+#include "readfile.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL  /* Linux 6.9: a pidfd for a thread */
@@ -119,21 +120,6 @@ void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data
 		  UINT32_MAX);
 }
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	return 0;
-}
-
 /*
  * The stacks of a thread asleep right now: kernel frames from /proc/PID/task/TID/stack
  * ("[<0>] pipe_read+0x366/0x410", scheduler frames left out), its user pc from .../syscall,
@@ -152,7 +138,7 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
 	memset(st, 0, offsetof(struct ebpf_stacks, kips));
 	*ret_wchan = UINT32_MAX;
 	snprintf(path, sizeof(path), "/proc/%d/task/%u/stack", td->pid, tid);
-	if (read_text(path, buf, sizeof(buf)) == 0) {
+	if (readfile_buf(path, buf, sizeof(buf)) >= 0) {
 		for (p = buf; *p && nk < EBPF_KSTACK_MAX; p = nl ? nl + 1 : p + strlen(p)) {
 			char name[128];
 			unsigned long off = 0;
@@ -177,7 +163,7 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
 		st->kstack_bytes = (int32_t)(nk * 8);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/task/%u/syscall", td->pid, tid);
-	if (read_text(path, buf, sizeof(buf)) == 0 &&
+	if (readfile_buf(path, buf, sizeof(buf)) >= 0 &&
 	    sscanf(buf, "%ld %*s %*s %*s %*s %*s %*s %*s %llx", &nr, &pc) == 2 && pc) {
 		st->uips[0] = pc;
 		st->ustack_bytes = 8;

@@ -12,24 +12,10 @@
 #include <unistd.h>
 
 #include "procsyms.h"
+#include "readfile.h"
 #include "target.h"
 
 #define CAP_SYS_PTRACE_BIT 19
-
-static int read_small(const char *path, char *buf, size_t len)
-{
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	return (int)n;
-}
 
 /* The value of "Key:" in /proc/PID/status, or -1. */
 static long long status_field(pid_t pid, const char *key, int base)
@@ -38,7 +24,7 @@ static long long status_field(pid_t pid, const char *key, int base)
 	size_t klen = strlen(key);
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (readfile_buf(path, buf, sizeof(buf)) < 0)
 		return -1;
 	for (p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
 		if (strncmp(p, key, klen) == 0 && p[klen] == ':')
@@ -51,7 +37,7 @@ static char process_state(pid_t pid)
 	char path[64], buf[512], *rp;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (readfile_buf(path, buf, sizeof(buf)) < 0)
 		return 0;
 	rp = strrchr(buf, ')');
 	return rp && rp[1] == ' ' ? rp[2] : 0;
@@ -151,7 +137,7 @@ void target_explain_eperm(pid_t pid, char *msg, size_t len)
 	char scope_buf[16] = "";
 	int scope = -1;
 
-	if (read_small("/proc/sys/kernel/yama/ptrace_scope", scope_buf, sizeof(scope_buf)) > 0)
+	if (readfile_buf("/proc/sys/kernel/yama/ptrace_scope", scope_buf, sizeof(scope_buf)) > 0)
 		scope = atoi(scope_buf);
 	if (tracer > 0) {
 		snprintf(msg, len, "permission denied: pid %d is already traced by pid %lld (a "
@@ -180,14 +166,14 @@ void target_read_identity(struct target *t)
 	int n;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", t->pid);
-	if (read_small(path, buf, sizeof(buf)) > 0) {
+	if (readfile_buf(path, buf, sizeof(buf)) > 0) {
 		buf[strcspn(buf, "\n")] = 0;
 		snprintf(t->comm, sizeof(t->comm), "%s", buf);
 	} else {
 		snprintf(t->comm, sizeof(t->comm), "pid%d", t->pid);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", t->pid);
-	n = read_small(path, buf, sizeof(buf));
+	n = readfile_buf(path, buf, sizeof(buf));
 	for (int i = 0; i < n - 1; i++)
 		if (buf[i] == 0)
 			buf[i] = ' ';
@@ -202,7 +188,7 @@ static void read_nstid(pid_t pid, pid_t tid, uint32_t *host, uint32_t *ns)
 	*host = (uint32_t)tid;
 	*ns = (uint32_t)tid;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (readfile_buf(path, buf, sizeof(buf)) < 0)
 		return;
 	p = strstr(buf, "\nNSpid:");
 	if (!p)
@@ -253,7 +239,7 @@ void target_refresh_threads(struct target *t)
 		tn->ns_tid = ns;
 		tn->host_tid = host;
 		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%d/comm", t->pid, tid);
-		if (read_small(cpath, comm, sizeof(comm)) > 0) {
+		if (readfile_buf(cpath, comm, sizeof(comm)) > 0) {
 			comm[strcspn(comm, "\n")] = 0;
 			snprintf(tn->comm, sizeof(tn->comm), "%s", comm);
 		}

@@ -169,6 +169,33 @@ static void test_proc_and_offset(void **state)
 	unlink(path);
 }
 
+/* A small file into the caller's buffer: what does not fit is cut, always NUL-terminated. */
+static void test_into_buffer(void **state)
+{
+	char path[128], buf[8];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/small", dir);
+	write_file(path, "0123456789", 10);
+	assert_int_equal(readfile_buf(path, buf, sizeof(buf)), 7);
+	assert_string_equal(buf, "0123456");
+	assert_int_equal(readfile_buf(path, buf, 1), 0);
+	assert_string_equal(buf, "");
+	write_file(path, "abc", 3);
+	assert_int_equal(readfile_buf(path, buf, sizeof(buf)), 3);
+	assert_string_equal(buf, "abc");
+	assert_int_equal(readfile_buf(path, buf, 0), -EINVAL);
+	unlink(path);
+	assert_int_equal(readfile_buf(path, buf, sizeof(buf)), -ENOENT);
+	/* a /proc file reports size 0 and is read all the same */
+	{
+		char st[4096];
+
+		assert_true(readfile_buf("/proc/self/status", st, sizeof(st)) > 0);
+		assert_non_null(strstr(st, "Pid:"));
+	}
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -189,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_empty_missing_folder),
 		cmocka_unit_test(test_pipe_grows_to_limit),
 		cmocka_unit_test(test_proc_and_offset),
+		cmocka_unit_test(test_into_buffer),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
