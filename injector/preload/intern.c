@@ -10,9 +10,13 @@
  * into a bump-allocated arena (the CUfunction's own name may go away with its module).
  * When a table or the arena is full, new keys get id 0 ("unknown") — never a wrong name.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "preload.h"
+
+/* how many times a lookup yields to the thread still storing a slot's name */
+#define INTERN_WAIT_YIELDS 1000
 
 #define INTERN_SLOTS   8192                /* per table, power of two */
 #define INTERN_IDS     32768               /* ids across all tables; id 0 = none */
@@ -109,6 +113,16 @@ uint32_t intern__id(struct aiprof_ring_hdr *h, enum intern_table t, uintptr_t ke
 			continue;
 		}
 		id = atomic_load_explicit(&tab[i].id, memory_order_acquire);
+		/*
+		 * 0: the thread that claimed the slot is still storing the name (two ranks'
+		 * threads launching the same kernel from the same call site at once). Give it
+		 * the CPU rather than record this call without its name or stack; bounded, so a
+		 * claimer that never returns (a signal handler's longjmp) costs one name only.
+		 */
+		for (int spin = 0; id == 0 && spin < INTERN_WAIT_YIELDS; spin++) {
+			sched_yield();
+			id = atomic_load_explicit(&tab[i].id, memory_order_acquire);
+		}
 		if (id == 0 || id == UINT32_MAX)
 			return 0;
 		name_emit(h, id);
