@@ -261,7 +261,10 @@ def test_host_end_fallback(two_ranks, tmp_path):
     assert s["alignment"]["collectives_compared_on_gpu"] == 0
     assert abs(by_rank(s)[1]["offset_us"]) <= SKEW_TARGET_US, s["ranks"]
     check_skew(tl, s)
-    assert not s["warnings"], s["warnings"]
+    # host ends carry wake-up jitter: on a loaded machine the regular trainer's matches at
+    # neighbouring shifts may fit almost as well, which the merge says (and the offset check
+    # above shows it still took the right one); nothing else may be warned about
+    assert all("is ambiguous" in w for w in s["warnings"]), s["warnings"]
 
     out = tmp_path / "mixed"
     r = merge(out, two_ranks[0], bare[1])
