@@ -248,8 +248,9 @@ static int parse_s3(struct session *s, const json_t *o)
 	int r;
 
 	if (!o && !bucket)
-		BAD("spec.output.s3 is required: artifacts go to S3-compatible storage (or start "
-		    "aiprof-controller with --default-s3-bucket, the chart's s3.bucket value)");
+		BAD("spec.output.s3 is required: artifacts go to S3-compatible storage, keeping "
+		    "them on the node is not implemented (or start aiprof-controller with "
+		    "--default-s3-bucket, the chart's s3.bucket value)");
 	if (!json_is_object(o) || !bucket)
 		BAD("spec.output.s3.bucket is required: artifacts go to S3-compatible storage");
 	snprintf(url, sizeof(url), "s3://%s/%s", bucket, prefix ? prefix : "");
