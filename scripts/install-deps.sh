@@ -12,6 +12,9 @@ PACKAGES=(
 	libcmocka-dev util-linux procps strace python3-pytest python3-yaml
 	# end to end (e2e/): containers are started with runc 1.1
 	runc
+	# the real Kubernetes of ../shared/k8s (tests/k8s/realk8s.py): etcd, containerd + runc,
+	# the CNI bridge plugin, its binaries come xz-packed
+	etcd-server containerd containernetworking-plugins xz-utils iproute2
 	# report.html is rendered in headless Chromium by tests/integration/test_artifacts.py
 	chromium
 	# S3 upload: libcrypto for SigV4; a real S3 server (Ceph radosgw) and independent clients
