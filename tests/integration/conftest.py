@@ -136,3 +136,11 @@ def thread_states(pid):
         except FileNotFoundError:
             pass
     return states
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stops the real Kubernetes (tests/k8s/realk8s.py) if a test started it."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
+    import realk8s
+    realk8s.stop_shared()

@@ -63,6 +63,16 @@ class Cluster:
         self.env = dict(os.environ)
         self.env.update(settings())
         self.state = self.env["AIPROF_K8S_STATE"]
+        # every request the API server answers, with its user and code, for the RBAC test;
+        # the policy lives beside the state dir because the start script creates that afresh
+        self.audit_log = os.path.join(self.state, "logs", "audit.log")
+        self.audit_policy = self.state.rstrip("/") + "-audit-policy.yaml"
+        with open(self.audit_policy, "w") as f:
+            f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+                    "rules:\n- level: Metadata\n")
+        self.env["AIPROF_K8S_APISERVER_ARGS"] = " ".join(filter(None, [
+            self.env.get("AIPROF_K8S_APISERVER_ARGS"), f"--audit-policy-file={self.audit_policy}",
+            f"--audit-log-path={self.audit_log}", "--audit-log-format=json", "--audit-log-maxsize=200"]))
         self.started = False
         self.startup_s = None
 
@@ -106,6 +116,10 @@ class Cluster:
             raise AssertionError(f"stop-cluster.sh failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
         if os.environ.get("AIPROF_TEST_K8S_KEEP") != "1":
             shutil.rmtree(self.state, ignore_errors=True)
+            try:
+                os.unlink(self.audit_policy)
+            except FileNotFoundError:
+                pass
 
     def kubectl_env(self, kubeconfig=None):
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("AWS_")}
@@ -166,6 +180,26 @@ class Cluster:
         if r.returncode != 0:
             raise AssertionError(f"ctr images import {tar_path}: {r.stderr[-2000:]}")
         return r.stdout
+
+    def audit(self, user=None, since=0):
+        """The API server's audit events (ResponseComplete stage) from byte offset `since`, of
+        `user` if given: [(event, ...)], and the offset to read on from."""
+        out = []
+        with open(self.audit_log, "rb") as f:
+            f.seek(since)
+            data = f.read()
+        end = since + data.rfind(b"\n") + 1
+        for line in data[:end - since].splitlines():
+            e = json.loads(line)
+            if e.get("stage") == "ResponseComplete" and (user is None or e["user"]["username"] == user):
+                out.append(e)
+        return out, end
+
+    def audit_offset(self):
+        try:
+            return os.path.getsize(self.audit_log)
+        except FileNotFoundError:
+            return 0
 
     def log(self, component):
         try:
