@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""aiprof-controller against the Kubernetes API double (tests/kubeapi): everything goes through
-the API as a cluster would see it. The double plays the kubelet (control API /kubelet/...):
-it runs pods and terminates containers with the termination message the injector writes.
+"""aiprof-controller against the REAL Kubernetes API server (v1.32, ../shared/k8s through
+tests/k8s/realk8s.py): everything goes through the API as a cluster would see it. Its pods are
+bound to Node objects no kubelet serves, and the test plays that kubelet through the API server
+(tests/k8s/played.py): it runs pods, terminates containers with the termination message the
+injector writes, and confirms graceful deletions. The cases a real server cannot produce — a
+watch cut mid-stream, history compacted under a watch (410 Gone), a service-account token
+revoked under the controller — run against the API double (tests/kubeapi) instead.
 
 Each test gets its own namespace and its own controller process(es) scoped to it (--namespace),
 so tests never see each other's objects. Processes are stopped by PID."""
 import base64
-import copy
 import hashlib
 import json
 import os
@@ -27,16 +30,18 @@ BUILD = os.environ.get("BUILD", "build")
 CONTROLLER = os.path.join(ROOT, BUILD, "aiprof-controller")
 CRD = os.path.join(ROOT, "crds", "profilingsession.yaml")
 sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
 try:
     from fakeapi.client import Control, Kube, launch  # noqa: E402
 except ImportError:          # the double is not in this tree yet
     launch = None
 from harness import ControllerProcess, controller_args, stop_api, wait_for  # noqa: E402,F401
+import played  # noqa: E402
+import realk8s  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built"),
-    pytest.mark.skipif(launch is None, reason="tests/kubeapi (the API double) is missing"),
 ]
 
 GROUP = "/apis/aiprof.io/v1alpha1"
@@ -66,8 +71,44 @@ def crd_manifest(tmp):
     return path, added
 
 
+PLAYED_NODES = ("node-0", "node-1", "node-2", "node-3")
+
+
 @pytest.fixture(scope="module")
 def api():
+    """The real API server, with the CRDs applied and the played nodes registered."""
+    why = realk8s.missing()
+    if why:
+        pytest.skip(why)
+    c = realk8s.shared()
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", os.path.join(ROOT, "crds"), ok=True)
+    c.kubectl("wait", "--for=condition=Established", "crd/profilingsessions.aiprof.io",
+              "crd/profilingpolicies.aiprof.io", "--timeout=30s", ok=True)
+    if c.get("namespace", "aiprof-system") is None:
+        c.kubectl("create", "namespace", "aiprof-system", ok=True)
+    kube = Kube(c.api_url, c.ca_file, played.admin_token(c.kubeconfig), user_agent="aiprof-tests/1")
+    ctl = played.PlayedControl(c, kube)
+    for n in PLAYED_NODES:
+        ctl.node(n)
+    ctl.cordon(c.node)
+    # the Kata pods' class (the server refuses a pod whose RuntimeClass does not exist)
+    r = kube.post("/apis/node.k8s.io/v1/runtimeclasses", {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                                          "metadata": {"name": "kata-qemu"}, "handler": "kata-qemu"})
+    assert r.status in (201, 409), r
+    tmp = tempfile.mkdtemp(prefix="aiprof-ctl-")
+    yield {"kube": kube, "ctl": ctl, "ep": {"kubeconfig": c.kubeconfig, "server": c.api_url}, "tmp": tmp,
+           "cluster": c}
+    ctl.cordon(c.node, False)
+    kube.delete("/apis/node.k8s.io/v1/runtimeclasses/kata-qemu")
+    for n in PLAYED_NODES:
+        kube.delete(f"/api/v1/nodes/{n}")
+
+
+@pytest.fixture(scope="module")
+def double_api():
+    """The API double, for what a real server cannot be made to do on demand."""
+    if launch is None:
+        pytest.skip("tests/kubeapi (the API double) is missing")
     tmp = tempfile.mkdtemp(prefix="aiprof-ctl-")
     crd, added = crd_manifest(tmp)
     if added:
@@ -109,7 +150,20 @@ class Controller(ControllerProcess):
 
 @pytest.fixture
 def env(api, request):
-    """A fresh namespace with a running target pod, a Secret and a controller scoped to it."""
+    """A fresh namespace with a Secret, on the real API server; controller(...) starts a
+    controller scoped to it. The played kubelet confirms its pods' deletions."""
+    for n in PLAYED_NODES:
+        api["ctl"].node(n)                  # a fresh heartbeat: the nodes stay Ready
+    yield from make_env(api, request)
+
+
+@pytest.fixture
+def env_double(double_api, request):
+    """The same on the API double."""
+    yield from make_env(double_api, request)
+
+
+def make_env(api, request):
     ns = "t-" + re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-40:] + "-" + uuid.uuid4().hex[:4]
     kube, ctl = api["kube"], api["ctl"]
     assert kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
@@ -126,7 +180,10 @@ def env(api, request):
         return c
 
     e = {"ns": ns, "kube": kube, "ctl": ctl, "controller": controller, "api": api}
+    halt = ctl.start_reaper(ns) if hasattr(ctl, "start_reaper") else None
     yield e
+    if halt:
+        halt()
     for c in started:
         if c.p.poll() is None:
             c.kill()
@@ -505,7 +562,8 @@ def test_controller_restarted_mid_session(env):
     assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
 
 
-def test_watch_cut_and_410(env):
+def test_watch_cut_and_410(env_double):
+    env = env_double
     c = env["controller"]("--watch-timeout", "60s")
     make_pod(env)
     make_session(env, name="before")
@@ -788,7 +846,8 @@ def test_merge_failure_does_not_fail_the_session(env):
     assert len(st["artifacts"]) == 2
 
 
-def test_in_cluster_token_rotation(env):
+def test_in_cluster_token_rotation(env_double):
+    env = env_double
     ep = env["api"]["ep"]
     port = ep["server"].rsplit(":", 1)[1]
     c = env["controller"]("--service-account-dir", ep["serviceAccountDir"], kubeconfig=False,

@@ -9,7 +9,7 @@ server's audit log.
 What is not real here, and why: the controller runs as a host process with the service
 account's token (it would run the same in its pod, which needs an image), and its pods go to a
 Node object no kubelet serves ("node-played"), whose pods' status the test writes through the
-API server as the kubelet would (`pods/status`): that is how the test gives an injector a
+API server as the kubelet would (tests/k8s/played.py): that is how the test gives an injector a
 termination message without a GPU job to profile. The real kubelet runs the e2e chain
 (e2e/)."""
 import glob
@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -28,11 +27,13 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 
+import played  # noqa: E402
 import realk8s  # noqa: E402
+from fakeapi.client import Kube  # noqa: E402
 from harness import wait_for  # noqa: E402
 from test_install import (BASE, CHART, CONTROLLER, CRDS, EXAMPLES, INVALID, POLICY_GRANTS,  # noqa: E402
-                          RELEASE_NS, UNOBSERVED, container_args, example_docs, granted, helm, one,
-                          rbac_allows, render)
+                          RELEASE_NS, UNOBSERVED, container_args, example_docs, granted, notes,
+                          notes_session, one, rbac_allows, render)
 
 NOT_CHECKED = ('<nil>: Invalid value: "null": some validation rules were not checked because the '
                'object was invalid; correct the existing errors to complete validation')
@@ -178,6 +179,8 @@ def test_status_subresource_printer_columns_and_rule_ratcheting(k8s):
     # a patch that breaks a rule is refused like a create
     r = k8s.kubectl("patch", *base, "--type=merge", "-p", '{"spec":{"duration":"25h"}}')
     assert r.returncode != 0 and "spec.duration" in r.stderr and "must be from 1ms to 24h" in r.stderr, r.stderr
+    r = k8s.kubectl("patch", *base, "--type=merge", "-p", '{"spec":{"targets":{"selector":{"matchLabels":{"a":"b"}}}}}')
+    assert r.returncode != 0 and "exactly one of podName and selector" in r.stderr, r.stderr
     # status is a subresource: written there, ignored on the main resource
     k8s.kubectl("patch", *base, "--subresource=status", "--type=merge", "-p",
                 '{"status":{"phase":"Profiling","message":"recording 1 process","targetCount":1,"findingCount":2}}', ok=True)
@@ -192,48 +195,17 @@ def test_status_subresource_printer_columns_and_rule_ratcheting(k8s):
     k8s.kubectl("delete", *base, "--wait=false", ok=True)
 
 
+def test_the_session_the_install_notes_print_is_accepted(k8s):
+    ensure_crds(k8s)
+    ensure_ns(k8s, "train")
+    n = notes("s3.bucket=profiles", "s3.endpoint=https://s3.example.com", "s3.region=us-east-1")
+    text = notes_session(n).replace("{podName: POD}", "{podName: trainer-0}")
+    r = k8s.kubectl("apply", "--server-side", "-n", "train", "-f", "-", input=text, ok=True)
+    assert "profilingsession.aiprof.io/first-look serverside-applied" in r.stdout
+    no_warnings(r, "the notes' session")
+
+
 # ---------------------------------------------------------- the controller under real RBAC
-
-def played_node(k8s):
-    """A Node object no kubelet serves: the test writes its pods' status as a kubelet would."""
-    if not k8s.get("node", PLAYED_NODE):
-        k8s.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": PLAYED_NODE,
-                   "labels": {"kubernetes.io/hostname": PLAYED_NODE}}})
-    k8s.kubectl("patch", "node", PLAYED_NODE, "--subresource=status", "--type=merge", "-p", json.dumps({
-        "status": {"nodeInfo": {"kernelVersion": os.uname().release, "architecture": "amd64",
-                                "operatingSystem": "linux", "containerRuntimeVersion": "containerd://1.6.20",
-                                "kubeletVersion": "v1.32.13", "kubeProxyVersion": "", "osImage": "Debian",
-                                "bootID": "", "machineID": "", "systemUUID": ""},
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                   "message": "played by the test", "lastHeartbeatTime": now(),
-                                   "lastTransitionTime": now()}]}}), ok=True)
-
-
-def now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def set_pod_status(k8s, ns, name, status):
-    k8s.kubectl("patch", "pod", name, "-n", ns, "--subresource=status", "--type=merge", "-p",
-                json.dumps({"status": status}), ok=True)
-
-
-def running(container, cid):
-    return {"phase": "Running", "podIP": "10.246.0.99", "hostIP": "10.246.0.1", "startTime": now(),
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now()}],
-            "containerStatuses": [{"name": container, "ready": True, "restartCount": 0, "image": "t",
-                                   "imageID": "", "containerID": f"containerd://{cid}", "started": True,
-                                   "state": {"running": {"startedAt": now()}}}]}
-
-
-def terminated(container, message, exit_code=0):
-    return {"phase": "Succeeded" if exit_code == 0 else "Failed",
-            "containerStatuses": [{"name": container, "ready": False, "restartCount": 0, "image": "i",
-                                   "imageID": "", "containerID": "containerd://" + "e" * 64, "started": False,
-                                   "state": {"terminated": {"exitCode": exit_code, "reason": "Completed",
-                                                            "message": message, "startedAt": now(),
-                                                            "finishedAt": now()}}}]}
-
 
 def artifact(name, url):
     import hashlib
@@ -261,7 +233,10 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     k8s.kubectl("create", "secret", "generic", "s3-creds", "-n", ns, "--from-literal=AWS_ACCESS_KEY_ID=k",
                 "--from-literal=AWS_SECRET_ACCESS_KEY=s", ok=True)
     k8s.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata"})
-    played_node(k8s)
+    kube = Kube(k8s.api_url, k8s.ca_file, played.admin_token(k8s.kubeconfig), user_agent="aiprof-tests/1")
+    kubelet = played.PlayedControl(k8s, kube)
+    kubelet.node(PLAYED_NODE)
+    kubelet.cordon(k8s.node)            # the merge pod waits for the played kubelet
     sa = one(docs, "ServiceAccount")["metadata"]["name"]
     user = f"system:serviceaccount:{RELEASE_NS}:{sa}"
     sa_dir = tmp_path / "serviceaccount"
@@ -285,7 +260,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     def pod(name, job="x", **spec):
         k8s.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": {"job": job}},
                    "spec": {"nodeName": PLAYED_NODE, "containers": [{"name": "trainer", "image": "t"}], **spec}})
-        set_pod_status(k8s, ns, name, running("trainer", os.urandom(32).hex()))
+        kubelet.kubelet("run", ns, name)
 
     def session(name, target, **spec):
         targets = {"podName": target} if isinstance(target, str) else {"selector": {"matchLabels": target}}
@@ -296,17 +271,12 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
 
     def injectors(session_name):
         items = k8s.get("pods", "-n", ns, "-l", f"aiprof.io/session={session_name}")["items"]
-        # the kubelet's part in a deletion: confirm it once the containers are stopped (none run)
-        for i in items:
-            if i["metadata"].get("deletionTimestamp"):
-                k8s.kubectl("delete", "pod", i["metadata"]["name"], "-n", ns, "--grace-period=0", "--force",
-                            "--wait=false")
         return sorted(i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp"))
 
     def succeed(pod_name, url, names=("timeline.json.gz",)):
-        container = k8s.get("pod", pod_name, "-n", ns)["spec"]["containers"][0]["name"]
-        set_pod_status(k8s, ns, pod_name, terminated(container, json.dumps(
-            {"artifacts": [artifact(n, f"{url}/{n}") for n in names]})))
+        kubelet.kubelet("run", ns, pod_name)
+        kubelet.kubelet("terminate", ns, pod_name, exitCode=0, message=json.dumps(
+            {"artifacts": [artifact(n, f"{url}/{n}") for n in names]}))
 
     def sess(name):
         return k8s.get("profilingsession", name, "-n", ns)
@@ -315,6 +285,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
         s = sess(name)
         return (s.get("status") or {}).get("phase") if s else "gone"
 
+    halt = kubelet.start_reaper(ns)
     try:
         wait_for(lambda: p.poll() is not None or "leader" in logtext().lower(), 30, "leadership")
         assert p.poll() is None, logtext()[-3000:]
@@ -375,6 +346,8 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
                 p.kill()
                 p.wait()
         log.close()
+        halt()
+        kubelet.cordon(k8s.node, False)
         k8s.kubectl("delete", "namespace", ns, "--wait=false")
 
     time.sleep(1.5)  # the audit backend writes in batches

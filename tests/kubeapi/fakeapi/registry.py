@@ -260,6 +260,13 @@ class Registry:
             return False
         return True
 
+    def _admit_runtime_class(self, rt, o, name):
+        """The RuntimeClass admission plugin: a pod naming a RuntimeClass that does not exist is
+        refused (403), as the real API server does."""
+        rc = isinstance(rt, Pods) and (o.get("spec") or {}).get("runtimeClassName")
+        if rc and self.store.get(self.builtin[("node.k8s.io", "runtimeclasses")].storage_key, "", rc) is None:
+            raise forbidden("pods", "", name, f'pod rejected: RuntimeClass "{rc}" not found')
+
     def list(self, rt, version, ns, label_selector="", field_selector="", limit=0, cont="", rv="",
              rv_match=""):
         """Returns (items in version form, list resourceVersion, continue token, remaining)."""
@@ -362,6 +369,7 @@ class Registry:
         errs = rt.validate(o)
         if errs:
             raise self._invalid(rt, name, errs)
+        self._admit_runtime_class(rt, o, name)
         if self.store.get(rt.storage_key, self._key(rt, ns), name) is not None:
             raise already_exists(rt.plural, rt.group, name)
         if apply_fields is not None:

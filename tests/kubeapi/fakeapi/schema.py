@@ -306,12 +306,12 @@ def validate(value, schema, path):
         if schema.get("nullable"):
             return errs
         if "type" in schema:
-            errs.append(invalid(path, "null", f'{path} in body must be of type {schema["type"]}: "null"'))
+            errs.append(FieldError("TypeInvalid", path, "null", f'{path} in body must be of type {schema["type"]}: "null"'))
         return errs
     typ = schema.get("type")
     if typ and not _type_ok(value, typ, schema):
         jt = _jtype(value)
-        errs.append(invalid(path, jt, f'{path} in body must be of type {typ}: "{jt}"'))
+        errs.append(FieldError("TypeInvalid", path, jt, f'{path} in body must be of type {typ}: "{jt}"'))
         return errs
     if "enum" in schema and value not in schema["enum"]:
         errs.append(not_supported(path, value, schema["enum"]))

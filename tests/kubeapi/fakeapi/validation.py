@@ -583,13 +583,37 @@ def cel_errors(schema, value, old=_MISSING, path=""):
     return errs
 
 
+BLOCKING = ("NotSupported", "Required", "TooLong", "TooMany", "TypeInvalid")
+
+
 def blocking(errs):
-    """Schema errors after which the server does not run CEL (wrong types)."""
-    return any("must be of type" in (e.detail or "") for e in errs)
+    """Schema errors after which the server does not run CEL, as apiextensions-apiserver's
+    hasBlockingErr: a value not in the enum, a required field missing, too long, too many, or
+    of the wrong type (a pattern or a minimum is not one of them)."""
+    return any(e.kind in BLOCKING or "must be of type" in (e.detail or "") for e in errs)
 
 
 def validate_custom_resource(schema, obj, old, schema_errs):
-    """The hook: CEL errors to append to the structural ones of a custom resource."""
-    if not schema or blocking(schema_errs):
+    """The hook: CEL errors to append to the structural ones of a custom resource. Where a
+    blocking error stops the rules, the real server says so in one more cause."""
+    if not schema:
         return []
+    if blocking(schema_errs):
+        if not rules_in(schema):
+            return []
+        return [FieldError("Invalid", "<nil>", "null", "some validation rules were not checked because the "
+                           "object was invalid; correct the existing errors to complete validation")]
     return cel_errors(schema, obj, old if old is not None else _MISSING)
+
+
+def rules_in(schema):
+    """Does the schema hold any x-kubernetes-validations rule?"""
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("x-kubernetes-validations"):
+        return True
+    subs = list((schema.get("properties") or {}).values())
+    for k in ("items", "additionalProperties"):
+        if isinstance(schema.get(k), dict):
+            subs.append(schema[k])
+    return any(rules_in(x) for x in subs)
