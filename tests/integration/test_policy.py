@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""ProfilingPolicy: aiprof-controller against the Kubernetes API double (tests/kubeapi), as a
-cluster would see it. The policy reconciler takes its time from the wall clock and reads the
+"""ProfilingPolicy: aiprof-controller against the real Kubernetes API server (tests/k8s/realk8s.py;
+pods on played nodes, tests/k8s/played.py), as a cluster would see it; a create whose answer
+is lost runs on the API double (tests/kubeapi), which can inject that fault. The policy reconciler takes its time from the wall clock and reads the
 past from the API, as CronJob's controller does: a test that needs scheduled times to have
 passed writes status.lastScheduleTime (what a controller that was down for a while would have
 left behind); one test waits for a real minute boundary. Sessions are finished the way the
@@ -8,7 +9,6 @@ kubelet would: their injector pods are run and terminated with a termination mes
 
 Each test has its own namespace and controller (--namespace); processes are stopped by PID."""
 import datetime
-import json
 import os
 import re
 import shutil
@@ -41,26 +41,67 @@ def parse_iso(s):
     return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
+def strip_cel(o):
+    """Drops every x-kubernetes-validations rule of a schema, in place."""
+    if isinstance(o, dict):
+        o.pop("x-kubernetes-validations", None)
+        for v in o.values():
+            strip_cel(v)
+    elif isinstance(o, list):
+        for v in o:
+            strip_cel(v)
+
+
+def policy_crd_without_cel(tmp):
+    """crds/profilingpolicy.yaml without its CEL rules, as on a server that does not evaluate
+    them: the controller must refuse what it cannot run on its own."""
+    with open(POLICY_CRD) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    strip_cel(docs)
+    path = os.path.join(tmp, "policy-crd-without-cel.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump_all(docs, f)
+    return path
+
+
 @pytest.fixture(scope="module")
 def api():
+    """The real API server (tests/k8s/realk8s.py) with the ProfilingPolicy CRD served without its
+    rules for this module (put back whole at the end), and the played nodes of test_controller."""
+    why = tc.realk8s.missing()
+    if why:
+        pytest.skip(why)
+    c = tc.realk8s.shared()
+    tmp = tempfile.mkdtemp(prefix="aiprof-policy-")
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", os.path.join(ROOT, "crds"), ok=True)
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", policy_crd_without_cel(tmp), ok=True)
+    c.kubectl("wait", "--for=condition=Established", "crd/profilingsessions.aiprof.io",
+              "crd/profilingpolicies.aiprof.io", "--timeout=30s", ok=True)
+    if c.get("namespace", "aiprof-system") is None:
+        c.kubectl("create", "namespace", "aiprof-system", ok=True)
+    kube = tc.Kube(c.api_url, c.ca_file, tc.played.admin_token(c.kubeconfig), user_agent="aiprof-tests/1")
+    ctl = tc.played.PlayedControl(c, kube)
+    ctl.node("node-1")
+    ctl.cordon(c.node)          # merge pods wait for the played kubelet, not the real one
+    try:
+        yield {"kube": kube, "ctl": ctl, "ep": {"kubeconfig": c.kubeconfig, "server": c.api_url}, "tmp": tmp}
+    finally:
+        c.kubectl("apply", "--server-side", "--force-conflicts", "-f", POLICY_CRD, ok=True)
+        ctl.cordon(c.node, False)
+        kube.delete("/api/v1/nodes/node-1")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def double_api():
+    """The API double, for a create whose answer is lost (a fault a real server cannot be made
+    to produce on demand)."""
     tmp = tempfile.mkdtemp(prefix="aiprof-policy-")
     crd, _ = tc.crd_manifest(tmp)
     with open(crd) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
-    with open(POLICY_CRD) as f:
-        policy_docs = [d for d in yaml.safe_load_all(f) if d]
-    # Without the CRD's CEL rules (x-kubernetes-validations), as on a server that does not
-    # evaluate them: the controller must refuse what it cannot run on its own.
-    def strip_cel(o):
-        if isinstance(o, dict):
-            o.pop("x-kubernetes-validations", None)
-            for v in o.values():
-                strip_cel(v)
-        elif isinstance(o, list):
-            for v in o:
-                strip_cel(v)
-    strip_cel(policy_docs)
-    docs += policy_docs
+    with open(policy_crd_without_cel(tmp)) as f:
+        docs += [d for d in yaml.safe_load_all(f) if d]
     path = os.path.join(tmp, "crds.yaml")
     with open(path, "w") as f:
         yaml.safe_dump_all(docs, f)
@@ -77,6 +118,16 @@ def api():
 def env(api, request):
     """A namespace with running pods trainer-0 and trainer-1 (job=llama) and other-0
     (job=other), and a way to start controllers scoped to it."""
+    api["ctl"].node("node-1")           # a fresh heartbeat
+    yield from make_env(api, request)
+
+
+@pytest.fixture
+def env_double(double_api, request):
+    yield from make_env(double_api, request)
+
+
+def make_env(api, request):
     ns = "p-" + re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-40:] + "-" + uuid.uuid4().hex[:4]
     kube = api["kube"]
     assert kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
@@ -92,7 +143,10 @@ def env(api, request):
     tc.make_pod(e, "trainer-0")
     tc.make_pod(e, "trainer-1")
     tc.make_pod(e, "other-0", labels={"job": "other"})
+    halt = e["ctl"].start_reaper(ns) if hasattr(e["ctl"], "start_reaper") else None
     yield e
+    if halt:
+        halt()
     for c in started:
         if c.p.poll() is None:
             c.kill()
@@ -463,10 +517,11 @@ def test_deleting_the_policy_collects_its_sessions(env):
     wait_for(lambda: not tc.injector_pods(env, name), 15, "the injector removed")
 
 
-def test_create_answer_lost(env):
+def test_create_answer_lost(env_double):
     """The API server makes the session but its answer is lost (connection reset): the
     controller retries and ends with one session for the time, never two (the name is the
     scheduled time; a second create answers 409 AlreadyExists, which counts as success)."""
+    env = env_double
     ctl = env["controller"]()
     make_policy(env, "lossy", schedule="0 0 1 1 *", suspend=True)
     wait_condition(env, "lossy", "Scheduling", "True", "Suspended")
