@@ -51,6 +51,13 @@ fi
 # validators (kubernetes-models) that tests/install/k8s_validate.mjs runs.
 here="$(cd "$(dirname "$0")" && pwd)"
 bash "$here/fetch-helm.sh" >/dev/null
+# the API types of the oldest Kubernetes the install supports (1.25), for the check that no
+# object the chart, crds/ or the controller makes uses a field that release does not know
+types="$here/../build/tools/k8s-types-1.25"
+if [ ! -f "$types/node_modules/kubernetes-types/package.json" ]; then
+	mkdir -p "$types"
+	npm install --silent --no-audit --no-fund --loglevel=error --prefix "$types" kubernetes-types@1.25.0
+fi
 models="$here/../build/tools/k8s-models"
 if [ ! -f "$models/node_modules/@kubernetes-models/prometheus-operator/package.json" ]; then
 	mkdir -p "$models"

@@ -295,6 +295,15 @@ def start_profiling(env, duration="30s"):
     return name
 
 
+def known_to_1_25(pod):
+    """The pod spec the controller wrote uses only fields Kubernetes 1.25 knows (the oldest
+    release the install supports; test_install.py checks the shipped objects the same way).
+    The spec as the server returns it: its defaults are old fields too."""
+    from test_install import kube_types_1_25
+    unknown = kube_types_1_25().unknown_fields({"apiVersion": "v1", "kind": "Pod", "spec": pod["spec"]})
+    assert not unknown, f"{pod['metadata']['name']}: fields Kubernetes 1.25 does not know: {unknown}"
+
+
 def delete_target(env, pod="trainer-0"):
     assert env["kube"].delete(f"/api/v1/namespaces/{env['ns']}/pods/{pod}",
                               {"kind": "DeleteOptions", "apiVersion": "v1",
@@ -309,6 +318,7 @@ def test_session_succeeds_with_artifacts(env):
     s = make_session(env)
     inj = wait_injector(env)
     name = inj["metadata"]["name"]
+    known_to_1_25(inj)
 
     # the injector: on the target's node, host pid namespace, least capabilities, secret refs
     spec = inj["spec"]
@@ -626,6 +636,7 @@ def test_kata_target_gets_ephemeral_container(env):
         env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json), 15,
         "an ephemeral container")
     ec = pod["spec"]["ephemeralContainers"][0]
+    known_to_1_25(pod)
     assert ec["name"].startswith("aiprof-") and ec["targetContainerName"] == "trainer"
     envs = {v["name"]: v for v in ec["env"]}
     assert envs["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
@@ -769,6 +780,7 @@ def test_selector_ranks_get_a_merged_timeline(env):
     pods = rank_session(env)
     base = finish_ranks(env, pods)
     mp = wait_for(lambda: (merge_pods(env) or [None])[0], 15, "a merge pod")
+    known_to_1_25(mp)
     st = wait_phase(env, "Uploading")["status"]
     assert condition(st, "Merged")["status"] == "Unknown" and condition(st, "Merged")["reason"] == "Merging"
     assert not st.get("completionTime")

@@ -200,6 +200,66 @@ def test_render_options():
     assert r.returncode != 0 and "serviceAccount.name is required" in r.stderr
 
 
+# ----------------------------------------------------- the oldest Kubernetes supported: 1.25
+
+OLDEST = "1.25"
+TYPES_1_25 = os.path.join(TOOLS, "k8s-types-1.25", "node_modules", "kubernetes-types")
+# CEL in 1.25: the standard definitions plus the Kubernetes list, regex and URL libraries
+CEL_1_25 = {"has", "size", "matches", "startsWith", "endsWith", "contains", "duration", "timestamp", "int",
+            "uint", "double", "string", "bool", "bytes", "type", "dyn", "exists", "all", "exists_one", "map",
+            "filter", "isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "find", "findAll", "url",
+            "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
+            "getHours", "getMinutes", "getSeconds", "getMilliseconds"}
+
+
+def kube_types_1_25():
+    sys.path.insert(0, os.path.join(ROOT, "tests", "install"))
+    import kubetypes
+    try:
+        return kubetypes.KubeTypes(TYPES_1_25)
+    except FileNotFoundError as e:
+        raise AssertionError(f"{e}: {INSTALL_HINT}") from None
+
+
+def shipped_objects():
+    """(where, object) of everything the install ships: crds/, the chart rendered with its
+    defaults and with every optional part on, and the kustomize base."""
+    out = []
+    for name in sorted(os.listdir(CRDS)):
+        out += [(f"crds/{name}", d) for d in yaml.safe_load_all(open(os.path.join(CRDS, name))) if d]
+    for sets in ([], ["controller.watchNamespace=train", "controller.replicas=1", "metrics.serviceMonitor.enabled=true",
+                      "injector.priorityClassName=aiprof-high", "s3.bucket=b", "s3.secretName=s"]):
+        out += [(f"chart {' '.join(sets) or '(defaults)'}", d) for d in render(*sets, crds=True)]
+    for name in ("aiprof.yaml", "namespace.yaml"):
+        out += [(f"manifests/base/{name}", d) for d in yaml.safe_load_all(open(os.path.join(BASE, name))) if d]
+    return out
+
+
+def test_everything_shipped_installs_on_kubernetes_1_25():
+    """The oldest Kubernetes the README promises is 1.25 (CEL validation rules on by default).
+    The real API server here is 1.32 (test_realk8s.py installs there), so 1.25 is checked from
+    its API types (kubernetes-types@1.25.0): no object uses a field 1.25 does not know, the
+    CEL rules call only what 1.25's CEL has, and the chart says it needs 1.25."""
+    types = kube_types_1_25()
+    unknown = {}
+    for where, d in shipped_objects():
+        bad = types.unknown_fields(d)
+        if bad:
+            unknown[f"{where}: {d['kind']} {d['metadata']['name']}"] = bad
+    assert not unknown, f"fields Kubernetes {OLDEST} does not know: {json.dumps(unknown, indent=1)}"
+    # the check sees a field of a later release (selectableFields is 1.30+)
+    crd = load_crd("profilingsession.yaml")
+    crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".status.phase"}]
+    assert types.unknown_fields(crd) == ["spec.versions[0].selectableFields"]
+    for name in ("profilingsession.yaml", "profilingpolicy.yaml"):
+        for _, rule in rules_of(crd_schema(load_crd(name))):
+            assert set(rule) <= {"rule", "message"}, f"{name}: {rule} (messageExpression, reason, fieldPath are 1.27+)"
+            calls = set(re.findall(r"([A-Za-z_]\w*)\s*\(", rule["rule"]))
+            assert calls <= CEL_1_25, f"{name}: {calls - CEL_1_25} is not in Kubernetes {OLDEST}'s CEL"
+    with open(os.path.join(CHART, "Chart.yaml")) as f:
+        assert yaml.safe_load(f)["kubeVersion"] == f">={OLDEST}.0-0"
+
+
 def test_controller_flags_the_chart_passes_exist():
     with open(os.path.join(ROOT, "controller", "main.c")) as f:
         src = f.read()
