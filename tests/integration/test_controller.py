@@ -3,9 +3,9 @@
 tests/k8s/realk8s.py): everything goes through the API as a cluster would see it. Its pods are
 bound to Node objects no kubelet serves, and the test plays that kubelet through the API server
 (tests/k8s/played.py): it runs pods, terminates containers with the termination message the
-injector writes, and confirms graceful deletions. The cases a real server cannot produce — a
-watch cut mid-stream, history compacted under a watch (410 Gone), a service-account token
-revoked under the controller — run against the API double (tests/kubeapi) instead.
+injector writes, and confirms graceful deletions. What a real server does not do on demand — a
+watch cut mid-stream, a watch told its resourceVersion is gone (410) — is made by a fault
+proxy in front of it (tests/k8s/apifaults.py).
 
 Each test gets its own namespace and its own controller process(es) scoped to it (--namespace),
 so tests never see each other's objects. Processes are stopped by PID."""
@@ -23,22 +23,18 @@ import time
 import uuid
 
 import pytest
-import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 CONTROLLER = os.path.join(ROOT, BUILD, "aiprof-controller")
-CRD = os.path.join(ROOT, "crds", "profilingsession.yaml")
 sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
-try:
-    from fakeapi.client import Control, Kube, launch  # noqa: E402
-except ImportError:          # the double is not in this tree yet
-    launch = None
-from harness import ControllerProcess, controller_args, stop_api, wait_for  # noqa: E402,F401
+from fakeapi.client import Kube  # noqa: E402  (a small REST client; nothing of the double)
+from harness import ControllerProcess, controller_args, wait_for  # noqa: E402
 import played  # noqa: E402
 import realk8s  # noqa: E402
+from apifaults import ApiFaults  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built"),
@@ -47,28 +43,6 @@ pytestmark = [
 GROUP = "/apis/aiprof.io/v1alpha1"
 SECRET_ID = "AKIA" + "TESTONLY" + "EXAMPLE7"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "TESTONLYKEY"
-
-
-def crd_manifest(tmp):
-    """crds/profilingsession.yaml, plus the spec fields the controller reads that it may not
-    declare yet (a structural schema prunes undeclared fields). Returns (path, added)."""
-    with open(CRD) as f:
-        docs = [d for d in yaml.safe_load_all(f) if d]
-    added = []
-    for d in docs:
-        for v in d["spec"]["versions"]:
-            spec = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-            t = spec["targets"]["properties"]
-            if "namespace" not in t:
-                t["namespace"] = {"type": "string"}
-                added.append("spec.targets.namespace")
-            if "ttlSecondsAfterFinished" not in spec:
-                spec["ttlSecondsAfterFinished"] = {"type": "integer", "minimum": 0}
-                added.append("spec.ttlSecondsAfterFinished")
-    path = os.path.join(tmp, "crd.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump_all(docs, f)
-    return path, added
 
 
 PLAYED_NODES = ("node-0", "node-1", "node-2", "node-3")
@@ -104,30 +78,14 @@ def api():
         kube.delete(f"/api/v1/nodes/{n}")
 
 
-@pytest.fixture(scope="module")
-def double_api():
-    """The API double, for what a real server cannot be made to do on demand."""
-    if launch is None:
-        pytest.skip("tests/kubeapi (the API double) is missing")
-    tmp = tempfile.mkdtemp(prefix="aiprof-ctl-")
-    crd, added = crd_manifest(tmp)
-    if added:
-        print(f"note: the test CRD adds {', '.join(added)} (not in crds/ yet)")
-    p, ep = launch(os.path.join(tmp, "api"), "--apply", crd, "--bookmark-interval", "1",
-                   "--create-namespace", "aiprof-system")
-    kube = Kube(ep["server"], ep["ca"], ep["token"])
-    ctl = Control(ep["control"])
-    yield {"kube": kube, "ctl": ctl, "ep": ep, "tmp": tmp}
-    stop_api(p)
-
-
 class Controller(ControllerProcess):
     """One aiprof-controller process; its log is kept in a file."""
 
     def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True):
         self.api = api
-        args = controller_args(CONTROLLER, ns, *extra,
-                               kubeconfig=api["ep"]["kubeconfig"] if kubeconfig else None,
+        if kubeconfig is True:
+            kubeconfig = api["ep"]["kubeconfig"]
+        args = controller_args(CONTROLLER, ns, *extra, kubeconfig=kubeconfig or None,
                                target_wait="3s", grace="3s", injector_image="aiprof/aiprof:test",
                                identity=f"{name}-{os.getpid()}")
         e = dict(os.environ)
@@ -155,12 +113,6 @@ def env(api, request):
     for n in PLAYED_NODES:
         api["ctl"].node(n)                  # a fresh heartbeat: the nodes stay Ready
     yield from make_env(api, request)
-
-
-@pytest.fixture
-def env_double(double_api, request):
-    """The same on the API double."""
-    yield from make_env(double_api, request)
 
 
 def make_env(api, request):
@@ -572,31 +524,43 @@ def test_controller_restarted_mid_session(env):
     assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
 
 
-def test_watch_cut_and_410(env_double):
-    env = env_double
-    c = env["controller"]("--watch-timeout", "60s")
-    make_pod(env)
-    make_session(env, name="before")
-    wait_injector(env, "before")
-    wait_for(lambda: c.metric('aiprof_relists_total{resource="pods"}') == 1, 5, "first list")
-    # a reset connection: the controller resumes from its resourceVersion
-    env["ctl"].cut_watches(mode="reset", path=env["ns"])
-    wait_for(lambda: c.metric('aiprof_watch_restarts_total{resource="profilingsessions"}') >= 1,
-             10, "a watch restart")
-    # history compacted past what the controller has seen, and the watches cut: 410 -> relist
-    make_pod(env, name="trainer-1")
-    env["ctl"].compact()
-    env["ctl"].cut_watches(mode="close", path=env["ns"])
-    wait_for(lambda: c.metric('aiprof_relists_total{resource="profilingsessions"}') >= 2, 15,
-             "a relist after 410 Gone")
-    make_session(env, name="after", targets={"podName": "trainer-1", "container": "trainer"})
-    wait_injector(env, "after")
-    for n in ("before", "after"):
-        inj = injector_pods(env, n)[0]["metadata"]["name"]
-        env["ctl"].kubelet("run", env["ns"], inj)
-        terminate(env, inj, {"artifacts": []})
-        wait_phase(env, "Succeeded", name=n)
-    assert len(injector_pods(env)) == 2
+def test_watch_cut_and_410(env):
+    """Through a fault proxy in front of the real API server (tests/k8s/apifaults.py): a watch
+    reset mid-stream is resumed from the last resourceVersion; a watch answered 410 Expired
+    (what the server says for a resourceVersion compacted away) makes the controller list
+    again. Sessions made before and after are both carried through."""
+    proxy = ApiFaults(env["api"]["cluster"]).start()
+    try:
+        kc = proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-proxy.kubeconfig"))
+        c = env["controller"]("--watch-timeout", "60s", kubeconfig=kc)
+        make_pod(env)
+        make_session(env, name="before")
+        wait_injector(env, "before")
+        wait_for(lambda: c.metric('aiprof_relists_total{resource="pods"}') == 1, 5, "first list")
+        wait_for(lambda: proxy.requests(path=rf"/namespaces/{env['ns']}/profilingsessions$") and
+                 any(r["watch"] for r in proxy.requests(path="profilingsessions$")), 10, "a session watch")
+        # a reset connection: the controller resumes from its resourceVersion
+        assert proxy.cut_watches("reset") >= 2
+        wait_for(lambda: c.metric('aiprof_watch_restarts_total{resource="profilingsessions"}') >= 1,
+                 10, "a watch restart")
+        relists = c.metric('aiprof_relists_total{resource="profilingsessions"}')
+        # the next session watch is told its resourceVersion is gone: 410 -> relist
+        make_pod(env, name="trainer-1")
+        fid = proxy.expire_watches(rf"/namespaces/{env['ns']}/profilingsessions\?", times=1)
+        wait_for(lambda: proxy.cut_watches("close") and
+                 any(r["fault"] == fid for r in proxy.requests()), 10, "a watch answered 410")
+        wait_for(lambda: c.metric('aiprof_relists_total{resource="profilingsessions"}') > relists, 15,
+                 "a relist after 410 Expired")
+        make_session(env, name="after", targets={"podName": "trainer-1", "container": "trainer"})
+        wait_injector(env, "after")
+        for n in ("before", "after"):
+            inj = injector_pods(env, n)[0]["metadata"]["name"]
+            env["ctl"].kubelet("run", env["ns"], inj)
+            terminate(env, inj, {"artifacts": []})
+            wait_phase(env, "Succeeded", name=n)
+        assert len(injector_pods(env)) == 2
+    finally:
+        proxy.stop()
 
 
 def test_two_replicas_one_leader(env):
@@ -858,24 +822,57 @@ def test_merge_failure_does_not_fail_the_session(env):
     assert len(st["artifacts"]) == 2
 
 
-def test_in_cluster_token_rotation(env_double):
-    env = env_double
-    ep = env["api"]["ep"]
-    port = ep["server"].rsplit(":", 1)[1]
-    c = env["controller"]("--service-account-dir", ep["serviceAccountDir"], kubeconfig=False,
-                          env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": port})
-    assert "in-cluster" in c.text()
-    make_pod(env)
-    make_session(env, name="one")
-    wait_injector(env, "one")
-    env["ctl"].rotate_token(keep_old=False)        # the old token is refused from now on
-    make_pod(env, name="trainer-1")
-    make_session(env, name="two", targets={"podName": "trainer-1"})
-    wait_injector(env, "two")
-    users = {r["user"] for r in env["ctl"].requests(method="POST")
-             if env["ns"] in r["path"] and r["path"].endswith("/pods") and
-             r.get("userAgent", "").startswith("aiprof-controller")}
-    assert users == {ep["serviceAccountUser"]}
+def test_in_cluster_token_rotation(env):
+    """In-cluster, as in its pod: the service account's token file is replaced (as the kubelet
+    does before a projected token expires) and the old token stops working — it was bound to a
+    Secret (TokenRequest's bound object) and that Secret is deleted, so the real API server
+    refuses it from then on. The controller reads the new file and goes on as the same user."""
+    c8s, ns = env["api"]["cluster"], env["ns"]
+    sa, user = "aiprof-rotate", f"system:serviceaccount:{ns}:aiprof-rotate"
+    c8s.kubectl("create", "serviceaccount", sa, "-n", ns, ok=True)
+    c8s.kubectl("create", "clusterrolebinding", f"{ns}-admin", "--clusterrole=cluster-admin",
+                f"--serviceaccount={ns}:{sa}", ok=True)
+    for name in ("bound-1", "bound-2"):
+        c8s.kubectl("create", "secret", "generic", name, "-n", ns, ok=True)
+
+    def token(bound):
+        return c8s.kubectl("create", "token", sa, "-n", ns, "--bound-object-kind=Secret",
+                           f"--bound-object-name={bound}", "--duration=3600s", ok=True).stdout.strip()
+
+    sa_dir = os.path.join(env["api"]["tmp"], f"{ns}-serviceaccount")
+    os.makedirs(sa_dir)
+
+    def write(name, text):            # replaced whole, by rename, as the kubelet's atomic writer
+        tmp = os.path.join(sa_dir, f".{name}.tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.rename(tmp, os.path.join(sa_dir, name))
+    first = token("bound-1")
+    write("token", first)
+    write("namespace", ns)
+    with open(c8s.ca_file) as f:
+        write("ca.crt", f.read())
+    try:
+        c = env["controller"]("--service-account-dir", sa_dir, kubeconfig=False,
+                              env={"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                                   "KUBERNETES_SERVICE_PORT": c8s.api_url.rsplit(":", 1)[1]})
+        assert "in-cluster" in c.text()
+        make_pod(env)
+        make_session(env, name="one")
+        wait_injector(env, "one")
+        write("token", token("bound-2"))
+        c8s.kubectl("delete", "secret", "bound-1", "-n", ns, ok=True)      # the old token is refused now
+        old = Kube(c8s.api_url, c8s.ca_file, first)
+        wait_for(lambda: old.get(f"/api/v1/namespaces/{ns}/pods").status == 401, 10, "the old token refused")
+        make_pod(env, name="trainer-1")
+        make_session(env, name="two", targets={"podName": "trainer-1"})
+        wait_injector(env, "two")
+        posts = [r for r in env["ctl"].requests(method="POST") if r["path"] == f"/api/v1/namespaces/{ns}/pods"
+                 and r["userAgent"].startswith("aiprof-controller")]
+        assert {r["user"] for r in posts} == {user} and len(posts) == 2, posts
+        assert c.p.poll() is None, c.text()[-2000:]
+    finally:
+        c8s.kubectl("delete", "clusterrolebinding", f"{ns}-admin")
 
 
 def ws_connect(port, path="/ws/sessions"):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """ProfilingPolicy: aiprof-controller against the real Kubernetes API server (tests/k8s/realk8s.py;
 pods on played nodes, tests/k8s/played.py), as a cluster would see it; a create whose answer
-is lost runs on the API double (tests/kubeapi), which can inject that fault. The policy reconciler takes its time from the wall clock and reads the
+is lost goes through a fault proxy in front of it (tests/k8s/apifaults.py). The policy reconciler takes its time from the wall clock and reads the
 past from the API, as CronJob's controller does: a test that needs scheduled times to have
 passed writes status.lastScheduleTime (what a controller that was down for a while would have
 left behind); one test waits for a real minute boundary. Sessions are finished the way the
@@ -84,34 +84,13 @@ def api():
     ctl.node("node-1")
     ctl.cordon(c.node)          # merge pods wait for the played kubelet, not the real one
     try:
-        yield {"kube": kube, "ctl": ctl, "ep": {"kubeconfig": c.kubeconfig, "server": c.api_url}, "tmp": tmp}
+        yield {"kube": kube, "ctl": ctl, "ep": {"kubeconfig": c.kubeconfig, "server": c.api_url}, "tmp": tmp,
+               "cluster": c}
     finally:
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", POLICY_CRD, ok=True)
         ctl.cordon(c.node, False)
         kube.delete("/api/v1/nodes/node-1")
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def double_api():
-    """The API double, for a create whose answer is lost (a fault a real server cannot be made
-    to produce on demand)."""
-    tmp = tempfile.mkdtemp(prefix="aiprof-policy-")
-    crd, _ = tc.crd_manifest(tmp)
-    with open(crd) as f:
-        docs = [d for d in yaml.safe_load_all(f) if d]
-    with open(policy_crd_without_cel(tmp)) as f:
-        docs += [d for d in yaml.safe_load_all(f) if d]
-    path = os.path.join(tmp, "crds.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump_all(docs, f)
-    p, ep = tc.launch(os.path.join(tmp, "api"), "--apply", path, "--bookmark-interval", "1",
-                      "--create-namespace", "aiprof-system")
-    yield {"kube": tc.Kube(ep["server"], ep["ca"], ep["token"]), "ctl": tc.Control(ep["control"]),
-           "ep": ep, "tmp": tmp}
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -120,11 +99,6 @@ def env(api, request):
     (job=other), and a way to start controllers scoped to it."""
     api["ctl"].node("node-1")           # a fresh heartbeat
     yield from make_env(api, request)
-
-
-@pytest.fixture
-def env_double(double_api, request):
-    yield from make_env(double_api, request)
 
 
 def make_env(api, request):
@@ -517,37 +491,39 @@ def test_deleting_the_policy_collects_its_sessions(env):
     wait_for(lambda: not tc.injector_pods(env, name), 15, "the injector removed")
 
 
-def test_create_answer_lost(env_double):
-    """The API server makes the session but its answer is lost (connection reset): the
-    controller retries and ends with one session for the time, never two (the name is the
-    scheduled time; a second create answers 409 AlreadyExists, which counts as success)."""
-    env = env_double
-    ctl = env["controller"]()
-    make_policy(env, "lossy", schedule="0 0 1 1 *", suspend=True)
-    wait_condition(env, "lossy", "Scheduling", "True", "Suspended")
-    fid = env["ctl"].fault(path=f"^{GROUP}/namespaces/{env['ns']}/profilingsessions$", method="POST",
-                           action="reset", after=True, times=1)
+def test_create_answer_lost(env):
+    """The API server makes the session but its answer is lost (connection reset by a fault
+    proxy in front of the real server, tests/k8s/apifaults.py): the controller retries and
+    ends with one session for the time, never two (the name is the scheduled time; a second
+    create answers 409 AlreadyExists, which counts as success)."""
+    proxy = tc.ApiFaults(env["api"]["cluster"]).start()
     try:
+        kc = proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-proxy.kubeconfig"))
+        ctl = env["controller"](kubeconfig=kc)
+        make_policy(env, "lossy", schedule="0 0 1 1 *", suspend=True)
+        wait_condition(env, "lossy", "Scheduling", "True", "Suspended")
+        creates = rf"^{GROUP}/namespaces/{env['ns']}/profilingsessions$"
+        fid = proxy.fault(creates, method="POST", action="drop", times=1)
         patch_policy(env, "lossy", {"status": {"lastScheduleTime": "2024-06-01T00:00:00Z"}}, "/status")
         patch_policy(env, "lossy", {"spec": {"suspend": False}})
         year = datetime.datetime.now(datetime.timezone.utc).year
         want = iso(datetime.datetime(year, 1, 1, tzinfo=datetime.timezone.utc).timestamp())
         wait_for(lambda: get_policy(env, "lossy")["status"].get("lastScheduleTime") == want, 20,
                  "lastScheduleTime after the lost answer")
+        posts = proxy.requests(method="POST", path=creates)
+        # the first create was made and its answer lost; any later one was told 409 AlreadyExists
+        # (unless the watch had shown the session first)
+        assert (posts[0]["code"], posts[0]["fault"]) == (0, fid), posts
+        assert all(r["code"] == 409 for r in posts[1:]), posts
+        if posts[1:]:
+            assert f"session lossy-{parse_iso(want) // 60:.0f} exists already" in ctl.text()
+        time.sleep(1)
+        got = sessions(env, "lossy")
+        assert len(got) == 1, [s["metadata"]["name"] for s in got]
+        assert ctl.metric("aiprof_cached_policies") == 1
+        assert ctl.metric("aiprof_policy_reconciles_total") >= 2
     finally:
-        env["ctl"].clear_faults()
-    posts = env["ctl"].requests(verb="create", resource="profilingsessions", namespace=env["ns"])
-    # the first create was made and its answer lost; any later one was told 409 AlreadyExists
-    # (unless the watch had shown the session first)
-    assert (posts[0]["code"], posts[0].get("fault")) == (0, fid), posts
-    assert all(r["code"] == 409 for r in posts[1:]), posts
-    if posts[1:]:
-        assert f"session lossy-{parse_iso(want) // 60:.0f} exists already" in ctl.text()
-    time.sleep(1)
-    got = sessions(env, "lossy")
-    assert len(got) == 1, [s["metadata"]["name"] for s in got]
-    assert ctl.metric("aiprof_cached_policies") == 1
-    assert ctl.metric("aiprof_policy_reconciles_total") >= 2
+        proxy.stop()
 
 
 def test_two_replicas_one_set_of_sessions(env):

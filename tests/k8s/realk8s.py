@@ -120,12 +120,45 @@ class Cluster:
         r = self._script("stop-cluster.sh", 180)
         if r.returncode != 0:
             raise AssertionError(f"stop-cluster.sh failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+        left = self.leftovers()
+        if left:
+            raise AssertionError(f"the stopped cluster left behind: {left}")
         if os.environ.get("AIPROF_TEST_K8S_KEEP") != "1":
             shutil.rmtree(self.state, ignore_errors=True)
             try:
                 os.unlink(self.audit_policy)
             except FileNotFoundError:
                 pass
+
+    def leftovers(self):
+        """What of this cluster is still on the host after its stop: its bridge, its
+        /etc/hosts line, a process it started, a mount below its state dir."""
+        out = []
+        bridge = self.env["AIPROF_K8S_BRIDGE"]
+        if os.path.exists(f"/sys/class/net/{bridge}"):
+            out.append(f"bridge {bridge}")
+        with open("/etc/hosts") as f:
+            if any(line.rstrip().endswith(f"# aiprof-k8s node of {self.state}") for line in f):
+                out.append("the /etc/hosts line")
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] for line in f if line.split()[4].startswith(self.state + "/")]
+        out += [f"mount {m}" for m in mounts]
+        for pidfile in ("control-plane.pids", "node.pids"):
+            try:
+                with open(os.path.join(self.state, pidfile)) as f:
+                    for line in f:
+                        parts = line.split()
+                        if len(parts) < 2 or not parts[0].isdigit():
+                            continue
+                        try:         # the same program, not a later process that got the pid
+                            exe = os.readlink(f"/proc/{parts[0]}/exe")
+                        except OSError:
+                            continue
+                        if os.path.basename(exe.replace(" (deleted)", "")) == os.path.basename(parts[1]):
+                            out.append(f"process {line.strip()}")
+            except FileNotFoundError:
+                pass
+        return out
 
     def kubectl_env(self, kubeconfig=None):
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG" and not k.startswith("AWS_")}
