@@ -1,17 +1,36 @@
 # SPDX-License-Identifier: MIT
-"""The controller's S3 defaults through the whole chain: a session that names no output
-uploads where the controller's --default-s3-* flags say (the chart's s3.* values), with the
-default Secret's credentials mounted into its injector by name."""
-import json
+"""The controller installed by the Helm chart (charts/aiprof, `helm install` into the real API
+server, the controller image built from this tree) and its S3 defaults through the whole chain:
+a session that names no output uploads where the chart's s3.* values say (the controller's
+--default-s3-* flags), with the default Secret's credentials mounted into its injector by name.
 
+Not as on a user's cluster: the controller pod gets host networking and KUBERNETES_SERVICE_HOST/
+PORT = the API server's 127.0.0.1 address, because this kit has no kube-proxy and its API server
+listens on loopback only (e2e/chain.py `Env.helm_controller`)."""
+import json
+import os
+
+import pytest
+
+from e2e.chain import CONTROLLER_IMAGE, HELM, INJECTOR_IMAGE
 from e2e.test_e2e import TRAINER_RUN, check_artifacts_in_bucket
 
 
-def test_session_without_output_uses_the_controller_defaults(env):
+@pytest.mark.skipif(not os.access(HELM, os.X_OK), reason=f"{HELM} is missing (scripts/fetch-helm.sh)")
+def test_session_without_output_uses_the_chart_defaults(env):
     rgw = env.rgw
-    env.controller("--default-s3-endpoint", rgw.endpoint, "--default-s3-bucket", rgw.bucket,
-                   "--default-s3-prefix", "defaults", "--default-s3-region", rgw.env["AWS_REGION"],
-                   "--default-s3-secret", "s3-creds")
+    env.helm_controller(**{"s3.endpoint": env.s3_endpoint, "s3.bucket": rgw.bucket, "s3.prefix": "defaults",
+                           "s3.region": rgw.env["AWS_REGION"], "s3.secretName": "s3-creds"})
+    # the chart's controller pod runs the controller image, as the chart's non-root user
+    ctl = [p for p in env.kube.get(f"/api/v1/namespaces/{env.ns}/pods",
+                                   query={"labelSelector": "app.kubernetes.io/name=aiprof"}).json["items"]
+           if p["status"].get("phase") == "Running"]
+    assert len(ctl) == 1, [p["metadata"]["name"] for p in ctl]
+    c = ctl[0]["spec"]["containers"][0]
+    assert c["image"] == CONTROLLER_IMAGE and f"--injector-image={INJECTOR_IMAGE}" in c["args"], c
+    assert ctl[0]["spec"]["securityContext"]["runAsUser"] == 65532
+    assert ctl[0]["status"]["containerStatuses"][0]["ready"], ctl[0]["status"]
+
     env.pod("trainer-0", TRAINER_RUN)
     env.wait_running("trainer-0")
     env.apply({"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
@@ -34,3 +53,4 @@ def test_session_without_output_uses_the_controller_defaults(env):
     # the Secret went by reference only
     pod = env.injector_pods("s")[0]
     assert [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v] == ["s3-creds"]
+    assert pod["spec"]["containers"][0]["image"] == INJECTOR_IMAGE

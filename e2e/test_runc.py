@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""The runc helper the end-to-end tests stand on (tests/runc/runcenv.py): namespaces new,
-shared with the host, or joined by path; exit codes as a runtime reports them; the termination
-log as the kubelet reads it; read-only host binds; and a cleanup that leaves nothing behind."""
+"""The runc helper tests/integration/test_container.py stands on (tests/runc/runcenv.py; the
+end-to-end chain itself now runs on the real node's containerd): namespaces new, shared with
+the host, or joined by path; exit codes as a runtime reports them; the termination log as the
+kubelet reads it; read-only host binds; and a cleanup that leaves nothing behind."""
 import os
+import sys
 
 import pytest
 
-import runcenv
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "runc"))
+import runcenv  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not runcenv.runc_available(),
                                 reason="needs root and runc (scripts/install-deps.sh)")
