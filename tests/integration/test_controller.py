@@ -563,6 +563,60 @@ def test_watch_cut_and_410(env):
         proxy.stop()
 
 
+def test_conflict_on_every_status_write_then_recovery(env):
+    """Every status write answered 409 Conflict for a while (through the fault proxy): the
+    controller re-reads and retries with backoff — not in a hot loop — and the session ends
+    Succeeded once the writes go through again."""
+    proxy = ApiFaults(env["api"]["cluster"]).start()
+    try:
+        c = env["controller"](kubeconfig=proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-409.kubeconfig")))
+        make_pod(env)
+        status = rf"/namespaces/{env['ns']}/profilingsessions/slow-step/status"
+        proxy.fault(status, method="PATCH", action="error", code=409, times=10 ** 6)
+        make_session(env)
+        inj = wait_injector(env)["metadata"]["name"]
+        time.sleep(4)
+        refused = [r for r in proxy.requests(method="PATCH", path=status + "$") if r["fault"]]
+        assert 2 <= len(refused) <= 40, f"{len(refused)} status writes in 4 s of 409s"
+        assert (get_session(env).get("status") or {}).get("phase") in (None, "", "Pending")
+        proxy.clear_faults()
+        env["ctl"].kubelet("run", env["ns"], inj)
+        terminate(env, inj, {"artifacts": [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]})
+        wait_phase(env, "Succeeded", timeout=30)
+        assert len(injector_pods(env)) == 1 and c.p.poll() is None
+    finally:
+        proxy.stop()
+
+
+def test_api_server_hangs_then_comes_back(env):
+    """The API server stops answering (every request of the test's namespace hangs — its lease
+    too — and open watches are cut into the hang): the leader cannot renew its lease within
+    the renew deadline, says so and exits non-zero rather than act without it (its Deployment
+    starts it again); once the server answers again a fresh controller takes the session made
+    during the hang through to Succeeded, with one injector."""
+    proxy = ApiFaults(env["api"]["cluster"]).start()
+    kc = proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-hang.kubeconfig"))
+    try:
+        first = env["controller"](kubeconfig=kc, name="first")
+        make_pod(env)
+        wait_for(lambda: first.metric('aiprof_relists_total{resource="pods"}') == 1, 10, "first list")
+        proxy.fault(rf"/namespaces/{env['ns']}/", action="hang", times=10 ** 6)
+        proxy.cut_watches("close")
+        make_session(env)                   # through the real server directly, as any client
+        rc = first.p.wait(timeout=15)       # lease 3 s, renew deadline 2 s (harness.controller_args)
+        assert rc != 0 and "lost the lease" in first.text() and "could not renew it" in first.text(), first.text()
+        assert not injector_pods(env), "an injector was made while the API server hung"
+        proxy.clear_faults()
+        second = env["controller"](kubeconfig=kc, name="second")
+        inj = wait_for(lambda: (injector_pods(env) or [None])[0], 30, "an injector after the hang")["metadata"]["name"]
+        env["ctl"].kubelet("run", env["ns"], inj)
+        terminate(env, inj, {"artifacts": [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]})
+        wait_phase(env, "Succeeded", timeout=30)
+        assert len(injector_pods(env)) == 1 and second.p.poll() is None
+    finally:
+        proxy.stop()
+
+
 def test_two_replicas_one_leader(env):
     a = env["controller"](name="a")
     wait_for(a.leader, 10, "a to lead")

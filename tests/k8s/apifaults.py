@@ -75,7 +75,7 @@ class ApiFaults:
     def fault(self, path, method=None, action="error", code=500, times=1, watch=None):
         """The next `times` requests whose path (and query) matches `path` (a regex) and method:
         error (answer a Status with `code`), drop (forward, then reset the connection instead
-        of answering), hang (answer nothing until the proxy stops)."""
+        of answering), hang (answer nothing until the fault is cleared, then close)."""
         f = {"rx": re.compile(path), "method": method, "action": action, "code": code, "times": times,
              "watch": watch, "id": len(self.faults) + 1}
         with self.lock:
@@ -176,8 +176,10 @@ class ApiFaults:
             _answer(c, 200, event, close=True)
             return False
         if f and f["action"] == "hang":
-            while not self.stopping:
-                time.sleep(0.2)
+            # no answer while the fault stands; then the connection drops, as when a hung
+            # server is restarted
+            while not self.stopping and any(x is f for x in self.faults):
+                time.sleep(0.1)
             return False
         up = self.up_ctx.wrap_socket(socket.create_connection((self.up_host, self.up_port), timeout=30),
                                      server_hostname="127.0.0.1")
