@@ -128,6 +128,17 @@ static int dupstr(const char *v, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
+/* Is name one of the comma-separated collectors of list? */
+static bool collector_listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
 static int parse_collectors(struct session *s, const json_t *c)
 {
 	static const char *const known[] = { "cpu", "offcpu", "python", "cuda", "cupti", "nccl",
@@ -287,6 +298,9 @@ static int parse_s3(struct session *s, const json_t *o)
 		if ((ak && !secret_key_name(ak)) || (sk && !secret_key_name(sk)) ||
 		    (tk && !secret_key_name(tk)))
 			BAD("spec.output.s3.secretRef: a key name has characters a Secret key cannot have");
+		if (strcmp(ak ? ak : "AWS_ACCESS_KEY_ID", sk ? sk : "AWS_SECRET_ACCESS_KEY") == 0)
+			BAD("spec.output.s3.secretRef: accessKeyIDKey and secretAccessKeyKey must name "
+			    "different keys of the Secret");
 		if ((r = dupstr(name, &d->secret_name)) < 0 ||
 		    (r = dupstr(ak ? ak : "AWS_ACCESS_KEY_ID", &d->key_id_key)) < 0 ||
 		    (r = dupstr(sk ? sk : "AWS_SECRET_ACCESS_KEY", &d->secret_key_key)) < 0 ||
@@ -399,6 +413,15 @@ static int parse_spec(struct session *s, const json_t *spec)
 		else
 			BAD("spec.injection.method '%.40s': use Ptrace or EBPFOnly", method);
 	}
+	/* the CRDs' CEL rules say the same; a server that does not evaluate them (older than
+	 * 1.25, or the feature off) lets such a spec through, and it is refused here */
+	if (sp->method == METHOD_EBPF_ONLY && sp->mode == INJ_EPHEMERAL)
+		BAD("spec.injection: method EBPFOnly needs mode NodeAgent or Auto: an ephemeral "
+		    "container is outside the host's pid namespace, where the eBPF collectors cannot "
+		    "select the target");
+	if (sp->method == METHOD_EBPF_ONLY && collector_listed(sp->collectors, "cupti"))
+		BAD("spec.collectors.cupti needs injection.method Ptrace: CUPTI runs inside the "
+		    "process, and EBPFOnly loads nothing into it");
 
 	if (!kj_get(spec, "output.s3") && s3_defaults) {
 		sp->s3_defaulted = true;

@@ -14,6 +14,7 @@ termination message without a GPU job to profile. The real kubelet runs the e2e 
 (e2e/)."""
 import glob
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -202,6 +203,57 @@ def test_status_subresource_printer_columns_and_rule_ratcheting(k8s):
            if line.startswith("ratchet ")][0].split()
     assert row[1:4] == ["Profiling", "1", "2"] and row[-3:] == ["recording", "1", "process"], row
     k8s.kubectl("delete", *base, "--wait=false", ok=True)
+
+
+def test_without_cel_the_controller_refuses_what_the_rules_would(k8s, tmp_path):
+    """A server that does not evaluate the CRDs' CEL rules (older than 1.25, or the feature
+    off) accepts every invalid session the rules would refuse: the controller refuses each of
+    them itself, Failed with reason InvalidSpec and a message that says what is wrong. Served
+    here by the real server with the session CRD's rules taken out (put back whole after)."""
+    if not os.path.exists(CONTROLLER):
+        pytest.skip(f"{CONTROLLER} not built")
+    from test_policy import strip_cel
+    ensure_crds(k8s)
+    with open(os.path.join(CRDS, "profilingsession.yaml")) as f:
+        crd = yaml.safe_load(f)
+    strip_cel(crd)
+    k8s.apply(crd, "--force-conflicts")
+    ns = "no-cel"
+    ensure_ns(k8s, ns)
+    log = open(tmp_path / "controller.log", "w")
+    p = subprocess.Popen([CONTROLLER, "--kubeconfig", k8s.kubeconfig, "--namespace", ns, "--no-leader-elect",
+                          "--metrics-addr", "127.0.0.1:0", "--injector-image", "aiprof/aiprof:test"],
+                         stdout=log, stderr=subprocess.STDOUT, env=k8s.kubectl_env())
+    try:
+        through = {}
+        for path in sorted(glob.glob(os.path.join(INVALID, "*.yaml"))):
+            with open(path) as f:
+                doc = yaml.safe_load(f)
+            if doc["kind"] != "ProfilingSession":
+                continue
+            doc["metadata"]["namespace"] = ns
+            if k8s.apply(doc, ok=False).returncode == 0:   # refused by the schema proper: already tested
+                through[doc["metadata"]["name"]] = os.path.basename(path)
+        assert len(through) >= 7, through
+        for name, file in through.items():
+            def failed():
+                st = (k8s.get("profilingsession", name, "-n", ns) or {}).get("status") or {}
+                return st if st.get("phase") == "Failed" else None
+            st = wait_for(failed, 30, f"{file}: the controller to fail the session")
+            cond = next(c for c in st["conditions"] if c["type"] == "Failed")
+            assert cond["reason"] == "InvalidSpec" and st["message"].startswith("spec"), (file, st["message"])
+            # the message names the same thing the rule's message does
+            with open(os.path.join(INVALID, file[:-5] + ".expected")) as f:
+                field = f.read().split(":", 1)[0].replace("spec.", "")
+            parts = [x for x in re.split(r"[.\[\]]", field) if x and not x.isdigit()]
+            assert field == "spec" or any(x in st["message"] for x in parts[-2:]), (file, field, st["message"])
+    finally:
+        p.terminate()
+        p.wait(timeout=15)
+        log.close()
+        k8s.kubectl("apply", "--server-side", "--force-conflicts", "-f", os.path.join(CRDS, "profilingsession.yaml"),
+                    ok=True)
+        k8s.kubectl("delete", "namespace", ns, "--wait=false")
 
 
 def test_the_session_the_install_notes_print_is_accepted(k8s):

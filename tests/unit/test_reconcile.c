@@ -250,6 +250,15 @@ static void test_session_spec(void **state)
 	check_spec_error("{\"output\":{\"s3\":{\"prefix\":\"a//b\"}}}", "prefix");
 	check_spec_error("{\"output\":{\"s3\":{\"secretRef\":{\"name\":\"Bad Name\"}}}}", "secretRef");
 	check_spec_error("{\"ttlSecondsAfterFinished\":-1}", "ttlSecondsAfterFinished");
+	/* what the CRDs' CEL rules refuse, refused here too for servers that skip them */
+	check_spec_error("{\"injection\":{\"mode\":\"EphemeralContainer\",\"method\":\"EBPFOnly\"}}",
+			 "EBPFOnly needs mode NodeAgent or Auto");
+	check_spec_error("{\"injection\":{\"method\":\"EBPFOnly\"},\"collectors\":{\"cupti\":{}}}",
+			 "cupti needs injection.method Ptrace");
+	check_spec_error("{\"output\":{\"s3\":{\"secretRef\":{\"name\":\"s\",\"accessKeyIDKey\":\"K\","
+			 "\"secretAccessKeyKey\":\"K\"}}}}", "must name different keys");
+	check_spec_error("{\"output\":{\"s3\":{\"secretRef\":{\"name\":\"s\",\"secretAccessKeyKey\":"
+			 "\"AWS_ACCESS_KEY_ID\"}}}}", "must name different keys");
 }
 
 /* A session as session_json() makes it, without spec.output. */
