@@ -77,24 +77,34 @@ static inline void ring__commit(struct aiprof_ring_hdr *h, struct aiprof_event *
 }
 
 /*
- * Consumer: copies the next committed event into `out` and frees its slot.
- * Returns false when the next slot is not committed yet (empty, or a producer is
- * between reserve and commit). Single consumer only.
+ * Consumer with its own geometry and position: `nslots` as checked when the ring was
+ * mapped and `*tail` kept by the consumer, never read back from the header, which the
+ * producer's process can write. Copies the next committed event into `out` and frees its
+ * slot; false when the next slot is not committed yet. Only the slot's bytes are read, and
+ * only inside the ring's nslots slots. Single consumer only.
  */
-static inline bool ring__pop(struct aiprof_ring_hdr *h, struct aiprof_event *out)
+static inline bool ring__pop_at(struct aiprof_ring_hdr *h, uint32_t nslots, uint64_t *tail,
+				struct aiprof_event *out)
 {
-	struct aiprof_event *slots = ring__slots(h);
-	uint64_t pos = atomic_load_explicit(&h->tail, memory_order_relaxed);
-	struct aiprof_event *e = &slots[pos & (h->nslots - 1)];
+	struct aiprof_event *e = &ring__slots(h)[*tail & (nslots - 1)];
 	uint64_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 
-	if (seq != pos + 1)
+	if (seq != *tail + 1)
 		return false;
 	memcpy((char *)out + sizeof(out->seq), (char *)e + sizeof(e->seq),
 	       sizeof(*e) - sizeof(e->seq));
-	atomic_store_explicit(&e->seq, pos + h->nslots, memory_order_release);
-	atomic_store_explicit(&h->tail, pos + 1, memory_order_relaxed);
+	atomic_store_explicit(&e->seq, *tail + nslots, memory_order_release);
+	(*tail)++;
+	atomic_store_explicit(&h->tail, *tail, memory_order_relaxed);
 	return true;
+}
+
+/* The same over the header's own geometry, for a ring this process laid out itself. */
+static inline bool ring__pop(struct aiprof_ring_hdr *h, struct aiprof_event *out)
+{
+	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+
+	return ring__pop_at(h, h->nslots, &tail, out);
 }
 
 /* Events reserved but not yet consumed (committed or in flight). */

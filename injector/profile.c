@@ -269,10 +269,13 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 	if (r < 0) {
 		snprintf(t->message, sizeof(t->message), r == -EPROTO ?
 			 "pid %d has a libaiprof.so of another version loaded; use the matching "
-			 "aiprof, or restart the process to load this one" :
+			 "aiprof, or restart the process to load this one" : r == -EBADMSG ?
+			 "pid %d: its event ring is smaller than its header says, or can be shrunk "
+			 "under the reader (no seal): refusing to read it; restart the process to "
+			 "load this libaiprof.so" :
 			 "libaiprof.so is loaded in pid %d but its event ring did not appear (%s)",
 			 t->pid, strerror(-r));
-		return r == -EPROTO ? r : -EIO;
+		return r == -EPROTO || r == -EBADMSG ? r : -EIO;
 	}
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ struct session {
 	pid_t pid;
 	struct aiprof_ring_hdr *hdr;
 	size_t map_len;
+	uint32_t nslots;        /* the ring's geometry, checked once when it was mapped */
+	uint64_t tail;          /* the consumer's position: ours, not the header's */
 	bool recording;
 };
 
@@ -31,50 +34,70 @@ void event_store__clear(struct event_store *s)
 	for (size_t i = 0; i < s->nstrings; i++)
 		free(s->strings[i]);
 	free(s->strings);
-	free(s->string_filled);
+	free(s->string_total);
 	free(s->v);
 	memset(s, 0, sizeof(*s));
 }
 
+/*
+ * A chunk of a string, from the target's ring: untrusted. The first chunk of an id fixes
+ * its length; a chunk that disagrees with it, lies outside it, or would take the strings
+ * past their budget is counted in `rejected` and dropped.
+ */
 static void store_string_chunk(struct event_store *s, const struct aiprof_ev_str *c)
 {
 	size_t len;
 
-	if (c->id == 0 || c->id > (1u << 20) || (c->total && c->offset >= c->total))
-		return;
+	if (c->id == 0 || c->id > EVENT_STORE_MAX_STRING_ID || c->total == 0 || c->offset >= c->total)
+		goto reject;
 	if (c->id >= s->nstrings) {
 		size_t n = s->nstrings ? s->nstrings : 64;
 		char **ns;
-		uint16_t *nf;
+		uint16_t *nt;
 
 		while (n <= c->id)
 			n *= 2;
 		ns = realloc(s->strings, n * sizeof(*ns));
 		if (!ns)
-			return;
+			goto oom;
 		s->strings = ns;
-		nf = realloc(s->string_filled, n * sizeof(*nf));
-		if (!nf)
-			return;
-		s->string_filled = nf;
 		memset(s->strings + s->nstrings, 0, (n - s->nstrings) * sizeof(*ns));
-		memset(s->string_filled + s->nstrings, 0, (n - s->nstrings) * sizeof(*nf));
+		nt = realloc(s->string_total, n * sizeof(*nt));
+		if (!nt)
+			goto oom;  /* strings[] grew, nstrings did not: consistent */
+		s->string_total = nt;
+		memset(s->string_total + s->nstrings, 0, (n - s->nstrings) * sizeof(*nt));
 		s->nstrings = n;
 	}
 	if (!s->strings[c->id]) {
+		if (s->string_bytes + c->total + 1 > EVENT_STORE_STRING_BYTES)
+			goto reject;
 		s->strings[c->id] = calloc(1, (size_t)c->total + 1);
 		if (!s->strings[c->id])
-			return;
+			goto oom;
+		s->string_total[c->id] = c->total;
+		s->string_bytes += (size_t)c->total + 1;
+	} else if (s->string_total[c->id] != c->total) {
+		goto reject;
 	}
-	len = c->total - c->offset;
+	len = (size_t)c->total - c->offset;
 	if (len > AIPROF_STR_CHUNK)
 		len = AIPROF_STR_CHUNK;
 	memcpy(s->strings[c->id] + c->offset, c->s, len);
-	s->string_filled[c->id] = (uint16_t)(s->string_filled[c->id] + len);
+	return;
+reject:
+	s->rejected++;
+	return;
+oom:
+	s->store_drops++;
 }
 
 void event_store__add(struct event_store *s, const struct aiprof_event *e)
 {
+	if (e->type == AIPROF_EV_NONE || e->type >= AIPROF_EV__MAX || e->api >= AIPROF_API__MAX) {
+		s->rejected++;
+		return;
+	}
 	if (e->type == AIPROF_EV_STRING) {
 		store_string_chunk(s, &e->u.str);
 		return;
@@ -141,9 +164,10 @@ static int try_map_ring(pid_t pid, const char *fdname, pid_t nspid, struct sessi
 	struct aiprof_ring_hdr probe;
 	struct session *s = NULL;
 	char path[PATH_MAX];
+	struct stat st;
 	void *mem;
 	size_t len;
-	int fd, r;
+	int fd, r, seals;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, fdname);
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -167,6 +191,17 @@ static int try_map_ring(pid_t pid, const char *fdname, pid_t nspid, struct sessi
 		goto out;
 	}
 	len = AIPROF_RING_BYTES(probe.nslots);
+	/*
+	 * The memfd is the target's: it could shrink it under our mapping (SIGBUS here). The
+	 * library seals it against shrinking; a ring without that seal gets it now, or is
+	 * refused. Its size must hold the slots the header claims.
+	 */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (!(seals & F_SEAL_SHRINK) && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0) ||
+	    fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < len) {
+		r = -EBADMSG;
+		goto out;
+	}
 	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (mem == MAP_FAILED) {
 		r = -errno;
@@ -181,6 +216,8 @@ static int try_map_ring(pid_t pid, const char *fdname, pid_t nspid, struct sessi
 	s->pid = pid;
 	s->hdr = mem;
 	s->map_len = len;
+	s->nslots = probe.nslots;
+	s->tail = atomic_load_explicit(&s->hdr->tail, memory_order_relaxed);
 	*ret = s;
 	r = 0;
 out:
@@ -220,7 +257,7 @@ static int find_ring(pid_t pid, struct session **ret)
 			r = 0;
 			break;
 		}
-		if (r == -ENOENT || q == -EPROTO)
+		if (r == -ENOENT || q == -EPROTO || q == -EBADMSG)
 			r = q;
 	}
 	closedir(d);
@@ -234,7 +271,7 @@ int session__open(pid_t pid, uint64_t wait_ns, struct session **ret)
 
 	for (;;) {
 		r = find_ring(pid, ret);
-		if (r == 0 || r == -EPROTO || r == -ESRCH || now_monotonic_ns() >= deadline)
+		if (r == 0 || r == -EPROTO || r == -EBADMSG || r == -ESRCH || now_monotonic_ns() >= deadline)
 			return r;
 		sleep_ns(1 * NSEC_PER_MSEC);
 	}
@@ -264,7 +301,7 @@ int session__start(struct session *s, uint32_t collectors)
 	struct aiprof_event e;
 
 	/* events left by an injector that died mid-window belong to nobody */
-	while (ring__pop(s->hdr, &e))
+	for (uint64_t i = 0; i < 2ull * s->nslots && ring__pop_at(s->hdr, s->nslots, &s->tail, &e); i++)
 		;
 	atomic_store_explicit(&s->hdr->drops, 0, memory_order_relaxed);
 	session__heartbeat(s);
@@ -284,7 +321,9 @@ size_t session__drain(struct session *s, struct event_store *store)
 	struct aiprof_event e;
 	size_t n = 0;
 
-	while (ring__pop(s->hdr, &e)) {
+	/* at most two rings' worth a call: a producer that refills the ring as fast as we drain
+	 * it (or fakes committed slots) cannot keep the consumer here */
+	while (n < 2ull * s->nslots && ring__pop_at(s->hdr, s->nslots, &s->tail, &e)) {
 		event_store__add(store, &e);
 		n++;
 	}
@@ -317,7 +356,7 @@ void session__stop(struct session *s, struct event_store *store)
 	do {
 		if (store)
 			session__drain(s, store);
-		if (ring__pending(s->hdr) == 0)
+		if (atomic_load_explicit(&s->hdr->head, memory_order_relaxed) == s->tail)
 			break;
 		sleep_ns(200 * NSEC_PER_USEC);
 	} while (now_monotonic_ns() < deadline);

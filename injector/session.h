@@ -17,11 +17,17 @@ struct event_store {
 	struct aiprof_event *v;
 	size_t n, cap;
 	char **strings;             /* by string id; NULL where unknown */
-	uint16_t *string_filled;    /* bytes received so far, per id */
+	uint16_t *string_total;     /* the length the id's first chunk announced */
 	size_t nstrings;
+	size_t string_bytes;        /* allocated for strings, at most EVENT_STORE_STRING_BYTES */
 	uint64_t drops;             /* ring drops during the window */
 	uint64_t store_drops;       /* events we could not keep (out of memory) */
+	uint64_t rejected;          /* records that failed validation: counted, never used */
 };
+
+/* What one target can make the injector allocate for its strings. */
+#define EVENT_STORE_STRING_BYTES (64u << 20)
+#define EVENT_STORE_MAX_STRING_ID (1u << 20)
 
 void event_store__clear(struct event_store *s);
 /* Adds an event; strings are reassembled instead of stored. */

@@ -118,6 +118,8 @@ static void write_target(struct jsonw *w, const struct target *t)
 	write_us(w, "load_us", t->inj.load_ns);
 	jsonw_kv_uint(w, "events", t->store.n);
 	jsonw_kv_uint(w, "dropped_events", t->store.drops + t->store.store_drops);
+	/* records from the target's ring that failed validation (counted, never used) */
+	jsonw_kv_uint(w, "rejected_records", t->store.rejected);
 	jsonw_kv_uint(w, "hooks_patched", t->hooks_patched);
 	jsonw_kv_uint(w, "modules_seen", t->modules_seen);
 	jsonw_key(w, "gpu_timing");

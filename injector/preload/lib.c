@@ -212,13 +212,15 @@ static int ring_create(void)
 	void *p;
 	int fd, r;
 
-	fd = memfd_create(AIPROF_RING_MEMFD, MFD_CLOEXEC);
+	fd = memfd_create(AIPROF_RING_MEMFD, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)bytes) < 0) {
 		r = -errno;
 		goto fail;
 	}
+	/* the injector maps it too: it must never shrink under that mapping (SIGBUS there) */
+	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		r = -errno;

@@ -19,23 +19,7 @@
 #include "injector/target.h"
 #include "injector/uprobes.h"
 
-/*
- * session.c also arms the launch hooks' Python walk (injector/launch_stacks.c) and polls its
- * target (injector/target.c), which pull in the artifact builder and /proc readers. No
- * session is started here, so the harness supplies both.
- */
-int launch_stacks_arm_python(struct aiprof_ring_hdr *h, pid_t pid)
-{
-	(void)h;
-	(void)pid;
-	return 0;
-}
-
-bool target_exited(pid_t pid)
-{
-	(void)pid;
-	return false;
-}
+#include "session_stubs.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

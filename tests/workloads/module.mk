@@ -25,3 +25,11 @@ $(BUILD)/tests/workloads/libpylaunch.so: tests/workloads/pylaunch.c $(DOUBLES_LI
 		-Wl,-rpath,'$$ORIGIN/../doubles:$$ORIGIN/../doubles/cupti' -lcudart -Wl,--no-as-needed -lcuda -Wl,--as-needed -ldl
 
 TEST_PROGRAMS += $(BUILD)/tests/workloads/libpylaunch.so
+
+# ring_scribbler: damages a target's event ring through /proc/PID/fd, as a hostile target
+# could (tests/integration/test_hostile_ring.py)
+$(BUILD)/tests/workloads/ring_scribbler: $(BUILD)/tests/workloads/ring_scribbler.o
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $<
+
+TEST_PROGRAMS += $(BUILD)/tests/workloads/ring_scribbler
