@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "elfsym.h"
 #include "procmaps.h"
+#include "targetfile.h"
 #include "procsyms.h"
 
 #define NONE SIZE_MAX
@@ -201,22 +202,6 @@ const struct maps *proc_syms__maps(const struct proc_syms *ps)
 	return ps ? ps->maps : NULL;
 }
 
-/* Opens the file behind mapping e of pid: map_files first, then the target's root. */
-static int open_mapped(pid_t pid, const struct maps_entry *e, struct elf_file **ret)
-{
-	char p[PATH_MAX + 64];
-	int n, r;
-
-	snprintf(p, sizeof(p), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, e->start,
-		 e->end);
-	r = elf_file__open(p, ret);
-	if (r >= 0 || r == -ENOEXEC || r == -ENOMEM)
-		return r;  /* the file was there: the other path leads to the same bytes */
-	n = snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, e->path);
-	if (n < 0 || (size_t)n >= sizeof(p))
-		return -ENAMETOOLONG;
-	return elf_file__open(p, ret);
-}
 
 static int module_elf(struct proc_syms *ps, struct ps_module *mod, struct elf_file **ret)
 {
@@ -250,7 +235,7 @@ static int module_elf(struct proc_syms *ps, struct ps_module *mod, struct elf_fi
 		};
 		if (!pe->path)
 			return -ENOMEM;
-		pe->err = open_mapped(ps->pid, e, &pe->elf);
+		pe->err = target_file__open_elf(ps->pid, e, &pe->elf);
 		if (pe->err == -ENOMEM) {
 			free(pe->path);
 			return -ENOMEM;  /* not cached: may work next time */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include "ebpf_kallsyms.h"
@@ -12,6 +13,7 @@
 #include "ebpf_symbols.h"
 #include "elfsym.h"
 #include "procmaps.h"
+#include "targetfile.h"
 #include "timeutil.h"
 
 #define REFRESH_MIN_NS (200 * NSEC_PER_MSEC)
@@ -131,22 +133,6 @@ int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **r
 	return 0;
 }
 
-/* Opens the file behind a mapping, preferring the very file mapped (map_files). */
-static int open_mapped(pid_t pid, const struct maps_entry *e, struct elf_file **ret)
-{
-	char p[PATH_MAX + 64];
-	int n, r;
-
-	snprintf(p, sizeof(p), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, e->start,
-		 e->end);
-	r = elf_file__open(p, ret);
-	if (r >= 0 || r == -ENOEXEC || r == -ENOMEM)
-		return r;
-	n = snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, e->path);
-	if (n < 0 || (size_t)n >= sizeof(p))
-		return -ENAMETOOLONG;
-	return elf_file__open(p, ret);
-}
 
 /* The session-wide ELF for a mapping: an index into z->elfs, or a negative errno. */
 static int elf_for(struct symbolizer *z, pid_t pid, const struct maps_entry *e)
@@ -157,7 +143,7 @@ static int elf_for(struct symbolizer *z, pid_t pid, const struct maps_entry *e)
 	struct sym_elf *nv;
 	int r;
 
-	r = open_mapped(pid, e, &f);
+	r = target_file__open_elf(pid, e, &f);
 	if (r < 0)
 		return r;
 	info = elf_file__info(f);

@@ -53,6 +53,7 @@
 #include "jsonw.h"
 #include "log.h"
 #include "procmaps.h"
+#include "targetfile.h"
 #include "timeutil.h"
 #include "uprobes.h"
 
@@ -393,22 +394,10 @@ static bool uprobe_multi_usable(void)
 	return cached;
 }
 
-/* Opens the file behind a mapping as the target has it. Returns an fd or -errno. */
+/* Opens the file behind a mapping as the target has it (common/targetfile.h). */
 static int open_mapped(pid_t pid, const struct maps_entry *e)
 {
-	char p[PATH_MAX + 64];
-	int fd, n;
-
-	snprintf(p, sizeof(p), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, e->start,
-		 e->end);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	n = snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, e->path);
-	if (n < 0 || (size_t)n >= sizeof(p))
-		return -ENAMETOOLONG;
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	return fd >= 0 ? fd : -errno;
+	return target_file__open_mapped(pid, e);
 }
 
 /* File offset of vaddr inside an executable PT_LOAD (what uprobes take). */
