@@ -22,6 +22,13 @@ void log_set_prefix(const char *prefix)
 	log_prefix = prefix;
 }
 
+static void (*log_filter)(char *msg, size_t size);
+
+void log_set_filter(void (*filter)(char *msg, size_t size))
+{
+	log_filter = filter;
+}
+
 int log_internal(enum log_level level, int err, const char *fmt, ...)
 {
 	static const char *const names[] = {
@@ -39,6 +46,8 @@ int log_internal(enum log_level level, int err, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(buf, sizeof(buf), fmt, ap);
 		va_end(ap);
+		if (log_filter)
+			log_filter(buf, sizeof(buf));
 		if (names[level])
 			fprintf(stderr, "%s: %s: %s\n", log_prefix, names[level], buf);
 		else

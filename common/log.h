@@ -9,12 +9,16 @@
 #define AIPROF_LOG_H
 
 #include <errno.h>
+#include <stddef.h>
 
 enum log_level { LOG_ERR = 0, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG };
 
 void log_set_max_level(enum log_level level);
 enum log_level log_get_max_level(void);
 void log_set_prefix(const char *prefix);  /* e.g. "aiprof"; not copied */
+/* A function every message passes through before it is written (in place, within size):
+ * the injector's removes credentials, as from its termination message. NULL: none. */
+void log_set_filter(void (*filter)(char *msg, size_t size));
 
 /* Returns -abs(err) so callers can `return log_..._errno(r, ...)`. */
 int log_internal(enum log_level level, int err, const char *fmt, ...)

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "termlog.h"
 #include "merge.h"
 #include "upload.h"
 
@@ -49,6 +50,8 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* stderr gets the redaction the termination message gets: no credential it can see */
+	log_set_filter(termlog_redact);
 	if (argc < 2) {
 		cmd_help(0, NULL);
 		return EXIT_USAGE;

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "procsyms.h"
 #include "profile.h"
+#include "redact.h"
 #include "report.h"
 #include "session.h"
 #include "target.h"
@@ -378,8 +379,9 @@ static int resolve_container(struct outcome *oc, const char *id, const char *nam
 	r = container__choose("/proc", all, n, have_re ? &re : NULL, pids, max, npids, &rule);
 	if (r < 0) {
 		for (size_t i = 0; i < n && strlen(list) + 64 < sizeof(list); i++) {
-			container__cmdline("/proc", all[i], cmd, 48);
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d '%s'",
+			container__cmdline("/proc", all[i], cmd, sizeof(cmd));
+			redact_cmdline(cmd, sizeof(cmd));   /* this goes to the status */
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d '%.48s'",
 				 i ? ", " : "", all[i], cmd);
 		}
 		rc = fail(oc, EXIT_NO_TARGET, 0, match ?

@@ -13,6 +13,7 @@
 
 #include "procsyms.h"
 #include "readfile.h"
+#include "redact.h"
 #include "target.h"
 
 #define CAP_SYS_PTRACE_BIT 19
@@ -178,6 +179,7 @@ void target_read_identity(struct target *t)
 		if (buf[i] == 0)
 			buf[i] = ' ';
 	snprintf(t->cmdline, sizeof(t->cmdline), "%s", n > 0 ? buf : "");
+	redact_cmdline(t->cmdline, sizeof(t->cmdline));   /* it is shown: summary.json, the log */
 }
 
 /* NSpid: host pid first, innermost namespace last */
