@@ -308,6 +308,8 @@ static void free_targets(struct target *ts, size_t n)
 		event_store__clear(&ts[i].store);
 		proc_syms__free(ts[i].syms);
 		free(ts[i].threads);
+		if (ts[i].pidfd > 0)
+			close(ts[i].pidfd);
 	}
 	free(ts);
 }
@@ -622,7 +624,22 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 			nok++;
 			continue;
 		}
-		r = uprobe_method ? attach_target_uprobes(t, collectors) : attach_target(t, &io);
+		if (!target_same_process(t)) {
+			r = -ESRCH;
+			snprintf(t->message, sizeof(t->message), "the process chosen exited before we "
+				 "attached%s", target_exited(t->pid) ? "" :
+				 " (its pid now names another process, which is left alone)");
+		} else {
+			r = uprobe_method ? attach_target_uprobes(t, collectors) : attach_target(t, &io);
+			if (r >= 0 && !target_same_process(t)) {
+				/* it exited while we attached, and its pid was taken at once: what we
+				 * reached is not what was chosen; record nothing of it */
+				r = -ESRCH;
+				snprintf(t->message, sizeof(t->message), "the process chosen exited while "
+					 "we attached and its pid was reused; nothing of the newcomer is "
+					 "recorded");
+			}
+		}
 		if (r < 0) {
 			t->error = r;
 			fail(oc, 0, 0, "pid %d: %s", t->pid, t->message);

@@ -24,6 +24,8 @@ struct tid_name {
 
 struct target {
 	pid_t pid;                      /* host pid */
+	int pidfd;                      /* held from the moment it was chosen; -1 without pidfds */
+	unsigned long long start_ticks; /* its start time (/proc/PID/stat), with pidfd its identity */
 	char comm[16];
 	char cmdline[256];
 	struct inject_report inj;

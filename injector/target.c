@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "procsyms.h"
@@ -161,10 +162,44 @@ void target_explain_eperm(pid_t pid, char *msg, size_t len)
 	}
 }
 
+static int start_ticks(pid_t pid, unsigned long long *ret)
+{
+	char path[64], buf[1024];
+	const char *p;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	n = readfile_buf(path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	p = strrchr(buf, ')');          /* comm may hold spaces and parentheses */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu", ret) != 1)
+		return -EINVAL;
+	return 0;
+}
+
+bool target_same_process(const struct target *t)
+{
+	unsigned long long now;
+
+	if (t->pidfd >= 0 && syscall(SYS_pidfd_send_signal, t->pidfd, 0, NULL, 0) < 0)
+		return false;   /* the process we chose has exited */
+	return start_ticks(t->pid, &now) == 0 && now == t->start_ticks;
+}
+
 void target_read_identity(struct target *t)
 {
 	char path[64], buf[256];
 	int n;
+
+	/* the pidfd first, then the start time: if the pid was reused in between, the start
+	 * time is the newcomer's and the pidfd still the first's, so the two disagree later */
+	t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+	if (t->pidfd < 0)
+		t->pidfd = -1;          /* before Linux 5.3: the start time alone */
+	if (start_ticks(t->pid, &t->start_ticks) < 0)
+		t->start_ticks = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", t->pid);
 	if (readfile_buf(path, buf, sizeof(buf)) > 0) {

@@ -21,7 +21,11 @@ void target_explain_eperm(pid_t pid, char *msg, size_t len);
 /* Has pid exited (no /proc entry, or a zombie waiting for its parent)? */
 bool target_exited(pid_t pid);
 
-/* Fills comm and cmdline of t from /proc. */
+/* Fills comm and cmdline of t from /proc, and takes hold of the process: a pidfd and its
+ * start time, so that a pid reused by another process later is told apart. */
 void target_read_identity(struct target *t);
+/* Is t's pid still the process chosen? false once that one has exited, even when its pid
+ * now names another (the pidfd says the first is gone, or the start time differs). */
+bool target_same_process(const struct target *t);
 
 #endif
