@@ -803,6 +803,11 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 				continue;
 			log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
 				 (unsigned long long)(t->store.drops + t->store.store_drops));
+			if (t->store.n >= EVENT_STORE_MAX_EVENTS)
+				log_warning("pid %d: kept the first %zu events (%zu MiB, the most one "
+					    "process may take); the later ones are counted as dropped. "
+					    "Use a shorter --duration to see all of them", t->pid,
+					    t->store.n, EVENT_STORE_MAX_EVENTS * sizeof(struct aiprof_event) >> 20);
 			events += t->store.n;
 			dropped += t->store.drops + t->store.store_drops;
 		}

@@ -23,7 +23,13 @@ struct event_store {
 	uint64_t drops;             /* ring drops during the window */
 	uint64_t store_drops;       /* events we could not keep (out of memory) */
 	uint64_t rejected;          /* records that failed validation: counted, never used */
+	size_t max_events;          /* events kept at most (0: EVENT_STORE_MAX_EVENTS); the rest
+				     * are counted in store_drops */
 };
+
+/* What one target's events may take in memory: 4 Mi events of 128 bytes, 512 MiB. Beyond it
+ * a window keeps its first events and counts the others as dropped. */
+#define EVENT_STORE_MAX_EVENTS ((size_t)4 << 20)
 
 /* What one target can make the injector allocate for its strings. */
 #define EVENT_STORE_STRING_BYTES (64u << 20)

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * injector/session.c's event store: what a target's ring delivers is kept within bounds —
+ * string chunks that lie are refused and counted, the events one process may leave in
+ * memory are capped and the rest counted as dropped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "event.h"
+#include "injector/session.h"
+
+static struct aiprof_event chunk(uint32_t id, uint16_t offset, uint16_t total, const char *text)
+{
+	struct aiprof_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.type = AIPROF_EV_STRING;
+	e.u.str.id = id;
+	e.u.str.offset = offset;
+	e.u.str.total = total;
+	memcpy(e.u.str.s, text, strlen(text) < sizeof(e.u.str.s) ? strlen(text) : sizeof(e.u.str.s));
+	return e;
+}
+
+static void test_strings_reassembled_and_lies_refused(void **state)
+{
+	struct event_store s;
+	struct aiprof_event e;
+	char big[201];
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	memset(big, 'k', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	e = chunk(5, 0, 90, big);
+	event_store__add(&s, &e);
+	e = chunk(5, 80, 90, big);
+	event_store__add(&s, &e);
+	assert_int_equal(strlen(event_store__string(&s, 5)), 90);
+	e = chunk(5, 0, 200, big);              /* a later chunk announcing another length */
+	event_store__add(&s, &e);
+	e = chunk(6, 60000, 0, big);            /* total 0, far offset: was a heap overflow */
+	event_store__add(&s, &e);
+	e = chunk(7, 300, 200, big);            /* offset past total */
+	event_store__add(&s, &e);
+	e = chunk(0, 0, 3, "abc");              /* id 0 */
+	event_store__add(&s, &e);
+	e = chunk(EVENT_STORE_MAX_STRING_ID + 1, 0, 3, "abc");
+	event_store__add(&s, &e);
+	memset(&e, 0, sizeof(e));
+	e.type = AIPROF_EV__MAX;                /* an unknown record */
+	event_store__add(&s, &e);
+	assert_int_equal(s.rejected, 6);
+	assert_int_equal(strlen(event_store__string(&s, 5)), 90);
+	assert_null(event_store__string(&s, 6));
+	assert_int_equal(s.n, 0);
+	event_store__clear(&s);
+}
+
+static void test_events_capped_and_counted(void **state)
+{
+	struct event_store s;
+	struct aiprof_event e;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	s.max_events = 1000;
+	memset(&e, 0, sizeof(e));
+	e.type = AIPROF_EV_CUDA_LAUNCH;
+	e.api = AIPROF_API_cudaLaunchKernel;
+	for (int i = 0; i < 2500; i++)
+		event_store__add(&s, &e);
+	assert_int_equal(s.n, 1000);
+	assert_int_equal(s.store_drops, 1500);
+	event_store__clear(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strings_reassembled_and_lies_refused),
+		cmocka_unit_test(test_events_capped_and_counted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
