@@ -12,44 +12,29 @@
 #include <cmocka.h>
 #include "event.h"
 #include "injector/session.h"
-
-static struct aiprof_event chunk(uint32_t id, uint16_t offset, uint16_t total, const char *text)
-{
-	struct aiprof_event e;
-
-	memset(&e, 0, sizeof(e));
-	e.type = AIPROF_EV_STRING;
-	e.u.str.id = id;
-	e.u.str.offset = offset;
-	e.u.str.total = total;
-	memcpy(e.u.str.s, text, strlen(text) < sizeof(e.u.str.s) ? strlen(text) : sizeof(e.u.str.s));
-	return e;
-}
+#include "tests/workloads/ring_forge.h"
 
 static void test_strings_reassembled_and_lies_refused(void **state)
 {
 	struct event_store s;
 	struct aiprof_event e;
-	char big[201];
 
 	(void)state;
 	memset(&s, 0, sizeof(s));
-	memset(big, 'k', sizeof(big) - 1);
-	big[sizeof(big) - 1] = '\0';
-	e = chunk(5, 0, 90, big);
+	e = forge_str_chunk(5, 0, 90, 'k');
 	event_store__add(&s, &e);
-	e = chunk(5, 80, 90, big);
+	e = forge_str_chunk(5, 80, 90, 'k');
 	event_store__add(&s, &e);
 	assert_int_equal(strlen(event_store__string(&s, 5)), 90);
-	e = chunk(5, 0, 200, big);              /* a later chunk announcing another length */
+	e = forge_str_chunk(5, 0, 200, 'k');              /* a later chunk announcing another length */
 	event_store__add(&s, &e);
-	e = chunk(6, 60000, 0, big);            /* total 0, far offset: was a heap overflow */
+	e = forge_str_chunk(6, 60000, 0, 'k');            /* total 0, far offset: was a heap overflow */
 	event_store__add(&s, &e);
-	e = chunk(7, 300, 200, big);            /* offset past total */
+	e = forge_str_chunk(7, 300, 200, 'k');            /* offset past total */
 	event_store__add(&s, &e);
-	e = chunk(0, 0, 3, "abc");              /* id 0 */
+	e = forge_str_chunk(0, 0, 3, 'k');              /* id 0 */
 	event_store__add(&s, &e);
-	e = chunk(EVENT_STORE_MAX_STRING_ID + 1, 0, 3, "abc");
+	e = forge_str_chunk(EVENT_STORE_MAX_STRING_ID + 1, 0, 3, 'k');
 	event_store__add(&s, &e);
 	memset(&e, 0, sizeof(e));
 	e.type = AIPROF_EV__MAX;                /* an unknown record */

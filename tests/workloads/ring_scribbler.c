@@ -24,6 +24,7 @@
 
 #include "event.h"
 #include "ring.h"
+#include "ring_forge.h"
 
 static int open_ring(int pid, struct stat *st)
 {
@@ -65,19 +66,6 @@ static void plant(struct aiprof_ring_hdr *h, uint32_t nslots, uint64_t i, struct
 	atomic_store(&slot->seq, pos + 1);
 }
 
-static struct aiprof_event str_chunk(uint32_t id, uint16_t offset, uint16_t total)
-{
-	struct aiprof_event e;
-
-	memset(&e, 0, sizeof(e));
-	e.type = AIPROF_EV_STRING;
-	e.u.str.id = id;
-	e.u.str.offset = offset;
-	e.u.str.total = total;
-	memset(e.u.str.s, 'A', sizeof(e.u.str.s));
-	return e;
-}
-
 int main(int argc, char **argv)
 {
 	struct aiprof_ring_hdr *h;
@@ -112,12 +100,12 @@ int main(int argc, char **argv)
 	nslots = h->nslots;
 	if (strcmp(argv[2], "strings") == 0) {
 		struct aiprof_event e[] = {
-			str_chunk(1000001, 60000, 0),       /* total 0, far offset */
-			str_chunk(1000002, 300, 200),       /* offset past total */
-			str_chunk(1000003, 0, 10),          /* a 10-byte string... */
-			str_chunk(1000003, 80, 60000),      /* ...then a chunk claiming 60000 */
-			str_chunk(0, 0, 10),                /* id 0 */
-			str_chunk(0xfffffff0u, 0, 10),      /* an id past every table */
+			forge_str_chunk(1000001, 60000, 0, 'A'),    /* total 0, far offset */
+			forge_str_chunk(1000002, 300, 200, 'A'),    /* offset past total */
+			forge_str_chunk(1000003, 0, 10, 'A'),       /* a 10-byte string... */
+			forge_str_chunk(1000003, 80, 60000, 'A'),   /* ...then a chunk claiming 60000 */
+			forge_str_chunk(0, 0, 10, 'A'),             /* id 0 */
+			forge_str_chunk(0xfffffff0u, 0, 10, 'A'),   /* an id past every table */
 		};
 		for (; n < sizeof(e) / sizeof(e[0]); n++)
 			plant(h, nslots, n, &e[n]);
