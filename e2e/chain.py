@@ -32,15 +32,11 @@ import re
 import select
 import shutil
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,6 +60,7 @@ for d in (ROOT, os.path.join(ROOT, "tests", "kubeapi"), os.path.join(ROOT, "test
         sys.path.insert(0, d)
 
 import harness  # noqa: E402
+import played  # noqa: E402
 import realk8s  # noqa: E402
 import s3env  # noqa: E402
 from e2e import images as imagebuild  # noqa: E402
@@ -212,39 +209,6 @@ class S3Forward:
             t.join(5)
 
 
-class Resp:
-    def __init__(self, status, raw):
-        self.status, self.raw = status, raw
-
-    @property
-    def json(self):
-        return json.loads(self.raw)
-
-
-class Api:
-    """GETs on the real API server with the admin token of the kit's kubeconfig (urllib, the
-    kit's CA verified): the tests' reads, far cheaper than a kubectl process per poll on two
-    cores. Everything a user does goes through kubectl."""
-
-    def __init__(self, cluster):
-        import yaml
-        with open(cluster.kubeconfig) as f:
-            cfg = yaml.safe_load(f)
-        self.token = cfg["users"][0]["user"]["token"]
-        self.server = cluster.api_url
-        self.ctx = ssl.create_default_context(cafile=cluster.ca_file)
-
-    def get(self, path, query=None):
-        url = self.server + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}",
-                                                   "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as r:
-                return Resp(r.status, r.read())
-        except urllib.error.HTTPError as e:
-            return Resp(e.code, e.read())
-
-
 class Chain:
     """The session-wide parts: the real cluster (shared per process; stopped by
     realk8s.stop_shared()), the imported images, the CRDs, radosgw and its forwarder."""
@@ -259,15 +223,14 @@ class Chain:
         self.cluster = realk8s.shared()
         self.node, self.node_ip = self.cluster.node, self.cluster.node_ip
         self.kubeconfig = self.cluster.kubeconfig
-        self.kube = Api(self.cluster)
+        # the tests' reads: far cheaper than a kubectl process per poll on two cores;
+        # everything a user does goes through kubectl
+        self.kube = played.admin_client(self.cluster, "aiprof-e2e/1")
         t0 = time.monotonic()
         for tar in build_images(os.path.join(self.tmp, "images")).values():
             self.cluster.import_image(tar)
         self.images_s = time.monotonic() - t0
-        r = self.kubectl("apply", "--server-side", "-f", os.path.join(ROOT, "crds"))
-        assert r.returncode == 0, r.stderr
-        r = self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        assert r.returncode == 0, r.stderr
+        self.cluster.apply_crds(os.path.join(ROOT, "crds"))
         self.rgw = s3env.Radosgw().start()
         self.s3fwd = S3Forward(self.node_ip, self.rgw.hostport)
         self.s3_endpoint = self.s3fwd.endpoint

@@ -51,16 +51,10 @@ PLAYED_NODES = ("node-0", "node-1", "node-2", "node-3")
 @pytest.fixture(scope="module")
 def api():
     """The real API server, with the CRDs applied and the played nodes registered."""
-    why = realk8s.missing()
-    if why:
-        pytest.skip(why)
-    c = realk8s.shared()
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", os.path.join(ROOT, "crds"), ok=True)
-    c.kubectl("wait", "--for=condition=Established", "crd/profilingsessions.aiprof.io",
-              "crd/profilingpolicies.aiprof.io", "--timeout=30s", ok=True)
-    if c.get("namespace", "aiprof-system") is None:
-        c.kubectl("create", "namespace", "aiprof-system", ok=True)
-    kube = Kube(c.api_url, c.ca_file, played.admin_token(c.kubeconfig), user_agent="aiprof-tests/1")
+    c = realk8s.require()
+    c.apply_crds(os.path.join(ROOT, "crds"))
+    c.ensure_namespace("aiprof-system")
+    kube = played.admin_client(c)
     ctl = played.PlayedControl(c, kube)
     for n in PLAYED_NODES:
         ctl.node(n)
@@ -254,6 +248,23 @@ def known_to_1_25(pod):
     from test_install import kube_types_1_25
     unknown = kube_types_1_25().unknown_fields({"apiVersion": "v1", "kind": "Pod", "spec": pod["spec"]})
     assert not unknown, f"{pod['metadata']['name']}: fields Kubernetes 1.25 does not know: {unknown}"
+
+
+def fault_proxy(env):
+    """A fault proxy in front of the real API server (tests/k8s/apifaults.py) and a kubeconfig
+    that goes through it; stop the proxy at the end."""
+    proxy = ApiFaults(env["api"]["cluster"]).start()
+    return proxy, proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-proxy.kubeconfig"))
+
+
+def run_to_success(env, inj, session="slow-step", artifacts=None):
+    """Plays injector pod inj from start to a clean end with its artifacts; the session must
+    then be Succeeded."""
+    env["ctl"].kubelet("run", env["ns"], inj)
+    if artifacts is None:
+        artifacts = [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]
+    terminate(env, inj, {"artifacts": artifacts})
+    return wait_phase(env, "Succeeded", name=session, timeout=30)
 
 
 def delete_target(env, pod="trainer-0"):
@@ -529,9 +540,8 @@ def test_watch_cut_and_410(env):
     reset mid-stream is resumed from the last resourceVersion; a watch answered 410 Expired
     (what the server says for a resourceVersion compacted away) makes the controller list
     again. Sessions made before and after are both carried through."""
-    proxy = ApiFaults(env["api"]["cluster"]).start()
+    proxy, kc = fault_proxy(env)
     try:
-        kc = proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-proxy.kubeconfig"))
         c = env["controller"]("--watch-timeout", "60s", kubeconfig=kc)
         make_pod(env)
         make_session(env, name="before")
@@ -555,9 +565,7 @@ def test_watch_cut_and_410(env):
         wait_injector(env, "after")
         for n in ("before", "after"):
             inj = injector_pods(env, n)[0]["metadata"]["name"]
-            env["ctl"].kubelet("run", env["ns"], inj)
-            terminate(env, inj, {"artifacts": []})
-            wait_phase(env, "Succeeded", name=n)
+            run_to_success(env, inj, n, artifacts=[])
         assert len(injector_pods(env)) == 2
     finally:
         proxy.stop()
@@ -567,9 +575,9 @@ def test_conflict_on_every_status_write_then_recovery(env):
     """Every status write answered 409 Conflict for a while (through the fault proxy): the
     controller re-reads and retries with backoff — not in a hot loop — and the session ends
     Succeeded once the writes go through again."""
-    proxy = ApiFaults(env["api"]["cluster"]).start()
+    proxy, kc = fault_proxy(env)
     try:
-        c = env["controller"](kubeconfig=proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-409.kubeconfig")))
+        c = env["controller"](kubeconfig=kc)
         make_pod(env)
         status = rf"/namespaces/{env['ns']}/profilingsessions/slow-step/status"
         proxy.fault(status, method="PATCH", action="error", code=409, times=10 ** 6)
@@ -580,9 +588,7 @@ def test_conflict_on_every_status_write_then_recovery(env):
         assert 2 <= len(refused) <= 40, f"{len(refused)} status writes in 4 s of 409s"
         assert (get_session(env).get("status") or {}).get("phase") in (None, "", "Pending")
         proxy.clear_faults()
-        env["ctl"].kubelet("run", env["ns"], inj)
-        terminate(env, inj, {"artifacts": [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]})
-        wait_phase(env, "Succeeded", timeout=30)
+        run_to_success(env, inj)
         assert len(injector_pods(env)) == 1 and c.p.poll() is None
     finally:
         proxy.stop()
@@ -594,8 +600,7 @@ def test_api_server_hangs_then_comes_back(env):
     the renew deadline, says so and exits non-zero rather than act without it (its Deployment
     starts it again); once the server answers again a fresh controller takes the session made
     during the hang through to Succeeded, with one injector."""
-    proxy = ApiFaults(env["api"]["cluster"]).start()
-    kc = proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-hang.kubeconfig"))
+    proxy, kc = fault_proxy(env)
     try:
         first = env["controller"](kubeconfig=kc, name="first")
         make_pod(env)
@@ -609,9 +614,7 @@ def test_api_server_hangs_then_comes_back(env):
         proxy.clear_faults()
         second = env["controller"](kubeconfig=kc, name="second")
         inj = wait_for(lambda: (injector_pods(env) or [None])[0], 30, "an injector after the hang")["metadata"]["name"]
-        env["ctl"].kubelet("run", env["ns"], inj)
-        terminate(env, inj, {"artifacts": [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]})
-        wait_phase(env, "Succeeded", timeout=30)
+        run_to_success(env, inj)
         assert len(injector_pods(env)) == 1 and second.p.poll() is None
     finally:
         proxy.stop()

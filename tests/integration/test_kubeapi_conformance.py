@@ -28,15 +28,10 @@ GROUP = "/apis/aiprof.io/v1alpha1"
 
 @pytest.fixture(scope="module")
 def servers():
-    why = realk8s.missing()
-    if why:
-        pytest.skip(why)
-    c = realk8s.shared()
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", os.path.join(ROOT, "crds"), ok=True)
-    c.kubectl("wait", "--for=condition=Established", "crd/profilingsessions.aiprof.io", "--timeout=30s", ok=True)
-    if c.get("namespace", NS) is None:
-        c.kubectl("create", "namespace", NS, ok=True)
-    real = Kube(c.api_url, c.ca_file, played.admin_token(c.kubeconfig), user_agent="conformance/1")
+    c = realk8s.require()
+    c.apply_crds(os.path.join(ROOT, "crds"))
+    c.ensure_namespace(NS)
+    real = played.admin_client(c, "conformance/1")
     tmp = tempfile.mkdtemp(prefix="aiprof-conf-")
     p, ep = launch(os.path.join(tmp, "api"), "--apply", os.path.join(ROOT, "crds", "profilingsession.yaml"),
                    "--apply", os.path.join(ROOT, "crds", "profilingpolicy.yaml"), "--create-namespace", NS)

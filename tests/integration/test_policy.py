@@ -68,18 +68,11 @@ def policy_crd_without_cel(tmp):
 def api():
     """The real API server (tests/k8s/realk8s.py) with the ProfilingPolicy CRD served without its
     rules for this module (put back whole at the end), and the played nodes of test_controller."""
-    why = tc.realk8s.missing()
-    if why:
-        pytest.skip(why)
-    c = tc.realk8s.shared()
+    c = tc.realk8s.require()
     tmp = tempfile.mkdtemp(prefix="aiprof-policy-")
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", os.path.join(ROOT, "crds"), ok=True)
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", policy_crd_without_cel(tmp), ok=True)
-    c.kubectl("wait", "--for=condition=Established", "crd/profilingsessions.aiprof.io",
-              "crd/profilingpolicies.aiprof.io", "--timeout=30s", ok=True)
-    if c.get("namespace", "aiprof-system") is None:
-        c.kubectl("create", "namespace", "aiprof-system", ok=True)
-    kube = tc.Kube(c.api_url, c.ca_file, tc.played.admin_token(c.kubeconfig), user_agent="aiprof-tests/1")
+    c.apply_crds(os.path.join(ROOT, "crds"), policy_crd_without_cel(tmp))
+    c.ensure_namespace("aiprof-system")
+    kube = tc.played.admin_client(c)
     ctl = tc.played.PlayedControl(c, kube)
     ctl.node("node-1")
     ctl.cordon(c.node)          # merge pods wait for the played kubelet, not the real one
@@ -496,9 +489,8 @@ def test_create_answer_lost(env):
     proxy in front of the real server, tests/k8s/apifaults.py): the controller retries and
     ends with one session for the time, never two (the name is the scheduled time; a second
     create answers 409 AlreadyExists, which counts as success)."""
-    proxy = tc.ApiFaults(env["api"]["cluster"]).start()
+    proxy, kc = tc.fault_proxy(env)
     try:
-        kc = proxy.kubeconfig(os.path.join(env["api"]["tmp"], f"{env['ns']}-proxy.kubeconfig"))
         ctl = env["controller"](kubeconfig=kc)
         make_policy(env, "lossy", schedule="0 0 1 1 *", suspend=True)
         wait_condition(env, "lossy", "Scheduling", "True", "Suspended")

@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 
 import played  # noqa: E402
 import realk8s  # noqa: E402
-from fakeapi.client import Kube  # noqa: E402
 from harness import wait_for  # noqa: E402
 from test_install import (BASE, CHART, CONTROLLER, CRDS, EXAMPLES, INVALID, POLICY_GRANTS,  # noqa: E402
                           RELEASE_NS, UNOBSERVED, container_args, example_docs, granted, notes,
@@ -43,10 +42,7 @@ PLAYED_NODE = "node-played"
 
 @pytest.fixture(scope="module")
 def k8s():
-    why = realk8s.missing()
-    if why:
-        pytest.skip(why)
-    return realk8s.shared()
+    return realk8s.require()
 
 
 def no_warnings(r, what):
@@ -61,16 +57,12 @@ def established(k8s, crd):
 
 
 def ensure_crds(k8s):
-    for crd in ("profilingsessions.aiprof.io", "profilingpolicies.aiprof.io"):
-        if not established(k8s, crd):
-            k8s.kubectl("apply", "--server-side", "--force-conflicts", "-f", CRDS, ok=True)
-            wait_for(lambda: established(k8s, crd), 30, f"{crd} to be Established")
+    if not all(established(k8s, c) for c in ("profilingsessions.aiprof.io", "profilingpolicies.aiprof.io")):
+        k8s.apply_crds(CRDS)
 
 
 def ensure_ns(k8s, *names):
-    for n in names:
-        if not k8s.get("namespace", n):
-            k8s.kubectl("create", "namespace", n, ok=True)
+    k8s.ensure_namespace(*names)
 
 
 # ------------------------------------------------------------------------------ installing
@@ -294,7 +286,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     k8s.kubectl("create", "secret", "generic", "s3-creds", "-n", ns, "--from-literal=AWS_ACCESS_KEY_ID=k",
                 "--from-literal=AWS_SECRET_ACCESS_KEY=s", ok=True)
     k8s.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata"})
-    kube = Kube(k8s.api_url, k8s.ca_file, played.admin_token(k8s.kubeconfig), user_agent="aiprof-tests/1")
+    kube = played.admin_client(k8s)
     kubelet = played.PlayedControl(k8s, kube)
     kubelet.node(PLAYED_NODE)
     kubelet.cordon(k8s.node)            # the merge pod waits for the played kubelet

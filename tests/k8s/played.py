@@ -202,6 +202,14 @@ class PlayedControl:
         return capability in ("kubelet", "requests")
 
 
+def admin_client(cluster, user_agent="aiprof-tests/1"):
+    """A REST client of the cluster as its admin (the kit's static token)."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kubeapi"))
+    from fakeapi.client import Kube
+    return Kube(cluster.api_url, cluster.ca_file, admin_token(cluster.kubeconfig), user_agent=user_agent)
+
+
 def admin_token(kubeconfig):
     """The static admin token of the kit's kubeconfig."""
     import yaml

@@ -195,6 +195,18 @@ class Cluster:
         finally:
             os.unlink(f.name)
 
+    def apply_crds(self, *paths):
+        """`kubectl apply --server-side` of CRD files or folders (taking over fields another
+        manager set), then waits until every CRD is Established."""
+        for p in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", p, ok=True)
+        self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", ok=True)
+
+    def ensure_namespace(self, *names):
+        for n in names:
+            if self.get("namespace", n) is None:
+                self.kubectl("create", "namespace", n, ok=True)
+
     def token(self, ns, sa, seconds=3600):
         """A token of a ServiceAccount (TokenRequest), for acting as it."""
         return self.kubectl("create", "token", sa, "-n", ns, f"--duration={seconds}s", ok=True).stdout.strip()
@@ -267,6 +279,16 @@ def shared():
             raise
         _shared = c
     return _shared
+
+
+def require():
+    """shared() for a pytest fixture: the test is skipped, with the reason, where the cluster
+    cannot run here."""
+    import pytest
+    why = missing()
+    if why:
+        pytest.skip(why)
+    return shared()
 
 
 def stop_shared():
