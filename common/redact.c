@@ -64,7 +64,10 @@ static size_t redact_userinfo(char *s, size_t size, size_t a, size_t b)
 			;
 		if (colon >= at)
 			return b;
-		return b - at + replace(s, size, colon + 1, at);
+		/* the argument's end moved by what the password's replacement added; where there
+		 * was no room and the text was cut, it is the text's end */
+		b = b - at + replace(s, size, colon + 1, at);
+		return b < strlen(s) ? b : strlen(s);
 	}
 }
 
