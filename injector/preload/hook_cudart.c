@@ -5,6 +5,7 @@
  * _ptds entry points (per-thread default stream builds) share the implementation and
  * are reported under the plain API name.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "preload.h"
@@ -37,12 +38,31 @@ typedef cudaError_t (*entry_point_ver_fn)(const char *, void **, unsigned int,
 
 /* ---- launches --------------------------------------------------------------------- */
 
-ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, dim3 grid, dim3 block,
-				 void **args, size_t shmem, cudaStream_t stream)
+/* Called inside a recording hook (depth > 0), once per cudaKernel_t (a CUkernel). */
+static struct lazy_sym g_kernel_get_name = LAZY_SYM("cuKernelGetName");
+
+static const char *cukernel_name(uintptr_t key)
+{
+	typedef CUresult (*cuKernelGetName_fn)(const char **, CUkernel);
+	cuKernelGetName_fn fn = (cuKernelGetName_fn)lazy_sym_get(&g_kernel_get_name);
+	const char *name = NULL;
+
+	if (!fn || fn(&name, (CUkernel)key) != CUDA_SUCCESS)
+		return NULL;
+	return name;
+}
+
+/*
+ * One launch through the runtime. `func` is the host stub (cudaLaunchKernel: the injector
+ * symbolises it) or, with `handle`, a cudaKernel_t (__cudaLaunchKernel, what nvcc 13's
+ * <<<>>> calls): its name comes from the driver, interned once per handle.
+ */
+ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, bool handle, dim3 grid,
+				 dim3 block, void **args, size_t shmem, cudaStream_t stream)
 {
 	launch_fn real = (launch_fn)hook_real_get(id);
 	struct aiprof_event *e;
-	uint32_t stack_id;
+	uint32_t stack_id, name_id = 0;
 	uint64_t corr = 0;
 	cudaError_t ret;
 	struct rec r;
@@ -57,10 +77,13 @@ ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, dim3 grid, d
 	if (corr)
 		cupti__pop();
 	rec_stop(&r);
-	/* the stack's string goes out before the launch that first uses it */
+	/* strings go out before the launch that first uses them */
+	if (handle)
+		name_id = intern__id(r.h, INTERN_CUKERNEL, (uintptr_t)func, cukernel_name);
 	stack_id = callstack__id(r.h, r.tls, (uintptr_t)__builtin_frame_address(0));
 	e = rec_reserve(&r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
 	if (e) {
+		e->u.launch.name_id = name_id;
 		e->u.launch.func = (uintptr_t)func;
 		e->u.launch.stream = (uintptr_t)stream;
 		e->u.launch.grid[0] = grid.x;
@@ -82,14 +105,29 @@ HOOK_FAST(cudaError_t, cudaLaunchKernel, launch_fn,
 	  (const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
 	   cudaStream_t stream), (func, grid, block, args, shmem, stream))
 {
-	return launch(HOOK_ID_cudaLaunchKernel, func, grid, block, args, shmem, stream);
+	return launch(HOOK_ID_cudaLaunchKernel, func, false, grid, block, args, shmem, stream);
 }
 
 HOOK_FAST(cudaError_t, cudaLaunchKernel_ptsz, launch_fn,
 	  (const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
 	   cudaStream_t stream), (func, grid, block, args, shmem, stream))
 {
-	return launch(HOOK_ID_cudaLaunchKernel_ptsz, func, grid, block, args, shmem, stream);
+	return launch(HOOK_ID_cudaLaunchKernel_ptsz, func, false, grid, block, args, shmem, stream);
+}
+
+HOOK_FAST(cudaError_t, __cudaLaunchKernel, launch_fn,
+	  (const void *kernel, dim3 grid, dim3 block, void **args, size_t shmem,
+	   cudaStream_t stream), (kernel, grid, block, args, shmem, stream))
+{
+	return launch(HOOK_ID___cudaLaunchKernel, kernel, true, grid, block, args, shmem, stream);
+}
+
+HOOK_FAST(cudaError_t, __cudaLaunchKernel_ptsz, launch_fn,
+	  (const void *kernel, dim3 grid, dim3 block, void **args, size_t shmem,
+	   cudaStream_t stream), (kernel, grid, block, args, shmem, stream))
+{
+	return launch(HOOK_ID___cudaLaunchKernel_ptsz, kernel, true, grid, block, args, shmem,
+		      stream);
 }
 
 /* ---- copies and memsets ----------------------------------------------------------- */
@@ -571,6 +609,8 @@ static cudaError_t hook_cudaGetDriverEntryPointByVersion_ptsz(
 const struct hook_impl hook_impls_cudart[] = {
 	HOOK_IMPL(cudaLaunchKernel),
 	HOOK_IMPL(cudaLaunchKernel_ptsz),
+	HOOK_IMPL(__cudaLaunchKernel),
+	HOOK_IMPL(__cudaLaunchKernel_ptsz),
 	HOOK_IMPL(cudaMemcpy),
 	HOOK_IMPL(cudaMemcpy_ptds),
 	HOOK_IMPL(cudaMemcpyAsync),

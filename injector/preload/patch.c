@@ -105,13 +105,20 @@ static int cmp_hook_name(const void *a, const void *b)
 	return strcmp(hook_names[*(const uint16_t *)a], hook_names[*(const uint16_t *)b]);
 }
 
+/* Quick reject: every hooked name starts with "cu", "nc", "ib", "dl" or "__cu". */
+static bool maybe_hooked(const char *n)
+{
+	if (n[0] == '_' && n[1] == '_')
+		n += 2;
+	return (n[0] == 'c' && n[1] == 'u') || (n[0] == 'n' && n[1] == 'c') ||
+	       (n[0] == 'i' && n[1] == 'b') || (n[0] == 'd' && n[1] == 'l');
+}
+
 int hook_lookup_name(const char *name)
 {
 	size_t lo = 0, hi = HOOK__COUNT;
 
-	/* Quick reject: every hooked name starts with "cu", "nc", "ib" or "dl". */
-	if (!name || !((name[0] == 'c' && name[1] == 'u') || (name[0] == 'n' && name[1] == 'c') ||
-		       (name[0] == 'i' && name[1] == 'b') || (name[0] == 'd' && name[1] == 'l')))
+	if (!name || !maybe_hooked(name))
 		return -1;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;

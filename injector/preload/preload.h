@@ -323,7 +323,7 @@ void hostmem__memcpy_class(uint32_t kind, uintptr_t dst, uintptr_t src, uint32_t
 
 /* ---- interned names (intern.c) ----------------------------------------------------- */
 
-enum intern_table { INTERN_CUFUNC, INTERN_CUPTI_NAME, INTERN_STACK, INTERN__TABLES };
+enum intern_table { INTERN_CUFUNC, INTERN_CUKERNEL, INTERN_CUPTI_NAME, INTERN_STACK, INTERN__TABLES };
 /*
  * Returns the name id of `key` (a CUfunction or a CUPTI name pointer), asking `get_name`
  * for the name the first time; 0 if unknown. Emits the string into `h` once per

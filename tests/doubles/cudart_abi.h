@@ -41,6 +41,29 @@ cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sh
 				       void *stream);
 
 /*
+ * CUDA 13's <<<>>>: the host stub looks its kernel up once (__cudaGetKernel: a cudaKernel_t,
+ * which is the driver's CUkernel) and launches by handle. Unless __NV_LEGACY_LAUNCH is
+ * defined, nvcc 13 generates this instead of cudaLaunchKernel(stub, ...).
+ */
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+			       size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+				    void **args, size_t sharedMem, cudaStream_t stream);
+
+/*
+ * The doubles' CUkernel (opaque in the real headers): the fake runtime hands these out from
+ * __cudaGetKernel, and the fake driver's cuKernelGetName reads the name back, as the real
+ * driver answers for a kernel of a loaded module.
+ */
+#define FAKE_KERNEL_MAGIC 0x6b65726eu
+struct CUkern_st {
+	uint32_t magic;
+	const char *name;
+	const void *host_fun;
+};
+
+/*
  * Time (CLOCK_MONOTONIC ns) at which work enqueued now on `stream` (NULL = legacy stream)
  * could start, i.e. when the work already on it is done. 0 or -EINVAL.
  */

@@ -14,7 +14,9 @@
  * (with the real stack the runtime would have initialised the driver).
  */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 #include <cuda.h>
 #include <cupti_driver_cbid.h>
 
+#include "tests/doubles/cudart_abi.h"
 #include "tests/doubles/fake_cuda.h"
 #include "tests/doubles/gpu_sim.h"
 
@@ -139,9 +142,29 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
+/*
+ * Like the real driver, the first cuInit loads the tool CUDA_INJECTION64_PATH names (how
+ * Nsight Systems and DCGM get in) and calls its InitializeInjection(); a tool that cannot
+ * be loaded or lacks the entry point is skipped.
+ */
+static void load_injection(void)
+{
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+	int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+
+	if (init)
+		init();
+}
+
 CUresult cuInit(unsigned int Flags)
 {
-	return Flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (Flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_once(&once, load_injection);
+	return CUDA_SUCCESS;
 }
 
 CUresult cuDriverGetVersion(int *driverVersion)
@@ -448,6 +471,17 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!hfunc || hfunc->magic != FUNC_MAGIC)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = hfunc->name;
+	return CUDA_SUCCESS;
+}
+
+/* A kernel handle of the fake runtime's (__cudaGetKernel): see tests/doubles/cudart_abi.h. */
+CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!hfunc || hfunc->magic != FAKE_KERNEL_MAGIC)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*name = hfunc->name;
 	return CUDA_SUCCESS;
@@ -955,6 +989,7 @@ static const struct proc {
 	PROC("cuModuleUnload", cuModuleUnload, NULL),
 	PROC("cuModuleGetFunction", cuModuleGetFunction, NULL),
 	PROC("cuFuncGetName", cuFuncGetName, NULL),
+	PROC("cuKernelGetName", cuKernelGetName, NULL),
 	PROC("cuLaunchKernel", cuLaunchKernel, cuLaunchKernel_ptsz),
 	PROC("cuMemAlloc", cuMemAlloc_v2, NULL),
 	PROC("cuMemFree", cuMemFree_v2, NULL),

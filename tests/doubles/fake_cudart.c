@@ -12,6 +12,7 @@
  * with __cudaRegisterFunction are accepted (real CUDA: cudaErrorInvalidDeviceFunction);
  * kernels do not execute, they only take simulated time. No call goes to libcuda.so.1.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,21 @@
 static struct sim_device dev = SIM_DEVICE_INIT(dev);
 static struct sim_ranges ranges = SIM_RANGES_INIT;
 static __thread cudaError_t last_error;
+
+/*
+ * The real runtime is not linked against the driver: its first call dlopen()s libcuda.so.1
+ * and initialises it, so a program that links only the runtime (nvcc's default) has
+ * libcuda in its maps from then on. The double does the same when it is loaded, which every
+ * program of the tests reaches before its first call.
+ */
+__attribute__((constructor)) static void load_driver(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	int (*init)(unsigned int) = h ? (int (*)(unsigned int))dlsym(h, "cuInit") : NULL;
+
+	if (init)
+		init(0);
+}
 
 static cudaError_t ret(cudaError_t err)
 {
@@ -649,6 +665,7 @@ struct registered_func {
 	const void *host_fun;
 	void **module;
 	char *name;
+	struct CUkern_st kernel;        /* what __cudaGetKernel hands out */
 	struct registered_func *next;
 };
 
@@ -698,6 +715,7 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 	}
 	f->host_fun = hostFun;
 	f->module = fatCubinHandle;
+	f->kernel = (struct CUkern_st){ FAKE_KERNEL_MAGIC, f->name, hostFun };
 	pthread_mutex_lock(&funcs_lock);
 	f->next = funcs;
 	funcs = f;
@@ -798,6 +816,41 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void
 			     size_t sharedMem, cudaStream_t stream)
 {
 	return cudart__launch(func, gridDim, blockDim, args, sharedMem, stream, false);
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun)
+{
+	cudaKernel_t found = NULL;
+
+	if (!kernel)
+		return ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&funcs_lock);
+	for (struct registered_func *f = funcs; f; f = f->next) {
+		if (f->host_fun == fun) {
+			found = &f->kernel;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&funcs_lock);
+	if (!found)
+		return ret(cudaErrorInvalidDeviceFunction);
+	*kernel = found;
+	return cudaSuccess;
+}
+
+/* A launch by handle is a launch of the handle's host stub, on the simulated device. */
+cudaError_t cudart__launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
+				  size_t shmem, cudaStream_t stream, bool ptds)
+{
+	if (!kernel || kernel->magic != FAKE_KERNEL_MAGIC)
+		return ret(cudaErrorInvalidResourceHandle);
+	return cudart__launch(kernel->host_fun, grid, block, args, shmem, stream, ptds);
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+			       size_t sharedMem, cudaStream_t stream)
+{
+	return cudart__launch_kernel(kernel, gridDim, blockDim, args, sharedMem, stream, false);
 }
 
 /* ---- private hook for the fake NCCL ------------------------------------------------------- */

@@ -20,6 +20,8 @@ cudaError_t cudart__memset(void *dst, int value, size_t count, cudaStream_t stre
 			   bool ptds);
 cudaError_t cudart__launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
 			   cudaStream_t stream, bool ptds);
+cudaError_t cudart__launch_kernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
+				  size_t shmem, cudaStream_t stream, bool ptds);
 cudaError_t cudart__stream_sync(cudaStream_t stream, bool ptds);
 cudaError_t cudart__stream_query(cudaStream_t stream, bool ptds);
 cudaError_t cudart__stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags,

@@ -59,3 +59,9 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void
 {
 	return cudart__launch(func, gridDim, blockDim, args, sharedMem, stream, true);
 }
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+				    size_t sharedMem, cudaStream_t stream)
+{
+	return cudart__launch_kernel(kernel, gridDim, blockDim, args, sharedMem, stream, true);
+}

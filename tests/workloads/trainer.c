@@ -116,8 +116,15 @@ struct config {
 #define LAUNCH(kernel, grid, block, stream, ...) \
 	(__cudaPushCallConfiguration((grid), (block), 0, (stream)) ? (void)0 : kernel(__VA_ARGS__))
 
-/* Pops the <<<>>> configuration and launches `stub`; errors surface in cudaGetLastError(). */
-static void launch_stub(const void *stub, void **args)
+/*
+ * Pops the <<<>>> configuration and launches `stub`; errors surface in cudaGetLastError().
+ * With `handle`, the way nvcc 13 generates it: the stub's kernel is looked up once
+ * (__cudaGetKernel) and launched by handle (__cudaLaunchKernel). Without, the way older
+ * nvcc, __NV_LEGACY_LAUNCH builds and libraries that launch by hand do: cudaLaunchKernel.
+ */
+/* inlined into each stub, as nvcc inlines __cudaLaunchKernel_helper: the launch is the stub's */
+static inline __attribute__((always_inline)) void launch_stub(const void *stub, cudaKernel_t *handle,
+							       void **args)
 {
 	dim3 grid, block;
 	size_t shmem;
@@ -125,50 +132,65 @@ static void launch_stub(const void *stub, void **args)
 
 	if (__cudaPopCallConfiguration(&grid, &block, &shmem, &stream) != cudaSuccess)
 		return;
-	cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+	if (!handle) {
+		cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+		return;
+	}
+	if (!__atomic_load_n(handle, __ATOMIC_ACQUIRE)) {
+		cudaKernel_t k = NULL;
+
+		if (__cudaGetKernel(&k, stub) != cudaSuccess)
+			return;
+		__atomic_store_n(handle, k, __ATOMIC_RELEASE);
+	}
+	__cudaLaunchKernel(*handle, grid, block, args, shmem, stream);
 }
 
 void sgemm_fwd_kernel(const float *x, const float *w, float *y, int m, int n, int k)
 {
 	void *args[] = { &x, &w, &y, &m, &n, &k };
 
-	launch_stub((const void *)sgemm_fwd_kernel, args);
+	launch_stub((const void *)sgemm_fwd_kernel, NULL, args);
 }
 
 void relu_fwd_kernel(const float *x, float *y, int n)
 {
+	static cudaKernel_t handle;
 	void *args[] = { &x, &y, &n };
 
-	launch_stub((const void *)relu_fwd_kernel, args);
+	launch_stub((const void *)relu_fwd_kernel, &handle, args);
 }
 
 void sgemm_bwd_kernel(const float *dy, const float *w, float *dx, int m, int n, int k)
 {
 	void *args[] = { &dy, &w, &dx, &m, &n, &k };
 
-	launch_stub((const void *)sgemm_bwd_kernel, args);
+	launch_stub((const void *)sgemm_bwd_kernel, NULL, args);
 }
 
 void relu_bwd_kernel(const float *dy, const float *y, float *dx, int n)
 {
+	static cudaKernel_t handle;
 	void *args[] = { &dy, &y, &dx, &n };
 
-	launch_stub((const void *)relu_bwd_kernel, args);
+	launch_stub((const void *)relu_bwd_kernel, &handle, args);
 }
 
 void adam_update_kernel(float *p, const float *g, float *m, float *v, float lr, float beta1, float beta2, int n,
 			int step)
 {
+	static cudaKernel_t handle;
 	void *args[] = { &p, &g, &m, &v, &lr, &beta1, &beta2, &n, &step };
 
-	launch_stub((const void *)adam_update_kernel, args);
+	launch_stub((const void *)adam_update_kernel, &handle, args);
 }
 
 void elementwise_add_kernel(const float *a, const float *b, float *c, int n)
 {
+	static cudaKernel_t handle;
 	void *args[] = { &a, &b, &c, &n };
 
-	launch_stub((const void *)elementwise_add_kernel, args);
+	launch_stub((const void *)elementwise_add_kernel, &handle, args);
 }
 
 /*
