@@ -124,6 +124,9 @@ int gp_entry(struct pt_regs *ctx)
 		if (!bpf_probe_read_user(&call.rd[1], sizeof(__u64),
 					 (void *)(call.arg[0] + GP_IBV_MR_LENGTH_OFF)))
 			call.flags |= GP_REC_F_RD1;
+	} else if (call.read == GP_READ_CALLER) {
+		call.rd[0] = call.ret_addr;
+		call.flags |= GP_REC_F_RD0;
 	} else if (call.read == GP_READ_IBV_QP) {
 		__u32 v = 0;
 

@@ -26,6 +26,7 @@ enum gp_fn {
 	GP_FN_cudaMemsetAsync, GP_FN_cudaMalloc, GP_FN_cudaFree, GP_FN_cudaMallocHost,
 	GP_FN_cudaHostAlloc, GP_FN_cudaFreeHost, GP_FN_cudaHostRegister, GP_FN_cudaHostUnregister,
 	GP_FN_cudaStreamSynchronize, GP_FN_cudaDeviceSynchronize, GP_FN_cudaEventSynchronize,
+	GP_FN_cudaLaunchKernelByHandle,   /* __cudaLaunchKernel: nvcc 13's <<<>>> */
 	/* CUDA driver */
 	GP_FN_cuLaunchKernel, GP_FN_cuMemAlloc_v2, GP_FN_cuMemFree_v2, GP_FN_cuMemcpy,
 	GP_FN_cuMemcpyAsync, GP_FN_cuMemcpyHtoD_v2, GP_FN_cuMemcpyDtoH_v2, GP_FN_cuMemcpyDtoD_v2,
@@ -48,6 +49,7 @@ enum gp_read {
 	GP_READ_OUT_PTR,   /* at return: rd[0] = *(u64 *)arg[0] (cudaMalloc's *devPtr, *comm) */
 	GP_READ_IBV_MR,    /* at entry: rd[0] = mr->addr, rd[1] = mr->length (before the free) */
 	GP_READ_IBV_QP,    /* at entry: rd[0] = qp->qp_num, rd[1] = attr->qp_state */
+	GP_READ_CALLER,    /* at entry: rd[0] = the return address (where the caller is) */
 };
 
 /* libibverbs ABI (verbs.h, stable since rdma-core v13); tests/unit/test_uprobes.c checks

@@ -745,6 +745,53 @@ int elf_file__load_bias(const struct elf_file *f, const struct maps_entry *e,
 	return 0;
 }
 
+/*
+ * nvcc gives a kernel with internal linkage (static, or in an anonymous namespace) a name
+ * unique to its translation unit: "__nv_static_<N>__<N characters>_" in front of the
+ * mangled name, as CUPTI and the driver report it. Returns where the mangled name starts,
+ * or `name` itself.
+ */
+static const char *skip_nv_static(const char *name)
+{
+	static const char prefix[] = "__nv_static_";
+	const char *p = name + sizeof(prefix) - 1;
+	size_t n = 0;
+
+	if (strncmp(name, prefix, sizeof(prefix) - 1) != 0)
+		return name;
+	while (*p >= '0' && *p <= '9' && n < 4096)
+		n = n * 10 + (size_t)(*p++ - '0');
+	if (n == 0 || p[0] != '_' || p[1] != '_' || strnlen(p + 2, n) < n)
+		return name;
+	p += 2 + n;
+	return strncmp(p, "_Z", 2) == 0 ? p : name;
+}
+
+char *device_stub_kernel(const char *name)
+{
+	static const char stub[] = "__device_stub_";
+	char *own = NULL, *mangled, *paren, *k;
+
+	if (!name)
+		return NULL;
+	if (strncmp(name, "_Z", 2) == 0)
+		name = own = symbol_demangle(name);
+	if (!name || strncmp(name, stub, sizeof(stub) - 1) != 0) {
+		free(own);
+		return NULL;
+	}
+	mangled = strdup(name + sizeof(stub) - 1);   /* "_Z16scale_add_kernelPfPKffi(...)" */
+	free(own);
+	if (!mangled)
+		return NULL;
+	paren = strchr(mangled, '(');
+	if (paren)
+		*paren = 0;
+	k = symbol_demangle(mangled);
+	free(mangled);
+	return k;
+}
+
 char *symbol_demangle(const char *name)
 {
 	const char *at;
@@ -752,6 +799,8 @@ char *symbol_demangle(const char *name)
 	size_t len, outlen;
 	int status = -1;
 
+	if (name)
+		name = skip_nv_static(name);
 	if (!name || strncmp(name, "_Z", 2) != 0)
 		return NULL;
 	at = strchr(name, '@');

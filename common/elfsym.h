@@ -102,8 +102,17 @@ int elf_file__load_bias(const struct elf_file *f, const struct maps_entry *e,
  * Demangles a C++ name ("_ZN3foo3barEv" -> "foo::bar()") with the C++ runtime's
  * __cxa_demangle. A "@VER" or "@@VER" suffix is kept after the demangled part. Returns a
  * malloc'd string, or NULL if name is not a mangled C++ name (or demangling failed): the
- * caller then prints the raw name.
+ * caller then prints the raw name. nvcc's "__nv_static_<N>__<unit>_" prefix of kernels with
+ * internal linkage is dropped.
  */
 char *symbol_demangle(const char *name);
+
+/*
+ * nvcc's host stub for a kernel K is "__device_stub__" followed by K's mangled name without
+ * its leading "_" (demangled: "__device_stub__Z16scale_add_kernelPfPKffi(float*, ...)"). For
+ * such a stub name, mangled or demangled, returns K demangled as CUPTI names the kernel
+ * ("scale_add_kernel(float*, float const*, float, int)"), malloc'd; NULL for any other name.
+ */
+char *device_stub_kernel(const char *name);
 
 #endif

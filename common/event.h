@@ -170,6 +170,7 @@ struct aiprof_ev_gpu {
 	uint32_t kind;        /* memcpy kind */
 	uint32_t grid[3];
 	uint32_t block[3];
+	uint32_t flags;       /* memcpy: AIPROF_MEMCPY_F_HOST_*, from the record's memory kinds */
 };
 
 #define AIPROF_STR_CHUNK 80
@@ -180,13 +181,18 @@ struct aiprof_ev_str {
 	char     s[AIPROF_STR_CHUNK];
 };
 
+/* aiprof_event.flags */
+/* CUDA_LAUNCH, from the uprobes: u.launch.func is the return address into the host stub
+ * that launched by kernel handle (__cudaLaunchKernel), not the stub itself */
+#define AIPROF_EV_F_LAUNCH_CALLER (1u << 0)
+
 struct aiprof_event {
 	_Atomic uint64_t seq; /* ring protocol, not data */
 	uint16_t type;        /* enum aiprof_ev_type */
 	uint16_t api;         /* enum aiprof_api */
 	uint32_t tid;         /* in the target's pid namespace */
 	uint32_t pid;
-	uint32_t flags;
+	uint32_t flags;       /* AIPROF_EV_F_* */
 	uint64_t ts;          /* CLOCK_MONOTONIC ns at entry */
 	uint64_t dur;         /* ns spent in the call (0 for instants) */
 	union {

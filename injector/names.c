@@ -84,11 +84,16 @@ const char *nccl_redop_name(int32_t op)
 	return op < 0 ? "none" : "custom";
 }
 
+const char *memcpy_host_memory_of(uint32_t kind, uint32_t flags)
+{
+	if (kind == AIPROF_MEMCPY_D2D)
+		return "none";
+	if (!(flags & AIPROF_MEMCPY_F_HOST_KNOWN))
+		return "unknown";
+	return (flags & AIPROF_MEMCPY_F_HOST_PINNED) ? "pinned" : "pageable";
+}
+
 const char *memcpy_host_memory(const struct aiprof_ev_memcpy *m)
 {
-	if (m->kind == AIPROF_MEMCPY_D2D)
-		return "none";
-	if (!(m->flags & AIPROF_MEMCPY_F_HOST_KNOWN))
-		return "unknown";
-	return (m->flags & AIPROF_MEMCPY_F_HOST_PINNED) ? "pinned" : "pageable";
+	return memcpy_host_memory_of(m->kind, m->flags);
 }

@@ -735,6 +735,8 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 		if (proc_syms__new(t->pid, &t->syms) < 0)
 			t->syms = NULL;
 	}
+	for (size_t i = 0; i < npids; i++)
+		event_store__demangle(&targets[i].store);
 	prof.end_ns = now_monotonic_ns();
 	if (stop_requested)
 		log_notice("window ended early by a signal");

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "elfsym.h"
 #include "launch_stacks.h"
 #include "ring.h"
 #include "session.h"
@@ -118,6 +119,26 @@ void event_store__add(struct event_store *s, const struct aiprof_event *e)
 		s->cap = ncap;
 	}
 	memcpy(&s->v[s->n++], e, sizeof(*e));
+}
+
+/*
+ * Kernel names come mangled from CUPTI and the driver (cuFuncGetName, cuKernelGetName), while
+ * a launch through a host stub is named by the symboliser, demangled: after the window every
+ * string that is a whole mangled C++ name is replaced by its demangled form, so a kernel and
+ * its launch carry one name. Call stacks ("hex,hex,...") never start with "_Z".
+ */
+void event_store__demangle(struct event_store *s)
+{
+	for (size_t i = 1; i < s->nstrings; i++) {
+		char *d = s->strings[i] ? symbol_demangle(s->strings[i]) : NULL;
+
+		if (!d)
+			continue;
+		s->string_bytes += strlen(d) + 1;
+		s->string_bytes -= strlen(s->strings[i]) + 1;
+		free(s->strings[i]);
+		s->strings[i] = d;
+	}
 }
 
 const char *event_store__string(const struct event_store *s, uint32_t id)

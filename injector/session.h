@@ -39,6 +39,7 @@ void event_store__clear(struct event_store *s);
 /* Adds an event; strings are reassembled instead of stored. */
 void event_store__add(struct event_store *s, const struct aiprof_event *e);
 const char *event_store__string(const struct event_store *s, uint32_t id);
+void event_store__demangle(struct event_store *s);   /* after the window: see session.c */
 
 struct session;
 

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "ebpf.h"
+#include "elfsym.h"
 #include "jsonw.h"
 #include "procsyms.h"
 #include "profile.h"
@@ -106,10 +107,22 @@ const char *launch_kernel_name(const struct target *t, const struct aiprof_event
 		return s;
 	if (proc_syms__symbolize(t->syms, e->u.launch.func, buf, sizeof(buf)) < 0)
 		snprintf(buf, sizeof(buf), "[unknown 0x%llx]", (unsigned long long)e->u.launch.func);
-	/* a host stub is the start of its function: drop a "+0x0" the symboliser may add */
 	plus = strstr(buf, "+0x");
-	if (plus && strcmp(plus, "+0x0") == 0)
+	if (e->flags & AIPROF_EV_F_LAUNCH_CALLER) {
+		/* an address inside the stub that launched by handle: the stub names it */
+		char *k;
+
+		if (plus)
+			*plus = 0;
+		k = device_stub_kernel(buf);
+		if (k) {
+			snprintf(buf, sizeof(buf), "%s", k);
+			free(k);
+		}
+	} else if (plus && strcmp(plus, "+0x0") == 0) {
+		/* a host stub is the start of its function: drop the "+0x0" */
 		*plus = 0;
+	}
 	{
 		char *copy = strdup(buf);
 
@@ -330,6 +343,8 @@ static void write_args(struct jsonw *w, const struct target *t, const struct aip
 		} else {
 			jsonw_kv_uint(w, "bytes", g->bytes);
 			jsonw_kv_str(w, "kind", memcpy_kind_name(g->kind));
+			/* as CUPTI saw the host side: the hooks' guess comes from the address */
+			jsonw_kv_str(w, "host_memory", memcpy_host_memory_of(g->kind, g->flags));
 		}
 		jsonw_kv_uint(w, "device", g->device);
 		jsonw_kv_uint(w, "stream", g->stream);

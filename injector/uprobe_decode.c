@@ -371,8 +371,14 @@ int uprobe_decoder__convert(struct uprobe_decoder *d, const struct gp_rec *r,
 	switch (r->fn) {
 	/* ---- launches ---- */
 	case GP_FN_cudaLaunchKernel:
+	case GP_FN_cudaLaunchKernelByHandle:
 		event_init(&e, r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
 		e.u.launch.func = a[0];
+		if (r->fn == GP_FN_cudaLaunchKernelByHandle) {
+			/* a handle means nothing to us: the stub that called is the kernel's */
+			e.u.launch.func = (r->flags & GP_REC_F_RD0) ? r->rd[0] : 0;
+			e.flags |= AIPROF_EV_F_LAUNCH_CALLER;
+		}
 		/* dim3 by value: 12 bytes, two INTEGER eightbytes each (x | y << 32, z) */
 		e.u.launch.grid[0] = u32(a[1]);
 		e.u.launch.grid[1] = u32(a[1] >> 32);

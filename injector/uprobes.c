@@ -91,6 +91,9 @@ static const struct gp_func gp_funcs[] = {
 	/* (func, dim3 grid: 2 regs, dim3 block: 2 regs, args | shmem, stream on the stack) */
 	FN(CUDART, cudaLaunchKernel, cudaLaunchKernel, 2, NONE),
 	FN(CUDART, cudaLaunchKernel_ptsz, cudaLaunchKernel, 2, NONE),
+	/* the same arguments, a kernel handle for the stub: the caller (the stub) names it */
+	FN(CUDART, __cudaLaunchKernel, cudaLaunchKernelByHandle, 2, CALLER),
+	FN(CUDART, __cudaLaunchKernel_ptsz, cudaLaunchKernelByHandle, 2, CALLER),
 	FN(CUDART, cudaMemcpy, cudaMemcpy, 0, NONE),
 	FN(CUDART, cudaMemcpy_ptds, cudaMemcpy, 0, NONE),
 	FN(CUDART, cudaMemcpyAsync, cudaMemcpyAsync, 0, NONE),

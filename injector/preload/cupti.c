@@ -220,6 +220,24 @@ static uint32_t copy_kind(uint8_t k)
 	}
 }
 
+/* Pinned or pageable, as CUPTI saw the host side of a copy: AIPROF_MEMCPY_F_HOST_*. */
+static uint32_t host_memory(uint8_t copy, uint8_t src, uint8_t dst)
+{
+	uint8_t host;
+
+	if (copy == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD)
+		host = src;
+	else if (copy == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH)
+		host = dst;
+	else
+		return 0;
+	if (host == CUPTI_ACTIVITY_MEMORY_KIND_PINNED)
+		return AIPROF_MEMCPY_F_HOST_KNOWN | AIPROF_MEMCPY_F_HOST_PINNED;
+	if (host == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE)
+		return AIPROF_MEMCPY_F_HOST_KNOWN;
+	return 0;
+}
+
 /* CUPTI_TIMESTAMP_UNKNOWN in either, or an end before the start: no usable timing. */
 static bool timed(uint64_t start, uint64_t end)
 {
@@ -318,6 +336,7 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
 			e->u.gpu.device = m->deviceId;
 			e->u.gpu.stream = m->streamId;
 			e->u.gpu.kind = copy_kind(m->copyKind);
+			e->u.gpu.flags = host_memory(m->copyKind, m->srcKind, m->dstKind);
 			ring__commit(h, e);
 		}
 	}

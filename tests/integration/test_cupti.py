@@ -138,6 +138,16 @@ def assert_cupti_timeline(tl):
         assert e["tid"] in {k["tid"] for k in kernels}
     batches = [e for e in copies if e["args"]["kind"] == "HtoD" and e["args"]["bytes"] == BATCH]
     assert batches, sorted({e["args"]["bytes"] for e in copies})
+    # pinned or pageable as CUPTI's record says (its srcKind/dstKind), agreeing with the hooks
+    assert all(e["args"]["host_memory"] == "pinned" for e in batches), batches[0]
+    api_copies = {e["args"]["correlation"]: e for e in events(tl, "cuda_memcpy")
+                  if e["tid"] < GPU_TRACK_BASE and e["args"].get("correlation")}
+    for e in copies:
+        api = api_copies.get(e["args"]["correlation"])
+        if e["args"]["kind"] == "DtoD":
+            assert e["args"]["host_memory"] == "none", e
+        elif api:
+            assert e["args"]["host_memory"] == api["args"]["host_memory"] != "unknown", (e, api)
     want = COPY_LATENCY_US + BATCH / PINNED_BYTES_PER_US
     assert all(abs(e["dur"] - want) <= 0.02 * want for e in batches), (batches[0], want)
     return kernels

@@ -217,7 +217,29 @@ static void test_demangle(void **state)
 	assert_non_null(s);
 	assert_string_equal(s, "foo::bar()@@GLIBCXX_3.4");
 	free(s);
+	/* a kernel nvcc gave internal linkage, as CUPTI names it (NCCL's one-rank reduction) */
+	s = symbol_demangle("__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__"
+			    "b4148644_10_onerank_cu_fdf4799013oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb");
+	assert_non_null(s);
+	assert_string_equal(s, "void (anonymous namespace)::oneRankReduce<FuncPreMulSum<float> >"
+			    "(void*, void*, unsigned long, unsigned long, bool)");
+	free(s);
+	assert_null(symbol_demangle("__nv_static_32__short_"));
+	assert_null(symbol_demangle("__nv_static_99999999999999999999999__x"));
 	assert_null(symbol_demangle("main"));
+	/* nvcc's host stub of a kernel, as the symboliser prints it and as the symbol table has it */
+	s = device_stub_kernel("__device_stub__Z16scale_add_kernelPfPKffi(float*, float const*, float, int)");
+	assert_non_null(s);
+	assert_string_equal(s, "scale_add_kernel(float*, float const*, float, int)");
+	free(s);
+	s = device_stub_kernel("_Z41__device_stub__Z16scale_add_kernelPfPKffiPfPKffi");
+	assert_non_null(s);
+	assert_string_equal(s, "scale_add_kernel(float*, float const*, float, int)");
+	free(s);
+	assert_null(device_stub_kernel("relu_fwd_kernel"));
+	assert_null(device_stub_kernel("__device_stub__"));
+	assert_null(device_stub_kernel("__device_stub__Zgarbage(int)"));
+	assert_null(device_stub_kernel(NULL));
 	assert_null(symbol_demangle("_Z"));
 	assert_null(symbol_demangle("_Zx!garbage"));
 	assert_null(symbol_demangle(NULL));

@@ -64,11 +64,40 @@ static void test_events_capped_and_counted(void **state)
 	event_store__clear(&s);
 }
 
+static void add_string(struct event_store *s, uint32_t id, const char *text)
+{
+	struct aiprof_event e = forge_str_chunk(id, 0, (uint16_t)strlen(text), 0);
+
+	memcpy(e.u.str.s, text, strlen(text));
+	event_store__add(s, &e);
+}
+
+/* A kernel's CUPTI / driver name and its launch's symbolised stub read the same. */
+static void test_mangled_names_demangled(void **state)
+{
+	struct event_store s;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	add_string(&s, 1, "_Z16scale_add_kernelPfPKffi");
+	add_string(&s, 2, "0x401000,0x401200");
+	add_string(&s, 3, "relu_fwd_kernel");
+	add_string(&s, 4, "_Zx!not a mangled name");
+	event_store__demangle(&s);
+	assert_string_equal(event_store__string(&s, 1),
+			    "scale_add_kernel(float*, float const*, float, int)");
+	assert_string_equal(event_store__string(&s, 2), "0x401000,0x401200");
+	assert_string_equal(event_store__string(&s, 3), "relu_fwd_kernel");
+	assert_string_equal(event_store__string(&s, 4), "_Zx!not a mangled name");
+	event_store__clear(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_strings_reassembled_and_lies_refused),
 		cmocka_unit_test(test_events_capped_and_counted),
+		cmocka_unit_test(test_mangled_names_demangled),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,6 +70,33 @@ static const struct aiprof_event *conv(struct fx *f, const struct gp_rec *r, int
 	return want ? &f->store.v[f->store.n - 1] : NULL;
 }
 
+/* nvcc 13's <<<>>>: a kernel handle, named by the stub that called (the return address) */
+static void test_launch_by_handle(void **state)
+{
+	struct fx *f = *state;
+	struct gp_rec r = rec(GP_FN_cudaLaunchKernelByHandle);
+	const struct aiprof_event *e;
+
+	r.arg[0] = 0x55550123000;                   /* cudaKernel_t: the driver's, means nothing */
+	r.arg[1] = 64 | (1ULL << 32);
+	r.arg[2] = JUNK | 1;
+	r.arg[3] = 128 | (1ULL << 32);
+	r.arg[4] = JUNK | 1;
+	r.rd[0] = 0x401200;                         /* return address into the stub */
+	r.flags |= GP_REC_F_RD0;
+	e = conv(f, &r, 1);
+	assert_int_equal(e->api, AIPROF_API_cudaLaunchKernel);
+	assert_int_equal(e->u.launch.func, 0x401200);
+	assert_true(e->flags & AIPROF_EV_F_LAUNCH_CALLER);
+	assert_int_equal(e->u.launch.grid[0], 64);
+	assert_int_equal(e->u.launch.block[0], 128);
+
+	/* no return address read: no name made up */
+	r.flags &= ~GP_REC_F_RD0;
+	e = conv(f, &r, 1);
+	assert_int_equal(e->u.launch.func, 0);
+}
+
 static void test_runtime_launch(void **state)
 {
 	struct fx *f = *state;
@@ -531,6 +558,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_runtime_launch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_launch_by_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_launch_labels, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocations, setup, teardown),
