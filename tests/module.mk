@@ -4,3 +4,4 @@ include tests/unit/preload/module.mk
 -include tests/doubles/module.mk
 -include tests/workloads/module.mk
 -include tests/bench/module.mk
+include tests/gpu/module.mk
