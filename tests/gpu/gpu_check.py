@@ -182,11 +182,11 @@ class Workload:
         return rc
 
 
-def profile(build, pid, out, duration):
+def profile(build, pid, out, duration, *extra):
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "gpu", "hostlib"))
     t0 = time.monotonic()
     r = subprocess.run([os.path.join(build, "aiprof"), "profile", "--pid", str(pid), "-d", duration,
-                        "--no-ebpf", "-o", out], capture_output=True, text=True, env=env, timeout=180)
+                        "--no-ebpf", "-o", out, *extra], capture_output=True, text=True, env=env, timeout=180)
     wall = time.monotonic() - t0
     summary = timeline = None
     if r.returncode == 0:
@@ -358,12 +358,32 @@ def run_main(build, out_dir, env):
               f"exit {r2.returncode}, injection {t2.get('injection')}, "
               f"gpu_timing {t2.get('gpu_timing', {}).get('source')}, {len(k2)} kernels"
               + ("" if ok else f": {r2.stderr[-800:]}"))
+        check_ebpf_method(build, w.pid, os.path.join(out_dir, "session3"))
     finally:
         rc = w.stop()
         err = w.stderr()
         check("workload_ok", rc == 0 and "want" not in err,
               f"exit {rc} after {len(w.steps())} steps, results checked every step"
               + (f": {err[-800:]}" if rc != 0 else ""))
+
+
+def check_ebpf_method(build, pid, out):
+    """--method ebpf: uprobes on the real libcudart; launches by handle named by their stub."""
+    r, summary, tl, _ = profile(build, pid, out, "2s", "--method", "ebpf")
+    if r.returncode != 0:
+        report("SKIP", "ebpf_method", f"aiprof --method ebpf exit {r.returncode} (uprobes unavailable "
+               f"on this machine?): {r.stderr.strip()[-400:]}")
+        return
+    # the workload's runtime launches; NCCL's own go to the driver (cuLaunchKernel) and are
+    # named by their CUfunction under this method
+    launches = [e for e in events(tl, "cuda_api") if e["name"] == "cudaLaunchKernel"]
+    named = [e for e in launches if any(k in e["args"]["kernel"] for k in WORKLOAD_KERNELS)]
+    driver = [e for e in events(tl, "cuda_api") if e["name"] == "cuLaunchKernel"]
+    figures["ebpf_method_launch_names"] = sorted({e["args"]["kernel"] for e in launches})[:10]
+    check("ebpf_method", launches and len(named) == len(launches) and
+          summary["targets"][0].get("method") == "ebpf",
+          f"{len(named)}/{len(launches)} runtime launches seen by uprobes carry their kernel's name "
+          f"({', '.join(figures['ebpf_method_launch_names'][:3])}); {len(driver)} driver launches")
 
 
 def run_holder(build, out_dir, env):
