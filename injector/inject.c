@@ -26,16 +26,35 @@
  *     reports through the data page, waits for our acknowledgement and finally
  *     tail-calls munmap on its own two pages, so nothing is left behind.
  *  4. General-purpose and extended (AVX) register state are saved and restored, so the
- *     interrupted code — including an interrupted syscall, which the kernel restarts —
- *     continues exactly where it was.
- *  5. Remote calls "return" to address 0: the resulting SIGSEGV stop tells us the call
- *     finished and is never delivered. Other signals that arrive meanwhile are passed
- *     on, so the target's handlers run as they would have.
+ *     interrupted code — including an interrupted syscall, which restarts — continues
+ *     exactly where it was.
+ *  5. The thread never depends on the injector to get home. Every remote call returns
+ *     into a small *return path* (`cave` below) written into the unused tail of an
+ *     executable page of one of the target's own modules, whose data — the thread's
+ *     registers as they were, its AVX state, its scheduling policy — sits on the thread's
+ *     stack below the red zone. The return path first sends the thread a signal whose
+ *     disposition is to be ignored (SIGURG, SIGWINCH, SIGCHLD, or one the process set to
+ *     SIG_IGN; not blocked by the thread): for a traced thread that is a stop where the
+ *     injector reads the result, suppresses the signal and sets up the next call; without
+ *     a tracer the kernel drops it. (Where every such signal is caught or blocked, the
+ *     marker is the same tgkill with signal 0, and calls run under PTRACE_SYSCALL, which
+ *     stops at each of their syscalls: slower, as safe.) Past the marker, the path
+ *     restores everything and jumps back to where the thread was; the last call's return
+ *     takes that way too. So
+ *     if the injector vanishes at any instant — SIGKILL, OOM, a deleted pod — the thread
+ *     finishes what it was doing and goes home: a tracer's exit detaches its tracees
+ *     (we never set PTRACE_O_EXITKILL, which would kill them instead), a thread stopped
+ *     with a call's registers runs that call to its end, and one stopped at the marker
+ *     runs the rest of the path. A call that outlives its timeout is not abandoned with
+ *     the thread inside it: the thread is let go and finishes the call, then the path.
+ *     Other signals that arrive during a call are passed on, so the target's handlers run
+ *     as they would have.
  *  6. Each remote call is a round trip through the scheduler; on a node whose cores are
  *     all busy (data loaders!) every wake-up can wait milliseconds. While the thread is
- *     stopped, it and the injector run SCHED_FIFO; the thread's own policy is put back
- *     before it creates the loader thread (which would inherit it). Where real-time
- *     scheduling is not allowed (a cgroup without RT budget) this is skipped.
+ *     running our calls, it and the injector run SCHED_FIFO; the thread's policy is put
+ *     back as each call returns (and by the return path itself, if the injector is gone),
+ *     and pthread_create runs unboosted (the loader thread would inherit it). Where
+ *     real-time scheduling is not allowed (a cgroup without RT budget) this is skipped.
  *
  * If the target's libc has no pthread_create (glibc < 2.34 without libpthread loaded)
  * the dlopen runs on the hijacked thread itself (INJECT_PTRACE_DIRECT): still at a safe
@@ -180,6 +199,103 @@ __asm__(
 
 extern const unsigned char aiprof_worker_stub[], aiprof_worker_stub_end[];
 
+/* ---- the return path, copied into the target ------------------------------------------ */
+
+/*
+ * Where a remote call returns to (see 5. above). Position independent and addressed from
+ * %rsp only, so every injection writes the same bytes, wherever they go. On entry %rsp is
+ * E, 64-byte aligned, and the data sits above it (struct cave_data); the thread's resume
+ * %rip is at its resume %rsp - CV_RIP_BELOW, under the red zone.
+ */
+#define CV_REGS      64      /* struct cave_regs */
+#define CV_FLAGS     208     /* CVF_* */
+#define CV_SCHED     216     /* struct kernel_sched_attr, 56 bytes */
+#define CV_RFBM      272     /* the components xrstor restores (edx:eax) */
+#define CV_TGID      280     /* the marker's tgkill(tgid, tid, sig) */
+#define CV_TID       284
+#define CV_SIG       288
+#define CV_XSAVE     320     /* the XSAVE image from PTRACE_GETREGSET, 64-byte aligned */
+#define CV_RIP_BELOW 136     /* resume rip at resume rsp - 136: below the 128-byte red zone */
+#define CVF_XSTATE   1
+#define CVF_SCHED    2
+#define CV_MARKER_NR 234     /* SYS_tgkill */
+
+struct cave_regs {           /* the thread as it resumes, in this order */
+	uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rsp, rflags, rip;
+};
+_Static_assert(CV_REGS + sizeof(struct cave_regs) <= CV_FLAGS, "cave layout");
+
+#define CR(field) STR(CV_REGS) "+" STR(field) "(%rsp)"
+#define CR_RAX    0
+#define CR_RBX    8
+#define CR_RCX    16
+#define CR_RDX    24
+#define CR_RSI    32
+#define CR_RDI    40
+#define CR_RBP    48
+#define CR_R8     56
+#define CR_R9     64
+#define CR_R10    72
+#define CR_R11    80
+#define CR_R12    88
+#define CR_R13    96
+#define CR_R14    104
+#define CR_R15    112
+#define CR_RSP    120
+#define CR_RFLAGS 128
+_Static_assert(offsetof(struct cave_regs, r15) == CR_R15, "cave layout");
+_Static_assert(offsetof(struct cave_regs, rflags) == CR_RFLAGS, "cave layout");
+
+__asm__(
+	".pushsection .rodata\n"
+	".globl aiprof_cave\n"
+	".globl aiprof_cave_marker\n"
+	".globl aiprof_cave_end\n"
+	"aiprof_cave:\n"
+	"	mov %rax, %r10\n"                          /* the call's result, for the injector */
+	"	mov " STR(CV_TGID) "(%rsp), %edi\n"
+	"	mov " STR(CV_TID) "(%rsp), %esi\n"
+	"	mov " STR(CV_SIG) "(%rsp), %edx\n"
+	"	mov $" STR(CV_MARKER_NR) ", %eax\n"
+	"	syscall\n"                                 /* the marker: the injector stops here */
+	"aiprof_cave_marker:\n"
+	"	testq $" STR(CVF_SCHED) ", " STR(CV_FLAGS) "(%rsp)\n"
+	"	jz 1f\n"
+	"	mov $314, %eax\n"                          /* sched_setattr(0, &attr, 0) */
+	"	xor %edi, %edi\n"
+	"	lea " STR(CV_SCHED) "(%rsp), %rsi\n"
+	"	xor %edx, %edx\n"
+	"	syscall\n"
+	"1:	testq $" STR(CVF_XSTATE) ", " STR(CV_FLAGS) "(%rsp)\n"
+	"	jz 2f\n"
+	"	mov " STR(CV_RFBM) "(%rsp), %eax\n"
+	"	mov " STR(CV_RFBM) "+4(%rsp), %edx\n"
+	"	xrstor " STR(CV_XSAVE) "(%rsp)\n"
+	"2:	pushq " CR(CR_RFLAGS) "\n"                 /* the address is taken before the push */
+	"	popfq\n"
+	"	mov " CR(CR_RAX) ", %rax\n"
+	"	mov " CR(CR_RBX) ", %rbx\n"
+	"	mov " CR(CR_RCX) ", %rcx\n"
+	"	mov " CR(CR_RDX) ", %rdx\n"
+	"	mov " CR(CR_RSI) ", %rsi\n"
+	"	mov " CR(CR_RDI) ", %rdi\n"
+	"	mov " CR(CR_RBP) ", %rbp\n"
+	"	mov " CR(CR_R8) ", %r8\n"
+	"	mov " CR(CR_R9) ", %r9\n"
+	"	mov " CR(CR_R10) ", %r10\n"
+	"	mov " CR(CR_R11) ", %r11\n"
+	"	mov " CR(CR_R12) ", %r12\n"
+	"	mov " CR(CR_R13) ", %r13\n"
+	"	mov " CR(CR_R14) ", %r14\n"
+	"	mov " CR(CR_R15) ", %r15\n"
+	"	mov " CR(CR_RSP) ", %rsp\n"                /* last: nothing after it reads the data */
+	"	jmp *-" STR(CV_RIP_BELOW) "(%rsp)\n"
+	"aiprof_cave_end:\n"
+	".popsection\n");
+
+extern const unsigned char aiprof_cave[], aiprof_cave_marker[], aiprof_cave_end[];
+
 #define STUB_PAGE   4096UL
 #define STUB_LEN    (2 * STUB_PAGE)   /* code page, then data page */
 
@@ -238,11 +354,18 @@ struct tracee {
 	pid_t pid, tid;
 	int mem_fd;                    /* /proc/PID/mem */
 	struct user_regs_struct saved;
-	uint8_t xstate[16384];
+	uint8_t xstate[16384] __attribute__((aligned(64)));
 	struct iovec xiov;
 	bool have_xstate;
 	uint64_t stopped_since;
 	uint64_t stop_ns;
+	uint64_t cave;                 /* the return path in the target, 0: none */
+	uint64_t cave_rsp;             /* %rsp on entering it: the data is above */
+	uint64_t call_timeout_ns;      /* 0: each call's own */
+	int marker_sig;                /* the path's marker signal; 0: PTRACE_SYSCALL instead */
+	bool in_cave_call;             /* registers are a call's: going home is the path's job */
+	bool boost_calls;              /* SCHED_FIFO while a call runs */
+	bool released;                 /* let go inside a call: no more calls, no detach */
 };
 
 static int read_mem(struct tracee *t, uint64_t addr, void *buf, size_t len)
@@ -453,7 +576,8 @@ static int tracee_attach(struct tracee *t)
 {
 	int status, r;
 
-	if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) < 0)
+	/* no PTRACE_O_EXITKILL: should we die, the kernel detaches the thread, never kills it */
+	if (ptrace(PTRACE_SEIZE, t->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0)
 		return -errno;
 	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) < 0) {
 		r = -errno;
@@ -490,16 +614,23 @@ static int tracee_attach(struct tracee *t)
 	return 0;
 }
 
-/* Restores the saved state and lets the thread go. */
+/*
+ * Lets the thread go home. After a call it sits at the return path's marker, and the path
+ * restores it (as it would without us); otherwise its saved state is put back here.
+ */
 static int tracee_detach(struct tracee *t)
 {
 	int r = 0;
 
+	if (t->released)
+		return 0;               /* it went on its own, inside a call */
+	t->stop_ns += now_monotonic_ns() - t->stopped_since;
+	if (t->in_cave_call)
+		return ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 ? -errno : 0;
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &t->saved) < 0)
 		r = -errno;
 	if (t->have_xstate && ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &t->xiov) < 0 && !r)
 		r = -errno;
-	t->stop_ns += now_monotonic_ns() - t->stopped_since;
 	if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && !r)
 		r = -errno;
 	return r;
@@ -563,19 +694,269 @@ static bool at_safe_point(struct tracee *t, const struct target_funcs *f, char *
 	return true;
 }
 
+/* ---- the return path: where it goes, what it restores ---------------------------- */
+
 /*
- * Calls fn(a[0..5]) on the stopped thread and returns its %rax in *ret. The call
- * returns to address 0; that SIGSEGV stop is how we know it finished.
+ * Finds room for the return path: the tail of the last page of an executable PT_LOAD
+ * segment of one of the target's modules, past the segment's end — mapped executable,
+ * never executed or read through that mapping. Writing there (through /proc/PID/mem)
+ * gives the process a private copy of that one page. Returns its address or 0.
+ */
+static uint64_t find_cave(struct tracee *t, size_t need)
+{
+	struct maps *m = NULL;
+	uint64_t found = 0;
+
+	if (maps__read(t->pid, &m) < 0)
+		return 0;
+	for (size_t i = 0; i < m->n && !found; i++) {
+		const struct maps_entry *base = &m->v[i];
+		Elf64_Ehdr eh;
+		Elf64_Phdr ph[64];
+		uint64_t bias = UINT64_MAX;
+
+		if (!base->path || base->path[0] != '/' || base->offset != 0 || base->shared)
+			continue;
+		if (read_mem(t, base->start, &eh, sizeof(eh)) < 0 ||
+		    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+		    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 64 ||
+		    eh.e_phoff > 4096 ||
+		    read_mem(t, base->start + eh.e_phoff, ph, eh.e_phnum * sizeof(ph[0])) < 0)
+			continue;
+		for (size_t k = 0; k < eh.e_phnum; k++)
+			if (ph[k].p_type == PT_LOAD && bias == UINT64_MAX)
+				bias = base->start - (ph[k].p_vaddr & ~(uint64_t)(STUB_PAGE - 1));
+		for (size_t k = 0; k < eh.e_phnum && !found && bias != UINT64_MAX; k++) {
+			uint64_t end, page_end, at;
+
+			if (ph[k].p_type != PT_LOAD || !(ph[k].p_flags & PF_X) ||
+			    ph[k].p_memsz > (1ULL << 40))
+				continue;
+			end = bias + ph[k].p_vaddr + ph[k].p_memsz;
+			at = (end + 15) & ~15ULL;
+			page_end = (end + STUB_PAGE - 1) & ~(uint64_t)(STUB_PAGE - 1);
+			if (at + need > page_end)
+				continue;
+			/* the kernel's word, not the file's: that room is mapped, executable */
+			for (size_t j = 0; j < m->n; j++)
+				if (m->v[j].start <= at && at + need <= m->v[j].end &&
+				    (m->v[j].prot & PROT_EXEC) && !m->v[j].shared && m->v[j].path &&
+				    strcmp(m->v[j].path, base->path) == 0)
+					found = at;
+		}
+	}
+	maps__free(m);
+	return found;
+}
+
+/* A signal mask line of /proc/PID/task/TID/status ("SigBlk:\t0000000000010000"). */
+static uint64_t status_mask(const char *status, const char *key)
+{
+	const char *p = strstr(status, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 16) : UINT64_MAX;
+}
+
+/* The last number of a "NSpid:"-style line: the id in the innermost pid namespace. */
+static uint32_t status_ns_id(const char *status, const char *key)
+{
+	const char *p = strstr(status, key), *eol;
+	uint32_t v = 0;
+
+	if (!p)
+		return 0;
+	p += strlen(key);
+	eol = strchr(p, '\n');
+	while (*p && (!eol || p < eol)) {
+		char *end;
+		unsigned long n = strtoul(p, &end, 10);
+
+		if (end == p)
+			break;
+		v = (uint32_t)n;
+		p = end;
+	}
+	return v;
+}
+
+/*
+ * The return path's marker signal for this thread: one the kernel drops when nobody
+ * traces it — its action is to be ignored and no handler is installed — and that the thread
+ * does not block (a blocked signal would never stop it). 0 if there is none. The thread
+ * sends it to itself, so *ns_tgid and *ns_tid get its ids in its own pid namespace.
+ */
+static int marker_signal(const struct tracee *t, uint32_t *ns_tgid, uint32_t *ns_tid)
+{
+	static const int dfl_ignored[] = { SIGURG, SIGWINCH, SIGCHLD };
+	char path[64], *st = NULL;
+	uint64_t blk, ign, cgt;
+	int sig = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t->pid, t->tid);
+	if (readfile(path, 1 << 16, 0, &st, NULL) < 0)
+		return 0;
+	blk = status_mask(st, "SigBlk:");
+	ign = status_mask(st, "SigIgn:");
+	cgt = status_mask(st, "SigCgt:");
+	*ns_tgid = status_ns_id(st, "NStgid:");
+	*ns_tid = status_ns_id(st, "NSpid:");
+	free(st);
+	if (blk == UINT64_MAX || ign == UINT64_MAX || cgt == UINT64_MAX || !*ns_tgid || !*ns_tid)
+		return 0;
+#define SIGBIT(n) (1ULL << ((n) - 1))
+	for (size_t i = 0; i < sizeof(dfl_ignored) / sizeof(dfl_ignored[0]) && !sig; i++)
+		if (!((blk | cgt) & SIGBIT(dfl_ignored[i])))
+			sig = dfl_ignored[i];
+	for (int n = 1; n <= 64 && !sig; n++)
+		if ((ign & SIGBIT(n)) && !((blk | cgt) & SIGBIT(n)) && n != SIGKILL && n != SIGSTOP)
+			sig = n;
+#undef SIGBIT
+	return sig;
+}
+
+/* XCR0, what XSAVE state this machine's kernel enabled (x86-64 with OSXSAVE). */
+static uint64_t read_xcr0(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+#define XFEATURE_XTILEDATA (1ULL << 18)   /* armed by XFD until a process asks for AMX */
+
+/*
+ * Writes the return path and its data for the stopped thread: its registers as it must
+ * resume (an interrupted syscall set up to restart, as the kernel would), its XSAVE image,
+ * its scheduling attributes. From here on every call can end without us.
+ */
+static int cave_prepare(struct tracee *t, char *msg, size_t msglen)
+{
+	size_t xs = t->have_xstate ? t->xiov.iov_len : 0;
+	uint64_t sp = t->saved.rsp, e, flags = 0, rip;
+	struct kernel_sched_attr attr;
+	struct cave_regs cr;
+	uint8_t *block;
+	size_t len;
+	int r;
+
+	if (!t->cave)
+		return -ENOSPC;
+	e = (sp - CV_RIP_BELOW - xs - CV_XSAVE) & ~63ULL;
+	len = CV_XSAVE + xs;
+	block = calloc(1, len);
+	if (!block)
+		return -ENOMEM;
+	cr = (struct cave_regs){
+		.rax = t->saved.rax, .rbx = t->saved.rbx, .rcx = t->saved.rcx,
+		.rdx = t->saved.rdx, .rsi = t->saved.rsi, .rdi = t->saved.rdi,
+		.rbp = t->saved.rbp, .r8 = t->saved.r8, .r9 = t->saved.r9, .r10 = t->saved.r10,
+		.r11 = t->saved.r11, .r12 = t->saved.r12, .r13 = t->saved.r13,
+		.r14 = t->saved.r14, .r15 = t->saved.r15, .rsp = sp,
+		.rflags = t->saved.eflags, .rip = t->saved.rip,
+	};
+	if ((int64_t)t->saved.orig_rax >= 0) {
+		/* stopped inside a syscall: resume by making it again (arch/x86 signal.c) */
+		switch ((int64_t)t->saved.rax) {
+		case -512: case -513: case -514:    /* ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND */
+			cr.rax = t->saved.orig_rax;
+			cr.rip -= 2;
+			break;
+		case -516:                          /* ERESTART_RESTARTBLOCK */
+			cr.rax = SYS_restart_syscall;
+			cr.rip -= 2;
+			break;
+		}
+	}
+	rip = cr.rip;
+	memcpy(block + CV_REGS, &cr, sizeof(cr));
+	memset(&attr, 0, sizeof(attr));
+	if (t->boost_calls && syscall(SYS_sched_getattr, t->tid, &attr, sizeof(attr), 0) == 0 &&
+	    (attr.sched_policy == SCHED_OTHER || attr.sched_policy == SCHED_BATCH)) {
+		attr.size = sizeof(attr);
+		memcpy(block + CV_SCHED, &attr, sizeof(attr));
+		flags |= CVF_SCHED;
+	}
+	if (xs) {
+		uint64_t bv, rfbm;
+
+		memcpy(&bv, t->xstate + 512, sizeof(bv));       /* XSTATE_BV */
+		rfbm = (read_xcr0() & ~XFEATURE_XTILEDATA) | (bv & XFEATURE_XTILEDATA);
+		memcpy(block + CV_RFBM, &rfbm, sizeof(rfbm));
+		memcpy(block + CV_XSAVE, t->xstate, xs);
+		flags |= CVF_XSTATE;
+	}
+	memcpy(block + CV_FLAGS, &flags, sizeof(flags));
+	{
+		uint32_t who[3] = { 0, 0, 0 };
+
+		t->marker_sig = marker_signal(t, &who[0], &who[1]);
+		who[2] = (uint32_t)t->marker_sig;
+		memcpy(block + CV_TGID, who, sizeof(who));
+	}
+	r = write_mem(t, e, block, len);
+	free(block);
+	if (r >= 0)
+		r = write_mem(t, sp - CV_RIP_BELOW, &rip, sizeof(rip));
+	if (r < 0) {
+		snprintf(msg, msglen, "cannot write aiprof's return path's data on the stack of "
+			 "thread %d of pid %d: %s (less than %zu bytes to spare below its stack "
+			 "pointer?)", t->tid, t->pid, strerror(-r), len + CV_RIP_BELOW);
+		return r;
+	}
+	t->cave_rsp = e;
+	return 0;
+}
+
+/*
+ * A call outlived its timeout: let the thread go inside it, rather than leave it stopped
+ * or take it out mid-call. It finishes the call, returns into the path and goes home.
+ */
+static void tracee_release(struct tracee *t)
+{
+	int status;
+
+	t->released = true;
+	t->stop_ns += now_monotonic_ns() - t->stopped_since;
+	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) < 0)
+		return;
+	while (wait_tracee(t->tid, &status, 10 * NSEC_PER_SEC) == 0) {
+		int sig = 0;
+
+		if (!WIFSTOPPED(status))
+			return;                 /* it exited */
+		if ((status >> 16) == 0 && WSTOPSIG(status) != (SIGTRAP | 0x80) &&
+		    WSTOPSIG(status) != t->marker_sig)
+			sig = WSTOPSIG(status); /* a signal of the target's: deliver it */
+		ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)sig);
+		return;
+	}
+	/* no stop within 10 s (a frozen cgroup?): our exit detaches it all the same */
+}
+
+/*
+ * Calls fn(a[0..5]) on the stopped thread and returns its %rax in *ret. The call returns
+ * into the path, whose marker syscall is where we stop it (PTRACE_SYSCALL); from there the
+ * next call starts, or the path takes the thread home.
  */
 static int remote_call(struct tracee *t, uint64_t fn, const uint64_t a[6], uint64_t timeout_ns,
 		       uint64_t *ret)
 {
+	uint64_t marker = t->cave + (uint64_t)(aiprof_cave_marker - aiprof_cave), deadline;
+	enum __ptrace_request resume = t->marker_sig ? PTRACE_CONT : PTRACE_SYSCALL;
 	struct user_regs_struct regs = t->saved;
-	uint64_t zero = 0;
+	struct sched_saved boost = { 0 };
 	int status, r;
 
-	regs.rsp = ((t->saved.rsp - 512) & ~0xfULL) - 8; /* below the red zone, ABI-aligned */
-	r = write_mem(t, regs.rsp, &zero, sizeof(zero));
+	if (t->released)
+		return -ESRCH;
+	if (!t->cave_rsp)
+		return -EINVAL;
+	if (t->call_timeout_ns)
+		timeout_ns = t->call_timeout_ns;
+	deadline = now_monotonic_ns() + timeout_ns;
+	regs.rsp = t->cave_rsp - 8;      /* ABI: %rsp + 8 is 16-byte aligned at entry */
+	r = write_mem(t, regs.rsp, &t->cave, sizeof(t->cave));
 	if (r < 0)
 		return r;
 	regs.rip = fn;
@@ -585,39 +966,83 @@ static int remote_call(struct tracee *t, uint64_t fn, const uint64_t a[6], uint6
 	regs.orig_rax = (unsigned long long)-1; /* not in a syscall: no restart games */
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0)
 		return -errno;
-	if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
-		return -errno;
+	t->in_cave_call = true;         /* from here, the thread gets home without us */
+	if (t->boost_calls)
+		sched_boost(t->tid, &boost);
+	if (ptrace(resume, t->tid, NULL, NULL) < 0) {
+		r = -errno;
+		goto out;
+	}
 	for (;;) {
+		uint64_t now = now_monotonic_ns();
 		siginfo_t si;
+		int sig;
 
-		r = wait_tracee(t->tid, &status, timeout_ns);
-		if (r < 0)
+		r = now < deadline ? wait_tracee(t->tid, &status, deadline - now) : -ETIMEDOUT;
+		if (r == -ETIMEDOUT) {
+			sched_restore(t->tid, &boost);
+			tracee_release(t);
 			return r;
-		if (WIFEXITED(status) || WIFSIGNALED(status))
-			return -ESRCH;
+		}
+		if (r < 0)
+			goto out;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			r = -ESRCH;
+			goto out;
+		}
 		if (!WIFSTOPPED(status))
 			continue;
-		if ((status >> 16) == PTRACE_EVENT_STOP) {
-			/* group-stop (SIGSTOP to the process): keep our call going */
-			if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
-				return -errno;
-			continue;
+		sig = WSTOPSIG(status);
+		if ((status >> 16) == 0 && (sig == (SIGTRAP | 0x80) || sig == t->marker_sig)) {
+			/* the marker that ends the call, or (PTRACE_SYSCALL) one of the call's
+			 * own syscalls, or someone else's SIGURG: told apart by where it stopped */
+			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0) {
+				r = -errno;
+				goto out;
+			}
+			if (regs.rip == marker && regs.orig_rax == CV_MARKER_NR) {
+				*ret = regs.r10;
+				r = 0;
+				goto out;
+			}
+			if (sig == (SIGTRAP | 0x80))
+				sig = 0;
+		} else if ((status >> 16) == PTRACE_EVENT_STOP) {
+			sig = 0;                /* group-stop (SIGSTOP to the process): go on */
+		} else if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) &&
+			   ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && si.si_code > 0) {
+			/* the call faulted for real: never delivered; the saved state goes back */
+			t->in_cave_call = false;
+			r = -EFAULT;
+			goto out;
 		}
-		if (WSTOPSIG(status) == SIGSEGV && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0 &&
-		    regs.rip == 0) {
-			*ret = regs.rax;
-			return 0;
+		/* else an ordinary signal for the target: delivered, its handler returns to us */
+		if (ptrace(resume, t->tid, NULL, (void *)(long)sig) < 0) {
+			r = -errno;
+			goto out;
 		}
-		if (WSTOPSIG(status) == SIGSEGV || WSTOPSIG(status) == SIGBUS ||
-		    WSTOPSIG(status) == SIGILL || WSTOPSIG(status) == SIGFPE) {
-			/* our call faulted for real: do not deliver, the caller restores state */
-			if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && si.si_code > 0)
-				return -EFAULT;
-		}
-		/* an ordinary signal for the target: deliver it, the handler returns to us */
-		if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)WSTOPSIG(status)) < 0)
-			return -errno;
 	}
+out:
+	sched_restore(t->tid, &boost);
+	return r;
+}
+
+/*
+ * AIPROF_REMOTE_CALL_TIMEOUT (a duration) replaces every remote call's own timeout: for
+ * testing what happens when a call outlives it (0 or unset: the calls' own).
+ */
+static int remote_call_timeout(uint64_t *ret_ns, char *msg, size_t msglen)
+{
+	const char *v = getenv("AIPROF_REMOTE_CALL_TIMEOUT");
+
+	*ret_ns = 0;
+	if (!v || !*v)
+		return 0;
+	if (parse_duration_ns(v, ret_ns) < 0) {
+		snprintf(msg, msglen, "AIPROF_REMOTE_CALL_TIMEOUT=%s is not a duration (like 1ms, 2s)", v);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int call6(struct tracee *t, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t a2,
@@ -660,8 +1085,7 @@ static int fill_target_memfd(pid_t pid, int fd, const void *lib, size_t len)
  * *ret_data holds the data page's address in the target.
  */
 static int do_inject(struct tracee *t, const struct target_funcs *f, const void *lib,
-		     size_t lib_len, bool *direct, uint64_t *ret_data, struct sched_saved *boost,
-		     char *msg, size_t msglen)
+		     size_t lib_len, bool *direct, uint64_t *ret_data, char *msg, size_t msglen)
 {
 	struct stub_data sd;
 	uint64_t base = 0, data, fd = (uint64_t)-1, rv;
@@ -721,8 +1145,8 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 		goto fail_close;
 	}
 
-	/* threads inherit the policy of their creator: the boost ends before that */
-	sched_restore(t->tid, boost);
+	/* threads inherit the policy of their creator: no boost from here on */
+	t->boost_calls = false;
 	if (f->pthread_create && f->pthread_detach && f->pthread_self && !*direct) {
 		r = call6(t, f->pthread_create, data + SD_THREAD, 0, base, data, 0, 0, &rv);
 		if (r < 0 || rv != 0) {
@@ -850,7 +1274,7 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 	uint64_t start = now_monotonic_ns(), deadline = start + timeout, data = 0;
 	struct target_funcs funcs;
 	struct tracee t = { .pid = pid, .mem_fd = -1 };
-	struct sched_saved self_sched = { 0 }, tracee_sched = { 0 };
+	struct sched_saved self_sched = { 0 };
 	sigset_t chld, oldmask;
 	pid_t tids[256];
 	size_t ntids = 0;
@@ -861,6 +1285,9 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
+	r = remote_call_timeout(&t.call_timeout_ns, rep->message, sizeof(rep->message));
+	if (r < 0)
+		return r;
 	if (inject_is_loaded(pid)) {
 		rep->how = INJECT_ALREADY_LOADED;
 		return 0;
@@ -882,9 +1309,23 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 		goto out;
 	}
 
+	/* the return path goes in before any thread is stopped: it is the same for all */
+	t.cave = find_cave(&t, (size_t)(aiprof_cave_end - aiprof_cave));
+	r = t.cave ? write_mem(&t, t.cave, aiprof_cave, (size_t)(aiprof_cave_end - aiprof_cave))
+		   : -ENOSPC;
+	if (r < 0) {
+		snprintf(rep->message, sizeof(rep->message), "%s: without a return path a killed "
+			 "aiprof could crash the target, so nothing is injected (--method ebpf needs "
+			 "none)", r == -ENOSPC ? "found no room for aiprof's return path in the "
+			 "target's executable pages" : "cannot write aiprof's return path into the "
+			 "target (/proc/PID/mem refuses writes to code?)");
+		goto out;
+	}
+
 	/*
 	 * SIGCHLD is how stops are waited for. ^C and friends are held until the target is
-	 * released: dying in the middle of a remote call would leave it returning to 0.
+	 * released: not for its safety (the return path sees to that) but so that an
+	 * injection interrupted by them still ends cleanly and says so.
 	 */
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -928,10 +1369,20 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 			}
 			rep->tid = t.tid;
 			sched_boost(0, &self_sched);
-			sched_boost(t.tid, &tracee_sched);
-			r = do_inject(&t, &funcs, lib, lib_len, &direct, &data, &tracee_sched,
-				      rep->message, sizeof(rep->message));
-			sched_restore(t.tid, &tracee_sched);
+			t.boost_calls = true;
+			r = cave_prepare(&t, rep->message, sizeof(rep->message));
+			if (t.marker_sig)
+				snprintf(rep->return_path, sizeof(rep->return_path), "SIG%s",
+					 sigabbrev_np(t.marker_sig) ? sigabbrev_np(t.marker_sig) : "?");
+			else
+				snprintf(rep->return_path, sizeof(rep->return_path), "syscall-stops");
+			if (r >= 0)
+				r = do_inject(&t, &funcs, lib, lib_len, &direct, &data,
+					      rep->message, sizeof(rep->message));
+			if (t.released)
+				snprintf(rep->message, sizeof(rep->message), "a call in thread %d of "
+					 "pid %d outlived its timeout; the thread was let go inside it, "
+					 "finishes it and returns to its own code by itself", t.tid, pid);
 			if (tracee_detach(&t) < 0 && r >= 0)
 				r = -ESRCH;
 			sched_restore(0, &self_sched);

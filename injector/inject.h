@@ -31,6 +31,8 @@ struct inject_report {
 	unsigned attempts;        /* interrupts until a safe point was found */
 	uint64_t load_ns;         /* from the first stop until the library was up */
 	char safe_point[64];      /* where the thread was when we used it, e.g. "syscall 7" */
+	char return_path[32];     /* how the return path's marker stops the thread: "SIGURG",
+				   * or "syscall-stops" where no quiet signal was free */
 	unsigned unsafe_stops;    /* stops that found the thread inside libc or a handler */
 	char message[512];        /* on failure: what went wrong and what to do */
 };

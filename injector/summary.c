@@ -115,6 +115,8 @@ static void write_target(struct jsonw *w, const struct target *t)
 	jsonw_kv_uint(w, "safe_point_attempts", t->inj.attempts);
 	if (t->inj.safe_point[0])
 		jsonw_kv_str(w, "safe_point", t->inj.safe_point);
+	if (t->inj.return_path[0])
+		jsonw_kv_str(w, "return_path", t->inj.return_path);
 	write_us(w, "load_us", t->inj.load_ns);
 	jsonw_kv_uint(w, "events", t->store.n);
 	jsonw_kv_uint(w, "dropped_events", t->store.drops + t->store.store_drops);

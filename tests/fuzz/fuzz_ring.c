@@ -6,7 +6,8 @@
  * (event_store__add: string reassembly, type and API checks). The first input bytes choose
  * the ring's size and the consumer's starting position; the rest fills the slots, with the
  * sequence words bent toward "committed" so that most slots are taken.
- * FUZZ_SOURCES: injector/session.c common/timeutil.c
+ * FUZZ_SOURCES: injector/session.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
+ * FUZZ_LIBS: -lelf -lz
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -4,7 +4,8 @@
  * method's ring buffer delivers them, whose argument words come from the target process
  * (any value at all). The input is cut into struct gp_rec-sized pieces; fn is folded so
  * that most records name a real function.
- * FUZZ_SOURCES: injector/uprobe_decode.c injector/session.c injector/names.c common/timeutil.c
+ * FUZZ_SOURCES: injector/uprobe_decode.c injector/session.c injector/names.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
+ * FUZZ_LIBS: -lelf -lz
  */
 #include <errno.h>
 #include <stddef.h>

@@ -452,8 +452,10 @@ def run(build, out_dir, work, doubles):
         print("gpu_check: 0 passed, 0 failed, 1 skipped")
         return 0
     figures["device"] = dev
+    # hostlib (make gpu-bundle) is for a GPU machine without aiprof's libraries; the doubles
+    # run here, where they are installed
     need = [os.path.join(build, p) for p in ("aiprof", "libaiprof.so", "gpu/gpu_train",
-                                              "gpu/libcupti_holder.so", "gpu/hostlib")]
+                                              "gpu/libcupti_holder.so") + (() if doubles else ("gpu/hostlib",))]
     missing = [p for p in need if not os.path.exists(p)]
     libs = find_libraries(["libcudart.so.13", "libcupti.so.13", "libnccl.so.2"])
     figures["libraries"] = libs

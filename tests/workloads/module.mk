@@ -33,3 +33,11 @@ $(BUILD)/tests/workloads/ring_scribbler: $(BUILD)/tests/workloads/ring_scribbler
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $<
 
 TEST_PROGRAMS += $(BUILD)/tests/workloads/ring_scribbler
+
+# regcheck: checks its own registers, AVX state and syscall results while it is injected
+# into and the injector is killed (tests/integration/test_kill_safety.py)
+$(BUILD)/tests/workloads/regcheck: $(BUILD)/tests/workloads/regcheck.o
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -lpthread
+
+TEST_PROGRAMS += $(BUILD)/tests/workloads/regcheck
