@@ -245,7 +245,8 @@ static int stack_frames(struct tstacks *ts, const struct target *t, uint32_t sid
 	}
 	ts->off[sid] = (uint32_t)ts->npool;
 	ts->len[sid] = (uint32_t)k;
-	memcpy(ts->pool + ts->npool, ids, k * sizeof(*ids));
+	if (k)          /* a stack string with no frame (a target's garbage) adds none */
+		memcpy(ts->pool + ts->npool, ids, k * sizeof(*ids));
 	ts->npool += k;
 done:
 	*ret = ts->pool + ts->off[sid];

@@ -28,6 +28,21 @@ run_cmocka_dir() { # $1 = build dir, $2 = label
 	done
 }
 
+# pytest on $2...; counts into the totals, and $1 into the failures if any failed
+run_pytest() {
+	local label=$1 out rc line p f s n
+	shift
+	out=$(BUILD="$BUILD" /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfEs "$@" 2>&1); rc=$?
+	echo "$out"
+	line=$(grep -E '^[=]* ?[0-9]+ (passed|failed|error|skipped)' <<<"$out" | tail -1)
+	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); p=${p:-0}
+	f=0; for n in $(grep -oE '[0-9]+ (failed|error|errors)' <<<"$line" | grep -oE '[0-9]+'); do f=$((f + n)); done
+	s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+'); s=${s:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+	[ "$f" -eq 0 ] || failures+=("$label")
+}
+
 echo "== unit tests"
 run_cmocka_dir "$BUILD" unit
 
@@ -40,7 +55,8 @@ fi
 
 if [ "${SKIP_SAN:-0}" != 1 ]; then
 	echo "== unit tests under ASan/UBSan"
-	if make -s -j"$JOBS" SAN=1 BUILD=build-san sanitized-unit-tests >/tmp/aiprof-san-build.log 2>&1; then
+	if make -s -j"$JOBS" SAN=1 BUILD=build-san sanitized-unit-tests sanitized-injector \
+		>/tmp/aiprof-san-build.log 2>&1; then
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 			run_cmocka_dir build-san san
 	else
@@ -65,16 +81,17 @@ if [ "${SKIP_INTEGRATION:-0}" != 1 ]; then
 	echo "== integration tests"
 	dirs=(tests/integration)
 	[ -d e2e ] && ls e2e/test_*.py >/dev/null 2>&1 && dirs+=(e2e)
-	out=$(BUILD="$BUILD" /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfEs \
-		${PYTEST_ARGS:-} "${dirs[@]}" 2>&1); rc=$?
-	echo "$out"
-	line=$(grep -E '^[=]* ?[0-9]+ (passed|failed|error|skipped)' <<<"$out" | tail -1)
-	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); p=${p:-0}
-	f=0; for n in $(grep -oE '[0-9]+ (failed|error|errors)' <<<"$line" | grep -oE '[0-9]+'); do f=$((f + n)); done
-	s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+'); s=${s:-0}
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-	passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
-	[ "$f" -eq 0 ] || failures+=("integration")
+	run_pytest integration ${PYTEST_ARGS:-} "${dirs[@]}"
+fi
+
+# A target that damages its ring, against the injector built with ASan/UBSan: a read past
+# a buffer that happens not to crash the plain build shows here. The library injected is
+# the plain one (an ASan library cannot be loaded into a process without the ASan runtime).
+if [ "${SKIP_SAN:-0}" != 1 ] && [ "${SKIP_INTEGRATION:-0}" != 1 ] && [ -x build-san/aiprof ]; then
+	echo "== the hostile ring, against aiprof built with ASan/UBSan"
+	AIPROF_BIN="$PWD/build-san/aiprof" AIPROF_LIB="$PWD/$BUILD/libaiprof.so" \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		run_pytest "hostile ring under ASan" tests/integration/test_hostile_ring.py
 fi
 
 [ "${#failures[@]}" -eq 0 ] || printf 'FAILED: %s\n' "${failures[@]}"

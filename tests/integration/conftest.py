@@ -14,7 +14,8 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-AIPROF = os.path.join(BUILD, "aiprof")
+# AIPROF_BIN: another build of the injector (tests/run.sh runs some tests with the ASan one)
+AIPROF = os.environ.get("AIPROF_BIN") or os.path.join(BUILD, "aiprof")
 LIBAIPROF = os.path.join(BUILD, "libaiprof.so")
 TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
 

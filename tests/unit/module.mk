@@ -11,4 +11,6 @@ $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIBS)
 TEST_PROGRAMS += $(UNIT_TESTS)
 
 sanitized-unit-tests: $(UNIT_TESTS)
-.PHONY: sanitized-unit-tests
+# the injector itself, for the integration tests that feed it a hostile target (tests/run.sh)
+sanitized-injector: $(BUILD)/aiprof
+.PHONY: sanitized-unit-tests sanitized-injector
