@@ -24,6 +24,7 @@
 #include "event.h"
 #include "inject.h"
 #include "log.h"
+#include "memlimit.h"
 #include "procsyms.h"
 #include "profile.h"
 #include "redact.h"
@@ -416,6 +417,32 @@ static size_t count_exited(const struct target *targets, size_t n)
 	return k;
 }
 
+/*
+ * What each target's window may keep: the event and what writing the artifacts needs of it
+ * peak at about EVENT_PEAK_BYTES; half of aiprof's memory limit (a container's, a unit's)
+ * goes to events, shared by the targets; without a limit, EVENT_STORE_MAX_EVENTS each.
+ * The rest is counted as dropped: the window's memory does not grow with its length.
+ */
+#define EVENT_PEAK_BYTES 192
+#define EVENTS_MIN       ((size_t)1 << 16)
+
+static size_t events_budget(size_t ntargets, uint64_t *ret_limit)
+{
+	uint64_t limit = memlimit_self(), n;
+
+	*ret_limit = limit;
+	if (limit == UINT64_MAX)
+		return EVENT_STORE_MAX_EVENTS;
+	n = limit / 2 / EVENT_PEAK_BYTES / (ntargets ? ntargets : 1);
+	if (n < EVENTS_MIN)
+		n = EVENTS_MIN;
+	if (n > EVENT_STORE_MAX_EVENTS)
+		n = EVENT_STORE_MAX_EVENTS;
+	log_debug("memory limit %llu MiB: up to %llu events per process",
+		  (unsigned long long)(limit >> 20), (unsigned long long)n);
+	return (size_t)n;
+}
+
 static int profile_run(int argc, char **argv, struct outcome *oc)
 {
 	static const struct option opts[] = {
@@ -448,6 +475,8 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 	struct profile prof = { 0 };
 	struct timeline_stats tl_stats = { 0 };
 	struct target *targets = NULL;
+	uint64_t mem_limit = UINT64_MAX;
+	size_t max_events;
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	struct ebpf_opts eo = {
 		.collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
@@ -590,6 +619,9 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 	targets = calloc(npids, sizeof(*targets));
 	if (!targets)
 		return fail(oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
+	max_events = events_budget(npids, &mem_limit);
+	for (size_t i = 0; i < npids; i++)
+		targets[i].store.max_events = max_events;
 	for (size_t i = 0; i < npids; i++) {
 		char msg[512];
 
@@ -805,11 +837,12 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 				continue;
 			log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
 				 (unsigned long long)(t->store.drops + t->store.store_drops));
-			if (t->store.n >= EVENT_STORE_MAX_EVENTS)
-				log_warning("pid %d: kept the first %zu events (%zu MiB, the most one "
-					    "process may take); the later ones are counted as dropped. "
-					    "Use a shorter --duration to see all of them", t->pid,
-					    t->store.n, EVENT_STORE_MAX_EVENTS * sizeof(struct aiprof_event) >> 20);
+			if (t->store.max_events && t->store.n >= t->store.max_events)
+				log_warning("pid %d: kept the first %zu events, the most one process "
+					    "may keep%s; the later ones are counted as dropped. Use a "
+					    "shorter --duration to see all of them", t->pid, t->store.n,
+					    mem_limit == UINT64_MAX ? "" : " within half of aiprof's "
+					    "memory limit");
 			events += t->store.n;
 			dropped += t->store.drops + t->store.store_drops;
 		}

@@ -103,12 +103,17 @@ void event_store__add(struct event_store *s, const struct aiprof_event *e)
 		store_string_chunk(s, &e->u.str);
 		return;
 	}
-	if (s->n >= (s->max_events ? s->max_events : EVENT_STORE_MAX_EVENTS)) {
+	size_t max = s->max_events ? s->max_events : EVENT_STORE_MAX_EVENTS;
+
+	if (s->n >= max) {
 		s->store_drops++;       /* bounded, whatever the window's length */
 		return;
 	}
 	if (s->n == s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 4096;
+
+		if (ncap > max)
+			ncap = max;     /* never more memory than the cap allows */
 		struct aiprof_event *nv = realloc(s->v, ncap * sizeof(*nv));
 
 		if (!nv) {

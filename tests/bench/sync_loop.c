@@ -5,7 +5,8 @@
  * "rate t=<CLOCK_MONOTONIC ns> ns_per_call=<x>" every 50 ms, for
  * tests/bench/bench_uprobe_vs_hook.py: the cost of a traced call with a uprobe pair
  * (--method ebpf) against libaiprof's hook (--method ptrace), side by side.
- * Prints "ready pid=N" first; runs for argv[1] seconds (default 30).
+ * Prints "ready pid=N" first; runs for argv[1] seconds (default 30). With argv[2], at most
+ * that many calls a second (paced every millisecond), for tests/bench/bench_memory.py.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ static uint64_t now_ns(void)
 int main(int argc, char **argv)
 {
 	double seconds = argc > 1 ? atof(argv[1]) : 30;
+	long per_ms = argc > 2 ? atol(argv[2]) / 1000 : 0;
 	cudaStream_t stream;
 	uint64_t start, t0;
 
@@ -41,10 +43,18 @@ int main(int argc, char **argv)
 		uint64_t t1;
 
 		do {
-			for (int i = 0; i < 256; i++)
+			int batch = per_ms > 0 ? (int)per_ms : 256;
+
+			for (int i = 0; i < batch; i++)
 				if (cudaStreamSynchronize(stream) != cudaSuccess)
 					return 1;
-			n += 256;
+			n += batch;
+			if (per_ms > 0) {   /* sleep to the next millisecond of the schedule */
+				uint64_t due = t0 + (uint64_t)(n / per_ms) * 1000000ull, now = now_ns();
+
+				if (due > now)
+					nanosleep(&(struct timespec){ 0, (long)(due - now) }, NULL);
+			}
 			t1 = now_ns();
 		} while (t1 - t0 < 50000000ull);
 		printf("rate t=%llu ns_per_call=%.2f\n", (unsigned long long)t1, (double)(t1 - t0) / (double)n);
