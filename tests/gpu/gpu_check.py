@@ -41,6 +41,7 @@ COMMS = 2
 WINDOW_S = 4
 MAX_STEP_RATIO = 1.5            # step time while recording / before: the overhead allowed
 CUPTI_MULTIPLE_SUBSCRIBERS = 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+KILLS = 10                      # fresh processes whose injection aiprof is killed in
 
 results = []                    # (status, name, detail)
 figures = {}
@@ -386,6 +387,52 @@ def check_ebpf_method(build, pid, out):
           f"({', '.join(figures['ebpf_method_launch_names'][:3])}); {len(driver)} driver launches")
 
 
+def traced(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in f)
+    except OSError:
+        return False
+
+
+def run_kills(build, out_dir, env, n):
+    """aiprof SIGKILLed at random instants of the injection into fresh CUDA processes."""
+    import random
+    rnd, landed, bad = random.Random(18), 0, []
+    for i in range(n):
+        w = Workload(build, env, out_dir, f"kill{i}")
+        try:
+            if not w.wait_for(lambda ls: sum(1 for x in ls if x.startswith("step ")) >= 20, 120):
+                bad.append(f"{i}: did not start: {w.stderr()[-300:]}")
+                continue
+            a = subprocess.Popen([os.path.join(build, "aiprof"), "profile", "--pid", str(w.pid), "-d", "1s",
+                                  "--no-ebpf", "-q", "-o", os.path.join(out_dir, "kill")],
+                                 env=dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "gpu", "hostlib")),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not traced(w.pid) and a.poll() is None:
+                pass
+            if traced(w.pid):
+                landed += 1
+                t = time.monotonic() + rnd.uniform(0, 0.004)
+                while time.monotonic() < t:
+                    pass
+            a.kill()
+            a.wait()
+            before = len(w.steps())
+            time.sleep(1.0)
+            if w.p.poll() is not None or len(w.steps()) <= before:
+                bad.append(f"{i}: exit {w.p.poll()} after {before} steps: {w.stderr()[-300:]}")
+        finally:
+            rc = w.stop()
+            if rc != 0 and not any(b.startswith(f"{i}:") for b in bad):
+                bad.append(f"{i}: exit {rc} at SIGTERM: {w.stderr()[-300:]}")
+    figures["kills"] = {"tries": n, "landed_in_injection": landed, "harmed": len(bad)}
+    check("killed_injector", not bad and landed >= n // 2,
+          f"{n} CUDA processes, aiprof SIGKILLed mid-injection in {landed}: "
+          + ("each kept stepping with right results and exited 0" if not bad else "; ".join(bad[:3])))
+
+
 def run_holder(build, out_dir, env):
     """A second CUPTI tool subscribed first: aiprof records API timing and says why."""
     holder = os.path.join(build, "gpu", "libcupti_holder.so")
@@ -470,6 +517,7 @@ def run(build, out_dir, work, doubles):
         env.pop("CUDA_INJECTION64_PATH", None)
         run_main(build, work, env)
         run_holder(build, work, env)
+        run_kills(build, work, env, KILLS)
         for src, dst in (("session1/summary.json", "summary.json"), ("session1/timeline.json.gz", "timeline.json.gz"),
                          ("workload.stderr", "workload.stderr"), ("holder.stderr", "holder.stderr")):
             if os.path.exists(os.path.join(work, src)):

@@ -150,6 +150,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpu_train: --comms takes 1 to 16\n");
 		return 2;
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0);        /* step lines as they happen, into a file too */
 	signal(SIGTERM, on_stop);
 	signal(SIGINT, on_stop);
 	signal(SIGUSR1, on_probe);

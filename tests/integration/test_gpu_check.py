@@ -85,6 +85,6 @@ def test_check_runs_end_to_end_on_the_doubles(tmp_path):
     names = {name for _, name in results}
     assert {"cupti_source", "kernel_names", "launch_flows", "clock_alignment", "memcpy_kinds", "pinned_pageable",
             "nccl_linked", "gpu_memory", "overhead", "clean_detach", "second_session", "ebpf_method",
-            "other_subscriber", "other_subscriber_unharmed"} <= names, names
+            "other_subscriber", "other_subscriber_unharmed", "killed_injector"} <= names, names
     for f in ("gpu_check.json", "summary.json", "timeline.json.gz"):
         assert os.path.exists(tmp_path / f), f
