@@ -40,12 +40,11 @@
  *     marker is the same tgkill with signal 0, and calls run under PTRACE_SYSCALL, which
  *     stops at each of their syscalls: slower, as safe.) Past the marker, the path
  *     restores everything and jumps back to where the thread was; the last call's return
- *     takes that way too. So
- *     if the injector vanishes at any instant — SIGKILL, OOM, a deleted pod — the thread
- *     finishes what it was doing and goes home: a tracer's exit detaches its tracees
- *     (we never set PTRACE_O_EXITKILL, which would kill them instead), a thread stopped
- *     with a call's registers runs that call to its end, and one stopped at the marker
- *     runs the rest of the path. A call that outlives its timeout is not abandoned with
+ *     takes that way too. So if the injector vanishes at any instant — SIGKILL, OOM, a
+ *     deleted pod — the thread finishes what it was doing and goes home: a tracer's exit
+ *     detaches its tracees (we never set PTRACE_O_EXITKILL, which would kill them
+ *     instead), a thread stopped with a call's registers runs that call to its end, and
+ *     one stopped at the marker runs the rest of the path. A call that outlives its timeout is not abandoned with
  *     the thread inside it: the thread is let go and finishes the call, then the path.
  *     Other signals that arrive during a call are passed on, so the target's handlers run
  *     as they would have.
@@ -204,7 +203,7 @@ extern const unsigned char aiprof_worker_stub[], aiprof_worker_stub_end[];
 /*
  * Where a remote call returns to (see 5. above). Position independent and addressed from
  * %rsp only, so every injection writes the same bytes, wherever they go. On entry %rsp is
- * E, 64-byte aligned, and the data sits above it (struct cave_data); the thread's resume
+ * E, 64-byte aligned, and the data sits above it at the CV_* offsets; the thread's resume
  * %rip is at its resume %rsp - CV_RIP_BELOW, under the red zone.
  */
 #define CV_REGS      64      /* struct cave_regs */

@@ -42,9 +42,17 @@ def make_cgroup():
 
 
 def run_window(procs_file, seconds, out):
-    loop = subprocess.Popen([LOOP, str(seconds + 60), str(RATE)], stdout=subprocess.PIPE, text=True)
+    # its rate lines go to a file: a pipe nobody reads would stop it after a minute
+    log = out + ".loop"
+    with open(log, "w") as f:
+        loop = subprocess.Popen([LOOP, str(seconds + 60), str(RATE)], stdout=f)
     try:
-        assert loop.stdout.readline().startswith("ready")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                if f.readline().startswith("ready"):
+                    break
+            time.sleep(0.05)
         time.sleep(0.5)
         cmd = (f"echo $$ > {procs_file} && exec /usr/bin/time -f 'maxrss_kb=%M' {AIPROF} profile "
                f"--pid {loop.pid} -d {seconds}s --no-ebpf -q -o {out}")
@@ -53,6 +61,9 @@ def run_window(procs_file, seconds, out):
         assert r.returncode == 0 and rss, f"window {seconds}s: exit {r.returncode}: {r.stderr[-2000:]}"
         with open(os.path.join(out, "summary.json")) as f:
             t = json.load(f)["targets"][0]
+        # nothing lost uncounted: every call the loop made is kept or counted as dropped
+        made = t["events"] + t["dropped_events"]
+        assert made >= 0.9 * RATE * seconds, (seconds, t["events"], t["dropped_events"])
         return int(rss[-1].split("=")[1]) / 1024, t["events"], t["dropped_events"]
     finally:
         loop.kill()
