@@ -806,7 +806,11 @@ static int marker_signal(const struct tracee *t, uint32_t *ns_tgid, uint32_t *ns
 	for (size_t i = 0; i < sizeof(dfl_ignored) / sizeof(dfl_ignored[0]) && !sig; i++)
 		if (!((blk | cgt) & SIGBIT(dfl_ignored[i])))
 			sig = dfl_ignored[i];
-	for (int n = 1; n <= 64 && !sig; n++)
+	/* then one the process ignores: SIGPIPE (commonly), else from the real-time end, away
+	 * from the SIGINT/SIGTERM a process might start catching at any moment */
+	if (!sig && (ign & SIGBIT(SIGPIPE)) && !((blk | cgt) & SIGBIT(SIGPIPE)))
+		sig = SIGPIPE;
+	for (int n = 64; n >= 1 && !sig; n--)
 		if ((ign & SIGBIT(n)) && !((blk | cgt) & SIGBIT(n)) && n != SIGKILL && n != SIGSTOP)
 			sig = n;
 #undef SIGBIT
@@ -1370,7 +1374,10 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 			sched_boost(0, &self_sched);
 			t.boost_calls = true;
 			r = cave_prepare(&t, rep->message, sizeof(rep->message));
-			if (t.marker_sig)
+			if (t.marker_sig >= SIGRTMIN && t.marker_sig <= SIGRTMAX)
+				snprintf(rep->return_path, sizeof(rep->return_path), "SIGRTMIN+%d",
+					 t.marker_sig - SIGRTMIN);
+			else if (t.marker_sig)
 				snprintf(rep->return_path, sizeof(rep->return_path), "SIG%s",
 					 sigabbrev_np(t.marker_sig) ? sigabbrev_np(t.marker_sig) : "?");
 			else

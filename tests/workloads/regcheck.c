@@ -13,8 +13,8 @@
  *  - a storm thread sends SIGUSR1 to every thread every 200 us (SA_RESTART handler that
  *    counts), and SIGALRM arrives at 1 kHz from a timer.
  *
- * --catch-quiet-signals: handlers for SIGURG, SIGWINCH and SIGCHLD too, so that no signal
- * whose default is to be ignored is left uncaught (the injector's return path then cannot
+ * --catch-quiet-signals: handlers for SIGURG, SIGWINCH, SIGCHLD and every signal it
+ * inherited as ignored, so that no signal whose action is to be ignored is left uncaught (the injector's return path then cannot
  * use one as its marker and falls back to PTRACE_SYSCALL).
  *
  * Prints "ready" once everything runs. Exits 0 only if asked to (SIGTERM).
@@ -200,9 +200,19 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGALRM, &sa, NULL);
 	if (argc > 1 && strcmp(argv[1], "--catch-quiet-signals") == 0) {
+		sa.sa_handler = on_signal;
+		sa.sa_flags = SA_RESTART;
 		sigaction(SIGURG, &sa, NULL);
 		sigaction(SIGWINCH, &sa, NULL);
 		sigaction(SIGCHLD, &sa, NULL);
+		/* and every signal this process inherited as ignored (a CI runner's, nohup's) */
+		for (int n = 1; n < NSIG; n++) {
+			struct sigaction old;
+
+			if (n != SIGKILL && n != SIGSTOP && sigaction(n, NULL, &old) == 0 &&
+			    old.sa_handler == SIG_IGN)
+				sigaction(n, &sa, NULL);
+		}
 	} else if (argc > 1) {
 		fprintf(stderr, "usage: regcheck [--catch-quiet-signals]\n");
 		return 2;
