@@ -22,6 +22,7 @@ import glob
 import gzip
 import json
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -397,7 +398,6 @@ def traced(pid):
 
 def run_kills(build, out_dir, env, n):
     """aiprof SIGKILLed at random instants of the injection into fresh CUDA processes."""
-    import random
     rnd, landed, bad = random.Random(18), 0, []
     for i in range(n):
         w = Workload(build, env, out_dir, f"kill{i}")
