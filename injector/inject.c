@@ -811,7 +811,8 @@ static int marker_signal(const struct tracee *t, uint32_t *ns_tgid, uint32_t *ns
 	if (!sig && (ign & SIGBIT(SIGPIPE)) && !((blk | cgt) & SIGBIT(SIGPIPE)))
 		sig = SIGPIPE;
 	for (int n = 64; n >= 1 && !sig; n--)
-		if ((ign & SIGBIT(n)) && !((blk | cgt) & SIGBIT(n)) && n != SIGKILL && n != SIGSTOP)
+		if ((ign & SIGBIT(n)) && !((blk | cgt) & SIGBIT(n)) && n != SIGKILL && n != SIGSTOP &&
+		    (n < 32 || n >= SIGRTMIN))     /* 32, 33: the C library's own (cancel, setxid) */
 			sig = n;
 #undef SIGBIT
 	return sig;
