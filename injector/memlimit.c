@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "memlimit.h"
 #include "readfile.h"
 
@@ -49,42 +49,35 @@ static uint64_t walk_up(const char *root, const char *rel, const char *file)
 	return best;
 }
 
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 int memlimit_parse(const char *root, const char *proc_cgroup, uint64_t *ret_bytes)
 {
 	const char *line = proc_cgroup;
 	char dir[PATH_MAX];
-	uint64_t best = UINT64_MAX, v;
+	uint64_t best = UINT64_MAX;
 
 	while (line && *line) {
-		const char *eol = strchr(line, '\n'), *c1, *c2;
+		const char *eol = strchr(line, '\n');
 		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		struct cgroup_line cl;
 		char rel[PATH_MAX];
-		bool v2;
 
-		/* "0::/path" (v2) or "4:memory:/path" (v1) */
-		c1 = memchr(line, ':', len);
-		c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
-		if (c2 && (size_t)(line + len - (c2 + 1)) < sizeof(rel)) {
-			size_t ctl = (size_t)(c2 - c1 - 1);
-
-			memcpy(rel, c2 + 1, (size_t)(line + len - (c2 + 1)));
-			rel[line + len - (c2 + 1)] = 0;
+		if (cgroup_line__parse(line, len, &cl) == 0 && cl.path_len < sizeof(rel)) {
+			memcpy(rel, cl.path, cl.path_len);
+			rel[cl.path_len] = 0;
 			if (strcmp(rel, "/") == 0)
 				rel[0] = 0;
-			v2 = ctl == 0 && line[0] == '0';
-			if (v2) {
-				v = walk_up(root, rel, "memory.max");
-				if (v < best)
-					best = v;
-				snprintf(dir, sizeof(dir), "%s/unified", root);
-				v = walk_up(dir, rel, "memory.max");     /* hybrid: v2 at unified/ */
-				if (v < best)
-					best = v;
-			} else if (ctl == 6 && memcmp(c1 + 1, "memory", 6) == 0) {
+			if (cl.hierarchy == 0 && cl.controllers_len == 0) {
+				best = min_u64(best, walk_up(root, rel, "memory.max"));
+				snprintf(dir, sizeof(dir), "%s/unified", root);  /* hybrid: v2 there */
+				best = min_u64(best, walk_up(dir, rel, "memory.max"));
+			} else if (cl.controllers_len == 6 && memcmp(cl.controllers, "memory", 6) == 0) {
 				snprintf(dir, sizeof(dir), "%s/memory", root);
-				v = walk_up(dir, rel, "memory.limit_in_bytes");
-				if (v < best)
-					best = v;
+				best = min_u64(best, walk_up(dir, rel, "memory.limit_in_bytes"));
 			}
 		}
 		line = eol ? eol + 1 : NULL;
