@@ -27,7 +27,7 @@ WARNINGS := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter \
 	-Wno-format-nonliteral -Wno-format-truncation
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARNINGS) -fno-omit-frame-pointer -D_GNU_SOURCE \
-	-I. -Icommon $(SANFLAGS) -MMD -MP
+	-I. -Icommon -Iinjector $(SANFLAGS) -MMD -MP
 ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS)
 
 ifeq ($(V),1)

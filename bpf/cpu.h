@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* On-CPU sampling (cpu.bpf.c <-> injector/ebpf_cpu.c): one record per sample. */
+/* On-CPU sampling (cpu.bpf.c <-> injector/collect/ebpf_cpu.c): one record per sample. */
 #ifndef AIPROF_BPF_CPU_H
 #define AIPROF_BPF_CPU_H
 

@@ -2,7 +2,7 @@
 /*
  * gpuprobes: the eBPF-only way to see CUDA runtime/driver, NCCL and ibverbs calls
  * (`aiprof profile --method ebpf`). What the kernel side (gpuprobes.bpf.c) and user space
- * (injector/uprobes.c) share: the attach cookie that tells the one entry program and the
+ * (injector/collect/uprobes.c) share: the attach cookie that tells the one entry program and the
  * one return program which function they are on, and the record the return program
  * writes to the ring buffer. Fixed-width types only; sizes are asserted on both sides.
  *

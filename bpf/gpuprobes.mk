@@ -1,6 +1,6 @@
 # bpf/gpuprobes.mk: the uprobe collector behind `aiprof profile --method ebpf`
-# (bpf/gpuprobes.bpf.c, bpf/gpuprobes.h; user side injector/uprobes.c, pure decoding in
-# injector/uprobe_decode.c).
+# (bpf/gpuprobes.bpf.c, bpf/gpuprobes.h; user side injector/collect/uprobes.c, pure decoding in
+# injector/collect/uprobe_decode.c).
 #
 #   $(BUILD)/bpf/gpuprobes.bpf.o      clang -target bpf
 #   $(BUILD)/bpf/gpuprobes.skel.h     bpftool gen skeleton; embeds the object
@@ -35,6 +35,6 @@ $(BUILD)/bpf/gpuprobes.skel.h: $(BUILD)/bpf/gpuprobes.bpf.o
 	$(Q)$(GPUPROBES_BPFTOOL) gen skeleton $< name gpuprobes_bpf > $@.tmp && mv $@.tmp $@
 
 # the user side includes the skeleton and links libbpf
-EXTRA_CFLAGS_injector_uprobes += -I$(BUILD)/bpf
-$(BUILD)/injector/uprobes.o: $(BUILD)/bpf/gpuprobes.skel.h
+EXTRA_CFLAGS_injector_collect_uprobes += -I$(BUILD)/bpf
+$(BUILD)/injector/collect/uprobes.o: $(BUILD)/bpf/gpuprobes.skel.h
 INJECTOR_LDLIBS += -lbpf

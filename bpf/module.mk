@@ -1,5 +1,5 @@
 # bpf/: the eBPF collectors. Each is a triad: bpf/NAME.bpf.c (kernel side), bpf/NAME.h (the
-# structs both sides share) and injector/ebpf_NAME.c (user side). Generated at build time
+# structs both sides share) and injector/collect/ebpf_NAME.c (user side). Generated at build time
 # into $(BUILD)/bpf/, never committed:
 #   vmlinux.h        from the running kernel's BTF (VMLINUX_BTF)
 #   NAME.bpf.o       clang -target bpf, CO-RE
@@ -18,7 +18,7 @@ BPF_SKELS := $(patsubst %,$(BPF_OUT)/%.skel.h,$(BPF_COLLECTORS))
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Wno-unused-function \
 	-I$(BPF_OUT) -Ibpf
 
-EBPF_USER_SRCS := $(wildcard injector/ebpf*.c)
+EBPF_USER_SRCS := $(wildcard injector/collect/ebpf*.c)
 EBPF_USER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(EBPF_USER_SRCS))
 
 ifneq ($(wildcard $(VMLINUX_BTF)),)

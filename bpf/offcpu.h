@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Off-CPU time (offcpu.bpf.c <-> injector/ebpf_offcpu.c). When a target thread goes to
+ * Off-CPU time (offcpu.bpf.c <-> injector/collect/ebpf_offcpu.c). When a target thread goes to
  * sleep (switched out in a sleeping state, not preempted) only the time is noted, in its
  * task storage. When it is switched in again after at least the threshold, its kernel
  * stack (still the wait's) is kept there, and the record is completed in the thread's own

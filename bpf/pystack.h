@@ -2,7 +2,7 @@
 /*
  * Where the BPF Python walker finds things in a CPython interpreter. User space fills one
  * struct py_offsets per target process (map py_procs, keyed by tgid) from its table of
- * offsets per CPython version (injector/ebpf_pyoffsets.c), and one struct py_thread per
+ * offsets per CPython version (injector/target/pyoffsets.c), and one struct py_thread per
  * Python thread (map py_threads, keyed by host tid) from the interpreter's thread list.
  *
  * Include after <linux/types.h> (user space) or vmlinux.h (BPF).

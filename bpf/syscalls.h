@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * System calls of the targets (syscalls.bpf.c <-> injector/ebpf_syscalls.c): latency per
+ * System calls of the targets (syscalls.bpf.c <-> injector/collect/ebpf_syscalls.c): latency per
  * syscall kind aggregated in the kernel, and one record per slow call with the file or
  * socket behind its fd (or the path it was given) and its byte count.
  */

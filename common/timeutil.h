@@ -15,8 +15,11 @@ uint64_t now_monotonic_ns(void);
 uint64_t now_realtime_ns(void);
 
 /*
- * Parses a duration such as "5s", "500ms", "2m", "1h", "1.5s" or a bare number of
- * seconds. Returns 0 and stores ns, or -EINVAL (malformed) / -ERANGE (too large).
+ * Parses a duration: one or more <number><unit>, the unit one of ns, us, ms, s, m, h and the
+ * number decimal with an optional fraction ("5s", "1.5ms", "1h30m", "2m0.5s"), the grammar
+ * of the CRDs' duration fields and of Go's time.ParseDuration without signs; or a bare
+ * number of seconds ("30"). Exact to the nanosecond (finer fractions are cut). Returns 0
+ * and stores ns, or -EINVAL (malformed) / -ERANGE (past UINT64_MAX ns, about 584 years).
  */
 int parse_duration_ns(const char *s, uint64_t *ret_ns);
 

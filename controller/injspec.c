@@ -229,7 +229,7 @@ json_t *injspec__ephemeral_container(const struct injector_config *cfg,
 	return container(cfg, t, name, true);
 }
 
-/* The S3 Secret as a volume of the credential files injector/upload.h reads. */
+/* The S3 Secret as a volume of the credential files injector/artifacts/upload.h reads. */
 static json_t *secret_volumes(const struct session_s3 *o)
 {
 	json_t *items = json_pack("[{s:s,s:s},{s:s,s:s}]", "key", o->key_id_key, "path",

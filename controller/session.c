@@ -383,9 +383,12 @@ static int parse_spec(struct session *s, const json_t *spec)
 	if (sp->duration_ns % NSEC_PER_SEC == 0)
 		snprintf(sp->duration, sizeof(sp->duration), "%llus",
 			 (unsigned long long)(sp->duration_ns / NSEC_PER_SEC));
-	else
+	else if (sp->duration_ns % NSEC_PER_MSEC == 0)
 		snprintf(sp->duration, sizeof(sp->duration), "%llums",
 			 (unsigned long long)(sp->duration_ns / NSEC_PER_MSEC));
+	else    /* "1.5ms" reaches the injector exact, not cut to "1ms" */
+		snprintf(sp->duration, sizeof(sp->duration), "%lluns",
+			 (unsigned long long)sp->duration_ns);
 
 	r = parse_collectors(s, json_object_get(spec, "collectors"));
 	if (r < 0 || s->spec_err)

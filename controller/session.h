@@ -59,7 +59,7 @@ struct session_spec {
 	char *container;        /* NULL: the pod's first container */
 	char *process_match;    /* NULL: the injector's default choice */
 	uint64_t duration_ns;
-	char duration[32];      /* the same as the injector takes it: "30s", "1500ms" */
+	char duration[32];      /* as the injector takes it: "30s", "1500ms", "1500000ns" */
 	char *collectors;       /* comma-separated for `aiprof profile --collectors`, or NULL */
 	unsigned cpu_hz;        /* collectors.cpu.frequencyHz, 0 for the default */
 	enum inj_mode mode;

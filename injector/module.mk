@@ -1,5 +1,8 @@
-# injector/: the `aiprof` CLI (process discovery, ptrace injection, collection, artifacts).
-INJECTOR_SRCS := $(filter-out injector/main.c,$(wildcard injector/*.c))
+# injector/: the `aiprof` CLI, one folder per stage of its pipeline, each using only the
+# folders below it (injector/README.md; tests/layering.py checks it):
+#   cli > merge > artifacts > analyze > collect > attach > target > model > common
+INJECTOR_LAYERS := cli merge artifacts analyze collect attach target model
+INJECTOR_SRCS := $(filter-out injector/cli/main.c,$(foreach d,$(INJECTOR_LAYERS),$(wildcard injector/$(d)/*.c)))
 INJECTOR_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(INJECTOR_SRCS))
 INJECTOR_LDLIBS := -lelf -lz -ldl -lpthread -lstdc++ -lcurl -lcrypto -ljansson -lm
 
@@ -7,7 +10,7 @@ $(BUILD)/libinjector.a: $(INJECTOR_OBJS)
 	$(call msg,AR,$@)
 	$(Q)ar rcs $@ $^
 
-$(BUILD)/aiprof: $(BUILD)/injector/main.o $(BUILD)/libinjector.a $(BUILD)/libcommon.a
+$(BUILD)/aiprof: $(BUILD)/injector/cli/main.o $(BUILD)/libinjector.a $(BUILD)/libcommon.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(INJECTOR_LDLIBS)
 

@@ -24,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "injector/diagnosis.h"
-#include "injector/profile.h"
-#include "injector/report.h"
+#include "injector/analyze/diagnosis.h"
+#include "injector/model/profile.h"
+#include "injector/artifacts/report.h"
 #include "tests/unit/synth_profile.h"
+#include "injector/artifacts/timeline.h"
+#include "injector/artifacts/summary.h"
 
 #define KERNELS 6
 #define T0 (1000ULL * 1000 * MS)

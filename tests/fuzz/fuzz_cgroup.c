@@ -2,12 +2,12 @@
 /*
  * libFuzzer target for the /proc/PID/cgroup parser behind --container-id and
  * --container-name: lines, membership of a container and the cgroup key.
- * FUZZ_SOURCES: injector/container.c common/procmaps.c common/readfile.c
+ * FUZZ_SOURCES: injector/target/container.c common/procmaps.c common/readfile.c
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "injector/container.h"
+#include "injector/target/container.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

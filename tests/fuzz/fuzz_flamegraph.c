@@ -3,7 +3,7 @@
  * Folded stacks come from the target (frame names are the target's symbols and Python
  * function names): the parser and the SVG writer must survive any bytes.
  *
- * FUZZ_SOURCES: injector/flamegraph.c injector/membuf.c
+ * FUZZ_SOURCES: injector/artifacts/flamegraph.c injector/artifacts/membuf.c
  * FUZZ_ARGS: -max_len=65536
  */
 #include <stddef.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "injector/flamegraph.h"
-#include "injector/membuf.h"
+#include "injector/artifacts/flamegraph.h"
+#include "injector/artifacts/membuf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

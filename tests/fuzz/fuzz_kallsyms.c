@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for ksyms__parse() (/proc/kallsyms text) and lookups in its result.
- * FUZZ_SOURCES: injector/ebpf_kallsyms.c common/readfile.c
+ * FUZZ_SOURCES: injector/collect/ebpf_kallsyms.c common/readfile.c
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include "injector/ebpf_kallsyms.h"
+#include "injector/collect/ebpf_kallsyms.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

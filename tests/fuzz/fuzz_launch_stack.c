@@ -5,13 +5,13 @@
  * more entries than asked for; and what it parsed, written back in the library's format,
  * parses to the same values.
  * Input: byte 0 picks how many native / Python entries to keep; the rest is the text.
- * FUZZ_SOURCES: injector/launch_stack_text.c
+ * FUZZ_SOURCES: injector/artifacts/launch_stack_text.c
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "injector/launch_stacks.h"
+#include "injector/artifacts/launch_stacks.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 #define MAXN 64

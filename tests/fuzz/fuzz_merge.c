@@ -4,14 +4,14 @@
  * decompressed JSON) and its summary.json, then the clock fit over whatever collectives
  * came out. Input: timeline, a NUL byte, summary (no NUL: a fixed valid summary); input
  * that starts as gzip does is gunzipped first (as timeline.json.gz is) and used whole.
- * FUZZ_SOURCES: injector/merge_read.c injector/merge_align.c
+ * FUZZ_SOURCES: injector/merge/merge_read.c injector/merge/merge_align.c
  * FUZZ_LIBS: -ljansson -lz
  * FUZZ_ARGS: -max_len=65536
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "injector/merge.h"
+#include "injector/merge/merge.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

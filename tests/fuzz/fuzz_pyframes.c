@@ -7,13 +7,13 @@
  * Frames of the threads found are walked as the BPF walker would.
  * Input: byte 0 picks the CPython version row, bytes 1..8 the runtime address, 9..16 a
  * code object address, 17..24 the address of PyCode_Type; the rest is memory at BASE.
- * FUZZ_SOURCES: injector/ebpf_pyframes.c injector/ebpf_pyoffsets.c
+ * FUZZ_SOURCES: injector/target/pyframes.c injector/target/pyoffsets.c
  */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include "injector/ebpf_pyframes.h"
+#include "injector/target/pyframes.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 #define BASE 0x100000ULL

@@ -6,7 +6,7 @@
  * (event_store__add: string reassembly, type and API checks). The first input bytes choose
  * the ring's size and the consumer's starting position; the rest fills the slots, with the
  * sequence words bent toward "committed" so that most slots are taken.
- * FUZZ_SOURCES: injector/session.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
+ * FUZZ_SOURCES: injector/model/event_store.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
  * FUZZ_LIBS: -lelf -lz
  */
 #include <stddef.h>
@@ -16,11 +16,7 @@
 
 #include "event.h"
 #include "ring.h"
-#include "injector/launch_stacks.h"
-#include "injector/session.h"
-#include "injector/target.h"
-
-#include "session_stubs.h"
+#include "injector/model/event_store.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

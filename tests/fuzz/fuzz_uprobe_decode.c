@@ -4,7 +4,7 @@
  * method's ring buffer delivers them, whose argument words come from the target process
  * (any value at all). The input is cut into struct gp_rec-sized pieces; fn is folded so
  * that most records name a real function.
- * FUZZ_SOURCES: injector/uprobe_decode.c injector/session.c injector/names.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
+ * FUZZ_SOURCES: injector/collect/uprobe_decode.c injector/model/event_store.c injector/model/names.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
  * FUZZ_LIBS: -lelf -lz
  */
 #include <errno.h>
@@ -15,12 +15,8 @@
 
 #include "bpf/gpuprobes.h"
 #include "event.h"
-#include "injector/launch_stacks.h"
-#include "injector/session.h"
-#include "injector/target.h"
-#include "injector/uprobes.h"
-
-#include "session_stubs.h"
+#include "injector/model/event_store.h"
+#include "injector/collect/uprobes.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 CLANG=${CLANG:-clang}
 OUT=build-fuzz
-CFLAGS=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -I. -Icommon
+CFLAGS=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -I. -Icommon -Iinjector
 	-Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter -Wno-format-nonliteral
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
 

@@ -33,7 +33,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GPU_TRACK_BASE = 1000000        # injector/timeline.c: tid = base + device * 1000 + stream
+GPU_TRACK_BASE = 1000000        # injector/artifacts/timeline.c: tid = base + device * 1000 + stream
 WORKLOAD_KERNELS = ("scale_add_kernel", "fill_kernel", "square_sum_kernel")
 PINNED_BYTES = 4 << 20          # gpu_train: the pinned host->device copy
 PAGEABLE_BYTES = 3 << 20        # gpu_train: the pageable host->device copy

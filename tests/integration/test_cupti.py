@@ -21,7 +21,7 @@ RANKS = 2
 TRAINER_ARGS = ["--ranks", str(RANKS), "--steps", "150", "--batch-bytes", str(BATCH)]
 TRAINER_KERNELS = {"sgemm_fwd_kernel", "relu_fwd_kernel", "sgemm_bwd_kernel",
                    "relu_bwd_kernel", "fused_layernorm_kernel", "adam_update_kernel"}
-GPU_TRACK_BASE = 1000000        # injector/timeline.c: tid = base + device * 1000 + stream
+GPU_TRACK_BASE = 1000000        # injector/artifacts/timeline.c: tid = base + device * 1000 + stream
 KERNEL_FLOOR_US = 5.0
 COPY_LATENCY_US = 5.0
 PINNED_BYTES_PER_US = 12e9 / 1e6

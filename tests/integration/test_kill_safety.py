@@ -6,7 +6,7 @@ thread of the target is stopped or running one of its remote calls) and of the r
 window, and every remote call is made to outlive its timeout. The targets check themselves:
 regcheck (tests/workloads/regcheck.c) exits 1 the moment one of its registers, its AVX
 state or a syscall's result is not what it left there, and the trainer checks its result.
-Before the return path (injector/inject.c), the first test killed about one target in five
+Before the return path (injector/attach/inject.c), the first test killed about one target in five
 with SIGSEGV (13 of 60 here).
 """
 import os

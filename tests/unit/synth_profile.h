@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "event.h"
-#include "injector/profile.h"
+#include "injector/model/profile.h"
 
 #define SYNTH_MAX_TARGETS 4
 #define MS 1000000ULL

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* injector/analysis.c: metrics over synthetic windows with known answers. */
+/* injector/analyze/analysis.c: metrics over synthetic windows with known answers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "injector/analysis.h"
+#include "injector/analyze/analysis.h"
 #include "tests/unit/synth_profile.h"
 
 #define T0 (1000 * MS)

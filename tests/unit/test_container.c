@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/container.c: container ids as Kubernetes gives them, /proc/PID/cgroup lines of
+ * injector/target/container.c: container ids as Kubernetes gives them, /proc/PID/cgroup lines of
  * cgroup v1, v2 and hybrid hosts with the cgroupfs and systemd drivers, and the choice of
  * targets (over a fake /proc tree, so the rule is checked without real processes).
  */
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "injector/container.h"
+#include "injector/target/container.h"
 
 #define ID "3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f"
 #define ID2 "0000000000000000000000000000000000000000000000000000000000000001"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/session.c's event store: what a target's ring delivers is kept within bounds —
+ * injector/model/event_store.c: what a target's ring delivers is kept within bounds —
  * string chunks that lie are refused and counted, the events one process may leave in
  * memory are capped and the rest counted as dropped.
  */
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "event.h"
-#include "injector/session.h"
+#include "injector/attach/session.h"
 #include "tests/workloads/ring_forge.h"
 
 static void test_strings_reassembled_and_lies_refused(void **state)

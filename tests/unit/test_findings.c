@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/findings.c: each rule on synthetic windows, including the two wait-based rules
+ * injector/analyze/findings.c: each rule on synthetic windows, including the two wait-based rules
  * (SyncCheckpoint, DataLoaderStall) fed with hand-made thread waits, and what must NOT fire.
  */
 #include <setjmp.h>
@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "injector/analysis.h"
-#include "injector/findings.h"
+#include "injector/analyze/analysis.h"
+#include "injector/analyze/findings.h"
 #include "tests/unit/synth_profile.h"
 
 #define T0 (1000 * MS)

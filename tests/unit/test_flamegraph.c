@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/flamegraph.c: folded-stack parsing, the SVG's escaping, determinism, limits.
- * injector/launch_stacks.c: the GPU-launch folded stacks from launches with call stacks
+ * injector/artifacts/flamegraph.c: folded-stack parsing, the SVG's escaping, determinism, limits.
+ * injector/artifacts/launch_stacks.c: the GPU-launch folded stacks from launches with call stacks
  * (addresses in this program, so they have names) and CUPTI kernel records.
  */
 #include <setjmp.h>
@@ -15,10 +15,10 @@
 
 #include <unistd.h>
 
-#include "injector/diagnosis.h"
-#include "injector/flamegraph.h"
-#include "injector/launch_stacks.h"
-#include "injector/membuf.h"
+#include "injector/analyze/diagnosis.h"
+#include "injector/artifacts/flamegraph.h"
+#include "injector/artifacts/launch_stacks.h"
+#include "injector/artifacts/membuf.h"
 #include "tests/unit/synth_profile.h"
 
 static struct fg_tree *parse(const char *s)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* injector/ebpf_kallsyms.c: parsing /proc/kallsyms and looking kernel addresses up. */
+/* injector/collect/ebpf_kallsyms.c: parsing /proc/kallsyms and looking kernel addresses up. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "injector/ebpf_kallsyms.h"
+#include "injector/collect/ebpf_kallsyms.h"
 
 static const char sample[] =
 	"0000000000000000 A fixed_percpu_data\n"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/memlimit.c: the memory limit a process runs under, read from a cgroup tree laid
+ * injector/target/memlimit.c: the memory limit a process runs under, read from a cgroup tree laid
  * out as the kernel does (v1 memory controller, v2, the hybrid "unified" mount), with the
  * smallest limit up the tree winning.
  */
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
-#include "injector/memlimit.h"
+#include "injector/target/memlimit.h"
 
 static char root[] = "/tmp/aiprof-memlimit-XXXXXX";
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The clock-offset estimator of `aiprof merge` (injector/merge_align.c) on synthetic ranks
+ * The clock-offset estimator of `aiprof merge` (injector/merge/merge_align.c) on synthetic ranks
  * with known offsets, jitter, wake-up delays and windows that start at different
- * collectives; and the reader of a rank's artifacts (injector/merge_read.c) on small
+ * collectives; and the reader of a rank's artifacts (injector/merge/merge_read.c) on small
  * timelines.
  */
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "injector/merge.h"
+#include "injector/merge/merge.h"
 
 #define NS_PER_MS 1000000ULL
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/ebpf_pyframes.c and ebpf_pyoffsets.c: CPython structures decoded from a fake
+ * injector/target/pyframes.c and pyoffsets.c: CPython structures decoded from a fake
  * address space laid out with the 3.11 offsets, and the location table against what
  * CPython 3.11 itself says (co_lines()).
  */
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "injector/ebpf_pyframes.h"
+#include "injector/target/pyframes.h"
 
 /* ---- the location table of a real function, and the ranges co_lines() gave for it ------- */
 

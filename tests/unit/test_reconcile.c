@@ -241,6 +241,18 @@ static void test_session_spec(void **state)
 			 "[{\"key\":\"a\",\"operator\":\"Near\"}]}}}", "unknown operator");
 	check_spec_error("{\"targets\":{\"podName\":\"Bad_Name\"}}", "not a pod name");
 	check_spec_error("{\"targets\":{\"process\":{\"match\":\"(unclosed\"}}}", "regular expression");
+	/* the CRD's grammar: compound durations, and sub-millisecond ones passed on exact */
+	s = session_from(session_json("{\"duration\":\"1h30m\"}"));
+	assert_int_equal(s->spec_err, 0);
+	assert_int_equal(s->spec.duration_ns, 5400000000000ULL);
+	assert_string_equal(s->spec.duration, "5400s");
+	session__unref(s);
+	s = session_from(session_json("{\"duration\":\"1.5ms\"}"));
+	assert_int_equal(s->spec_err, 0);
+	assert_int_equal(s->spec.duration_ns, 1500000ULL);
+	assert_string_equal(s->spec.duration, "1500000ns");
+	session__unref(s);
+	check_spec_error("{\"duration\":\"1h30\"}", "duration");
 	check_spec_error("{\"duration\":\"soon\"}", "duration");
 	check_spec_error("{\"duration\":\"48h\"}", "duration");
 	check_spec_error("{\"collectors\":{\"gpu-magic\":{}}}", "unknown collector");

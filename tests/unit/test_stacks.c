@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/ebpf_stacks.c and ebpf_map.c: interning, the merge of Python frames into native
+ * injector/collect/ebpf_stacks.c and common/u64map.c: interning, the merge of Python frames into native
  * stacks, the folded format and the frame tree of the timeline.
  */
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "injector/ebpf_stacks.h"
+#include "injector/collect/ebpf_stacks.h"
 
 static void test_u64map(void **state)
 {

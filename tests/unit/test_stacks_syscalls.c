@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/ebpf_syscalls.c: syscall names and kinds, and how the object of a slow call is
+ * injector/collect/ebpf_syscalls.c: syscall names and kinds, and how the object of a slow call is
  * described from what the kernel side recorded (dentry components, pipe, socket).
  */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
-#include "injector/ebpf_internal.h"
+#include "injector/collect/ebpf_internal.h"
 
 static struct syscall_event *ev_new(void)
 {

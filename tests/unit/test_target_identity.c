@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/target.c: a chosen process is held by pidfd and its start time, so that its pid,
+ * injector/target/target.c: a chosen process is held by pidfd and its start time, so that its pid,
  * once reused by another process, is not taken for it.
  */
 #include <setjmp.h>
@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "injector/profile.h"
-#include "injector/target.h"
+#include "injector/model/profile.h"
+#include "injector/target/target.h"
 
 static pid_t spawn(void)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/termlog.c: the termination message the injector leaves for the controller —
+ * injector/artifacts/termlog.c: the termination message the injector leaves for the controller —
  * artifacts read back from a folder or a manifest, credentials redacted, and what is
  * dropped (and said so) when the message would exceed the kubelet's 4096 bytes. Every
  * message is read back with the controller's own parser (common/termination.c).
@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "common/termination.h"
-#include "injector/termlog.h"
+#include "injector/artifacts/termlog.h"
 
 static char dir[PATH_MAX];
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/uprobe_decode.c: records of the eBPF-only method (raw x86-64 argument words)
+ * injector/collect/uprobe_decode.c: records of the eBPF-only method (raw x86-64 argument words)
  * into the events libaiprof.so writes, and the ABI constants bpf/gpuprobes.h relies on.
  */
 #include <errno.h>
@@ -16,9 +16,10 @@
 
 #include "bpf/gpuprobes.h"
 #include "event.h"
-#include "injector/profile.h"
-#include "injector/session.h"
-#include "injector/uprobes.h"
+#include "injector/model/profile.h"
+#include "injector/attach/session.h"
+#include "injector/collect/uprobes.h"
+#include "injector/model/names.h"
 
 #define JUNK 0xdeadbeef00000000ULL  /* what a 32-bit argument's upper half may hold */
 

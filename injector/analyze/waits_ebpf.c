@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bridge from the eBPF collectors' records to struct thread_wait (findings.h): slow
+ * system calls with their file and bytes, and off-CPU intervals with the call they blocked
+ * in and, from their stack, whether they were inside a CUDA or NCCL function. It reads the
+ * collectors' internal state and is the only file outside injector/ebpf*.c that does.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collect/ebpf_internal.h"
+#include "diagnosis.h"
+
+/* A CUDA runtime/driver or NCCL entry point (not a kernel frame, not Python). */
+static bool is_api_frame(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n > 4 && strcmp(s + n - 4, "_[k]") == 0)
+		return false;
+	if (strncmp(s, "nccl", 4) == 0 || strncmp(s, "pnccl", 5) == 0 || strncmp(s, "cuda", 4) == 0)
+		return true;
+	return s[0] == 'c' && s[1] == 'u' && s[2] >= 'A' && s[2] <= 'Z';
+}
+
+static const char *api_frame_of(const struct ebpf *e, uint32_t stack)
+{
+	size_t n = 0;
+	const uint32_t *f = stack_store__stack_frames(&e->stacks, stack, &n);
+
+	for (size_t i = n; f && i-- > 0;) {
+		const char *name = stack_store__frame_name(&e->stacks, f[i]);
+
+		if (name && is_api_frame(name))
+			return name;
+	}
+	return NULL;
+}
+
+int waits_from_ebpf(struct ebpf *e, struct wait_list *out, uint64_t counts[4])
+{
+	char nb[32], wb[200];
+
+	memset(counts, 0, 4 * sizeof(uint64_t));
+	if (!e || !(e->on & (EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS)))
+		return -ENODATA;
+	out->offcpu_known = e->on & EBPF_COLLECT_OFFCPU;
+	for (size_t t = 0; t < e->nt; t++) {
+		const struct ebpf_tdata *td = &e->t[t];
+
+		counts[0] += td->nsys;
+		counts[1] += td->ncpu;
+		counts[2] += td->noff;
+		for (size_t i = 0; i < td->nsys; i++) {
+			const struct ebpf_sys_ev *s = &td->sys[i];
+			struct thread_wait w = {
+				.pid = td->pid, .tid = s->tid, .ts = s->ts, .dur = s->dur,
+				.kind = WAIT_SYSCALL, .name = ebpf_syscall_name(s->nr, nb, sizeof(nb)),
+				.path = s->target, .bytes = s->bytes,
+			};
+
+			if (findings_add_waits(out, &w, 1) < 0)
+				return -ENOMEM;
+		}
+		for (size_t i = 0; i < td->noff; i++) {
+			const struct ebpf_off_ev *o = &td->off[i];
+			struct thread_wait w = {
+				.pid = td->pid, .tid = o->tid, .ts = o->ts, .dur = o->dur,
+				.kind = WAIT_OFFCPU, .open_at_end = o->open_at_end,
+				.state = o->state == 0 ? 'R' : ebpf_state_letter(o->state)[0],
+				.api_frame = api_frame_of(e, o->stack),
+			};
+
+			if (o->syscall >= 0) {
+				w.name = ebpf_syscall_name((uint32_t)o->syscall, nb, sizeof(nb));
+			} else if (o->wchan != UINT32_MAX) {
+				const char *wc = stack_store__frame_name(&e->stacks, o->wchan);
+				size_t wl = strlen(wc);
+
+				if (wl > 4 && strcmp(wc + wl - 4, "_[k]") == 0)
+					wl -= 4;
+				snprintf(wb, sizeof(wb), "%.*s", (int)wl, wc);
+				w.name = wb;
+			}
+			if (findings_add_waits(out, &w, 1) < 0)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * summary.json: the numbers a person or a controller reads without opening the
+ * timeline. Schema "aiprof.summary/v2", documented in README.md.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jsonw.h"
+#include "model/names.h"
+#include "model/profile.h"
+#include "collect/ebpf.h"
+#include "collect/uprobes.h"
+#include "analyze/diagnosis.h"
+#include "launch_stacks.h"
+#include "summary.h"
+
+/*
+ * "origin": where this profile comes from, so `aiprof merge` can name each rank and refuse
+ * ranks of different sessions: the Kubernetes session, pod and container the controller
+ * passes in AIPROF_SESSION / AIPROF_TARGET_POD / AIPROF_TARGET_CONTAINER, and the host
+ * (AIPROF_NODE_NAME, else the host name when not in a pod).
+ */
+static void write_origin(struct jsonw *w)
+{
+	static const struct { const char *key, *env; } from[] = {
+		{ "session", "AIPROF_SESSION" },
+		{ "pod", "AIPROF_TARGET_POD" },
+		{ "container", "AIPROF_TARGET_CONTAINER" },
+		{ "host", "AIPROF_NODE_NAME" },
+	};
+	char host[256] = "";
+
+	jsonw_key(w, "origin");
+	jsonw_obj_open(w);
+	for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
+		const char *v = getenv(from[i].env);
+
+		if (v && *v)
+			jsonw_kv_str(w, from[i].key, v);
+	}
+	if (!getenv("AIPROF_NODE_NAME") && !getenv("AIPROF_TARGET_POD") && gethostname(host, sizeof(host) - 1) == 0 &&
+	    host[0])
+		jsonw_kv_str(w, "host", host);
+	jsonw_obj_close(w);
+}
+
+#ifndef AIPROF_VERSION
+#define AIPROF_VERSION "0.1.0"
+#endif
+
+struct agg {
+	const char *key;
+	const char *key2;
+	uint64_t count, bytes, ns;
+};
+
+struct aggs {
+	struct agg *v;
+	size_t n, cap;
+};
+
+static struct agg *agg_get(struct aggs *a, const char *key, const char *key2)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (strcmp(a->v[i].key, key) == 0 && (!key2 || strcmp(a->v[i].key2, key2) == 0))
+			return &a->v[i];
+	if (a->n == a->cap) {
+		size_t ncap = a->cap ? a->cap * 2 : 32;
+		struct agg *nv = realloc(a->v, ncap * sizeof(*nv));
+
+		if (!nv)
+			return NULL;
+		a->v = nv;
+		a->cap = ncap;
+	}
+	a->v[a->n] = (struct agg){ .key = key, .key2 = key2 ? key2 : "" };
+	return &a->v[a->n++];
+}
+
+static int by_ns_desc(const void *x, const void *y)
+{
+	const struct agg *a = x, *b = y;
+
+	if (a->ns != b->ns)
+		return a->ns < b->ns ? 1 : -1;
+	return a->count < b->count ? 1 : a->count > b->count ? -1 : 0;
+}
+
+static void write_us(struct jsonw *w, const char *key, uint64_t ns)
+{
+	jsonw_key(w, key);
+	jsonw_fixed3(w, ns);
+}
+
+static void write_target(struct jsonw *w, const struct target *t)
+{
+	static const char *const how[] = {
+		[INJECT_NONE] = "none", [INJECT_PTRACE] = "ptrace",
+		[INJECT_PTRACE_DIRECT] = "ptrace-direct", [INJECT_ALREADY_LOADED] = "already-loaded",
+	};
+
+	jsonw_obj_open(w);
+	jsonw_kv_int(w, "pid", t->pid);
+	jsonw_kv_str(w, "comm", t->comm);
+	jsonw_kv_str(w, "cmdline", t->cmdline);
+	jsonw_kv_str(w, "state", t->error ? "failed" : "profiled");
+	if (t->error)
+		jsonw_kv_str(w, "message", t->message);
+	jsonw_kv_str(w, "method", t->uprobe_method ? "ebpf" : "ptrace");
+	jsonw_kv_str(w, "injection", how[t->inj.how]);
+	write_us(w, "stopped_us", t->inj.stop_ns);
+	jsonw_kv_uint(w, "safe_point_attempts", t->inj.attempts);
+	if (t->inj.safe_point[0])
+		jsonw_kv_str(w, "safe_point", t->inj.safe_point);
+	if (t->inj.return_path[0])
+		jsonw_kv_str(w, "return_path", t->inj.return_path);
+	write_us(w, "load_us", t->inj.load_ns);
+	jsonw_kv_uint(w, "events", t->store.n);
+	jsonw_kv_uint(w, "dropped_events", t->store.drops + t->store.store_drops);
+	/* records from the target's ring that failed validation (counted, never used) */
+	jsonw_kv_uint(w, "rejected_records", t->store.rejected);
+	jsonw_kv_uint(w, "hooks_patched", t->hooks_patched);
+	jsonw_kv_uint(w, "modules_seen", t->modules_seen);
+	jsonw_key(w, "gpu_timing");
+	jsonw_obj_open(w);
+	if (t->cupti_state == AIPROF_CUPTI_ACTIVE) {
+		jsonw_kv_str(w, "source", "cupti");
+	} else {
+		jsonw_kv_str(w, "source", "api");
+		jsonw_kv_str(w, "reason", t->cupti_reason[0] ? t->cupti_reason :
+			     "no CUDA activity seen in the process");
+	}
+	jsonw_obj_close(w);
+	uprobe_session__summary(t->uprobes, w);   /* "uprobes" and "limits"; NULL-safe */
+	jsonw_obj_close(w);
+}
+
+/* What flamegraph-gpu.svg is weighted by (launch_stacks.h), with the totals to check it. */
+static void write_gpu_flamegraph(struct jsonw *w, const struct profile *p)
+{
+	struct launch_stacks_stats st;
+
+	launch_stacks_count(p, &st);
+	jsonw_key(w, "gpu_flamegraph");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "weight", st.by_gpu_time ? "gpu_ns" : "launches");
+	jsonw_kv_uint(w, "total", st.total);
+	jsonw_kv_uint(w, "launches", st.launches);
+	jsonw_kv_uint(w, "launches_with_stack", st.launches_with_stack);
+	jsonw_kv_uint(w, "kernels", st.kernels);
+	jsonw_obj_close(w);
+}
+
+int summary_write(const struct profile *p, const char *path)
+{
+	struct aggs kernels = { 0 }, copies = { 0 }, nccl = { 0 }, syncs = { 0 };
+	uint64_t cat_counts[6] = { 0 }, drops = 0, events = 0;
+	uint64_t alloc_bytes = 0, free_count = 0, alloc_count = 0;
+	static const char *const cats[6] = { "cuda_api", "cuda_kernel", "cuda_memcpy",
+					     "cuda_memory", "nccl", "rdma" };
+	char when[32];
+	time_t secs = (time_t)(p->start_realtime_ns / 1000000000ULL);
+	struct tm tm;
+	struct jsonw *w;
+	FILE *f;
+	int r;
+
+	for (size_t ti = 0; ti < p->ntargets; ti++) {
+		const struct target *t = &p->targets[ti];
+
+		drops += t->store.drops + t->store.store_drops;
+		events += t->store.n;
+		for (size_t i = 0; i < t->store.n; i++) {
+			const struct aiprof_event *e = &t->store.v[i];
+			struct agg *a = NULL;
+
+			switch (e->type) {
+			case AIPROF_EV_CUDA_LAUNCH:
+				cat_counts[0]++;
+				a = agg_get(&kernels, launch_kernel_name(t, e), NULL);
+				break;
+			case AIPROF_EV_CUDA_SYNC:
+				cat_counts[0]++;
+				a = agg_get(&syncs, api_name(e->api), NULL);
+				break;
+			case AIPROF_EV_GPU_KERNEL:
+				cat_counts[1]++;
+				break;
+			case AIPROF_EV_CUDA_MEMCPY:
+				cat_counts[2]++;
+				a = agg_get(&copies, memcpy_kind_name(e->u.memcpy.kind),
+					    memcpy_host_memory(&e->u.memcpy));
+				if (a)
+					a->bytes += e->u.memcpy.bytes;
+				break;
+			case AIPROF_EV_CUDA_MEMSET:
+			case AIPROF_EV_GPU_MEMCPY:
+				cat_counts[2]++;
+				break;
+			case AIPROF_EV_CUDA_ALLOC:
+				cat_counts[3]++;
+				alloc_count++;
+				alloc_bytes += e->u.mem.bytes;
+				break;
+			case AIPROF_EV_CUDA_FREE:
+				cat_counts[3]++;
+				free_count++;
+				break;
+			case AIPROF_EV_NCCL_COLL:
+				cat_counts[4]++;
+				a = agg_get(&nccl, nccl_op_name(e->api), NULL);
+				if (a)
+					a->bytes += e->u.nccl.bytes;
+				break;
+			case AIPROF_EV_NCCL_INIT:
+			case AIPROF_EV_NCCL_GROUP:
+				cat_counts[4]++;
+				break;
+			case AIPROF_EV_IBV:
+				cat_counts[5]++;
+				break;
+			default:
+				break;
+			}
+			if (a) {
+				a->count++;
+				a->ns += e->dur;
+			}
+		}
+	}
+	/* qsort(NULL, 0, ...) is undefined: a process without CUDA has no aggregates */
+	if (kernels.n)
+		qsort(kernels.v, kernels.n, sizeof(*kernels.v), by_ns_desc);
+	if (copies.n)
+		qsort(copies.v, copies.n, sizeof(*copies.v), by_ns_desc);
+	if (nccl.n)
+		qsort(nccl.v, nccl.n, sizeof(*nccl.v), by_ns_desc);
+	if (syncs.n)
+		qsort(syncs.v, syncs.n, sizeof(*syncs.v), by_ns_desc);
+
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	w = jsonw__new(jsonw_sink_file, f);
+	if (!w) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	gmtime_r(&secs, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "schema", "aiprof.summary/v2");
+	jsonw_kv_str(w, "aiprof_version", AIPROF_VERSION);
+	write_origin(w);
+	jsonw_key(w, "window");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "start", when);
+	jsonw_kv_uint(w, "start_monotonic_ns", p->start_ns);
+	jsonw_kv_uint(w, "end_monotonic_ns", p->end_ns);
+	jsonw_kv_double(w, "duration_s", (double)(p->end_ns - p->start_ns) / 1e9);
+	jsonw_kv_double(w, "requested_s", (double)p->requested_ns / 1e9);
+	jsonw_obj_close(w);
+	jsonw_kv_str(w, "clock", "CLOCK_MONOTONIC; timeline ts/dur are microseconds of it");
+
+	jsonw_key(w, "targets");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < p->ntargets; i++)
+		write_target(w, &p->targets[i]);
+	jsonw_arr_close(w);
+
+	jsonw_kv_uint(w, "events", events);
+	jsonw_kv_uint(w, "dropped_events", drops);
+	jsonw_key(w, "counts");
+	jsonw_obj_open(w);
+	for (size_t i = 0; i < 6; i++)
+		jsonw_kv_uint(w, cats[i], cat_counts[i]);
+	summary_write_counts_ebpf(w, p);
+	jsonw_obj_close(w);
+
+	jsonw_key(w, "kernels");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < kernels.n && i < 50; i++) {
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "name", kernels.v[i].key);
+		jsonw_kv_uint(w, "launches", kernels.v[i].count);
+		write_us(w, "launch_api_us", kernels.v[i].ns);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+
+	jsonw_key(w, "memcpy");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < copies.n; i++) {
+		const struct agg *a = &copies.v[i];
+
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "kind", a->key);
+		jsonw_kv_str(w, "host_memory", a->key2);
+		jsonw_kv_uint(w, "count", a->count);
+		jsonw_kv_uint(w, "bytes", a->bytes);
+		write_us(w, "api_us", a->ns);
+		/* meaningful for synchronous copies, where the call spans the transfer */
+		jsonw_kv_double(w, "api_bandwidth_gbps", a->ns ? (double)a->bytes / (double)a->ns : 0);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+
+	jsonw_key(w, "nccl");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < nccl.n; i++) {
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "op", nccl.v[i].key);
+		jsonw_kv_uint(w, "count", nccl.v[i].count);
+		jsonw_kv_uint(w, "bytes", nccl.v[i].bytes);
+		write_us(w, "api_us", nccl.v[i].ns);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+
+	jsonw_key(w, "synchronization");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < syncs.n; i++) {
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "api", syncs.v[i].key);
+		jsonw_kv_uint(w, "count", syncs.v[i].count);
+		write_us(w, "wait_us", syncs.v[i].ns);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+
+	jsonw_key(w, "gpu_memory");
+	jsonw_obj_open(w);
+	jsonw_kv_uint(w, "allocations", alloc_count);
+	jsonw_kv_uint(w, "allocated_bytes", alloc_bytes);
+	jsonw_kv_uint(w, "frees", free_count);
+	jsonw_obj_close(w);
+
+	ebpf_summary_write(w, p->ebpf, p->ebpf_reason);
+	summary_write_analysis(w, p);
+	summary_write_findings(w, p);
+	write_gpu_flamegraph(w, p);
+	jsonw_key(w, "not_collected");
+	jsonw_arr_open(w);
+	if (!p->ebpf) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "cpu and off-CPU stacks, syscalls, python frames: eBPF "
+			 "collectors off (%s)", p->ebpf_reason[0] ? p->ebpf_reason : "not requested");
+		jsonw_str(w, why);
+	}
+	summary_write_not_collected(w, p);
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+	jsonw_newline(w);
+
+	r = jsonw__finish(w);
+	if (fclose(f) != 0 && !r)
+		r = -errno;
+	free(kernels.v);
+	free(copies.v);
+	free(nccl.v);
+	free(syncs.v);
+	return r;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A session is the injector's side of one target process's ring: found through
+ * /proc/PID/fd, mapped from outside, driven by the control words in its header.
+ */
+#ifndef AIPROF_SESSION_H
+#define AIPROF_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "event.h"
+#include "model/event_store.h"
+
+struct session;
+
+/*
+ * Finds and maps the ring of the library loaded in pid, waiting up to wait_ns for the
+ * library's constructor to create it. -ENOENT if there is none, -EPROTO if its
+ * version does not match this injector.
+ */
+int session__open(pid_t pid, uint64_t wait_ns, struct session **ret);
+void session__free(struct session *s);   /* stops recording if still on; NULL-safe */
+
+/* Discards stale events, then turns recording on for `collectors` (AIPROF_COLLECT_*). */
+int session__start(struct session *s, uint32_t collectors);
+/* Keeps the library recording (it idles itself when heartbeats stop for 5 s). */
+void session__heartbeat(struct session *s);
+/* Moves committed events into the store; returns how many. */
+size_t session__drain(struct session *s, struct event_store *store);
+/* Turns recording off and drains what producers were still writing. */
+void session__stop(struct session *s, struct event_store *store);
+
+const struct aiprof_ring_hdr *session__hdr(const struct session *s);
+
+#endif

@@ -1,0 +1,590 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The eBPF collectors' lifecycle (libbpf CO-RE, skeletons from bpftool):
+ *   open each collector's object -> configure its rodata (thresholds, Python on/off) ->
+ *   probe the kernel for what it needs (BTF, ring buffer, perf events) and leave out what
+ *   is missing -> load (the first object to load owns the shared maps: target filter,
+ *   Python maps, ring buffer; the others reuse them) -> fill the target filter -> attach
+ *   -> poll the ring buffer -> destroy everything, on every path.
+ * Each collector's own half lives in ebpf_cpu.c, ebpf_offcpu.c and ebpf_syscalls.c, driven
+ * through struct ebpf_collector_ops; what they share is in ebpf_core.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/types.h>
+
+#include "log.h"
+#include "timeutil.h"
+#include "ebpf_internal.h"
+#include "ebpf_kallsyms.h"
+
+#ifndef AIPROF_NO_EBPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#endif
+
+#define TICK_NS (250 * NSEC_PER_MSEC)
+#define PY_THREADS_PER_TICK 4096
+
+uint32_t ebpf__collectors(const struct ebpf *e)
+{
+	return e ? e->on : 0;
+}
+
+#ifndef AIPROF_NO_EBPF
+
+/* ---- libbpf messages: into our log at debug level, the last warning kept for errors ----- */
+
+static char libbpf_last[512];
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	size_t n;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = 0;
+	if (level == LIBBPF_WARN && n)
+		snprintf(libbpf_last, sizeof(libbpf_last), "%s", buf);
+	if (level != LIBBPF_DEBUG || log_get_max_level() >= LOG_DEBUG)
+		log_debug("libbpf: %s", buf);
+	return 0;
+}
+
+/* ---- Python threads ---------------------------------------------------------------------- */
+
+/* ns tid -> host tid for a target in another pid namespace (NSpid of each task). */
+static int read_tid_map(pid_t pid, struct u64map *ns_to_host)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char sp[96], buf[4096], *p;
+		long host = strtol(de->d_name, NULL, 10), ns = host;
+		FILE *f;
+		size_t n;
+
+		if (host <= 0)
+			continue;
+		snprintf(sp, sizeof(sp), "/proc/%d/task/%ld/status", pid, host);
+		f = fopen(sp, "re");
+		if (!f)
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		p = strstr(buf, "\nNSpid:");
+		if (p) {
+			char *end;
+
+			p += 7;
+			for (;;) {
+				long v = strtol(p, &end, 10);
+
+				if (end == p)
+					break;
+				ns = v;
+				p = end;
+			}
+		}
+		u64map_put(ns_to_host, (uint64_t)ns, (uint64_t)host);
+	}
+	closedir(d);
+	return 0;
+}
+
+static bool same_pid_ns(pid_t pid)
+{
+	struct stat a, b;
+	char p[64];
+
+	snprintf(p, sizeof(p), "/proc/%d/ns/pid", pid);
+	if (stat("/proc/self/ns/pid", &a) < 0 || stat(p, &b) < 0)
+		return true;
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+static void py_refresh_threads(struct ebpf *e, struct ebpf_tdata *td)
+{
+	struct u64map ns_to_host = { 0 }, now = { 0 };
+	struct py_tstate *ts;
+	int fd = ebpf_shared_map_fd(e, "py_threads");
+	bool mapped = !same_pid_ns(td->pid);
+	size_t n = 0, pos = 0;
+	uint64_t k, v;
+
+	if (!e->tstates)
+		e->tstates = calloc(PY_THREADS_PER_TICK, sizeof(*e->tstates));
+	ts = e->tstates;
+	if (fd < 0 || !ts || py_proc__threads(td->py, ts, PY_THREADS_PER_TICK, &n) < 0)
+		return;
+	if (mapped)
+		read_tid_map(td->pid, &ns_to_host);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t host = ts[i].native_tid, old;
+		struct py_thread pt = { .tstate = ts[i].tstate };
+		uint32_t key;
+
+		if (mapped && !u64map_get(&ns_to_host, ts[i].native_tid, &host))
+			continue;
+		key = (uint32_t)host;
+		u64map_put(&now, host, ts[i].tstate);
+		if (u64map_get(&td->pythreads, host, &old) && old == ts[i].tstate)
+			continue;
+		bpf_map_update_elem(fd, &key, &pt, BPF_ANY);
+	}
+	/* threads that are gone, or no longer Python's */
+	while (u64map_next(&td->pythreads, &pos, &k, &v)) {
+		uint32_t key = (uint32_t)k;
+
+		if (!u64map_get(&now, k, NULL))
+			bpf_map_delete_elem(fd, &key);
+	}
+	u64map_clear(&td->pythreads);
+	td->pythreads = now;
+	u64map_clear(&ns_to_host);
+}
+
+static const struct ebpf_collector_ops *const collectors[] = {
+	&ebpf_cpu_ops, &ebpf_offcpu_ops, &ebpf_syscalls_ops,
+};
+#define NCOLLECTORS (sizeof(collectors) / sizeof(collectors[0]))
+
+static bool any_on(const struct ebpf *e)
+{
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		if (collectors[i]->is_on(e))
+			return true;
+	return false;
+}
+
+/* ---- ring buffer ------------------------------------------------------------------------- */
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct ebpf *e = ctx;
+	const struct ebpf_rec_hdr *h = data;
+	struct ebpf_tdata *td;
+
+	if (size < sizeof(*h)) {
+		e->bad_records++;
+		return 0;
+	}
+	td = ebpf_tdata_of(e, h->tgid);
+	if (!td) {
+		e->foreign++;  /* the kernel-side filter makes this impossible; counted to prove it */
+		return 0;
+	}
+	e->records++;
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		if (collectors[i]->rec_type == h->type) {
+			collectors[i]->record(e, td, data, size);
+			return 0;
+		}
+	e->bad_records++;
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->why[c], sizeof(e->why[c]), fmt, ap);
+	va_end(ap);
+}
+
+static void read_comm(pid_t pid, char *buf, size_t len)
+{
+	char p[64];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/comm", pid);
+	f = fopen(p, "re");
+	if (!f || !fgets(buf, (int)len, f))
+		snprintf(buf, len, "pid%d", pid);
+	if (f)
+		fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+static int setup_targets(struct ebpf *e, const pid_t *pids, size_t npids)
+{
+	e->t = calloc(npids, sizeof(*e->t));
+	if (!e->t)
+		return -ENOMEM;
+	for (size_t i = 0; i < npids; i++) {
+		struct ebpf_tdata *td = &e->t[e->nt++];
+		char root[64];
+		int r;
+
+		td->pid = pids[i];
+		read_comm(td->pid, td->comm, sizeof(td->comm));
+		snprintf(root, sizeof(root), "%s-%d", td->comm, (int)td->pid);
+		r = stack_store__frame(&e->stacks, root);
+		if (r < 0)
+			return r;
+		td->root = (uint32_t)r;
+		r = symbolizer__proc(e->symz, td->pid, &td->syms);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0)
+			td->syms = NULL;  /* gone already: its frames stay [unknown] */
+		if (e->opts.collectors & EBPF_COLLECT_PYTHON) {
+			r = py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py);
+			if (r == -ENOMEM)
+				return r;
+			if (r < 0)
+				td->py = NULL;
+			else
+				log_debug("pid %d: python %s, frames read with offsets from %s", td->pid,
+					  py_proc__version(td->py), py_proc__offsets_source(td->py));
+		}
+	}
+	return 0;
+}
+
+static bool any_python(const struct ebpf *e)
+{
+	for (size_t i = 0; i < e->nt; i++)
+		if (e->t[i].py)
+			return true;
+	return false;
+}
+
+/* Puts a target into the first free slot of its probe sequence (see bpf/stack.h). */
+static int ebpf_target_place(int fd, const struct ebpf_target *v)
+{
+	for (uint32_t i = 0; i < EBPF_TARGET_PROBES; i++) {
+		uint32_t slot = (v->tgid + i) & (EBPF_TARGET_SLOTS - 1);
+		struct ebpf_target cur = { 0 };
+
+		if (bpf_map_lookup_elem(fd, &slot, &cur) < 0)
+			return -errno;
+		if (cur.tgid == v->tgid)
+			return 0;
+		if (cur.tgid)
+			continue;
+		return bpf_map_update_elem(fd, &slot, v, BPF_ANY) < 0 ? -errno : 0;
+	}
+	return -ENOSPC;
+}
+
+static int fill_maps(struct ebpf *e)
+{
+	int tfd = ebpf_shared_map_fd(e, "targets"), pfd = ebpf_shared_map_fd(e, "py_procs");
+
+	if (tfd < 0)
+		return tfd;
+	for (size_t i = 0; i < e->nt; i++) {
+		struct ebpf_target v = { .tgid = (uint32_t)e->t[i].pid, .index = (uint32_t)i };
+		uint32_t key = (uint32_t)e->t[i].pid;
+		int r = ebpf_target_place(tfd, &v);
+
+		if (r < 0)
+			return r;
+		if (e->t[i].py && pfd >= 0) {
+			const struct py_offsets *o = &py_proc__offsets(e->t[i].py)->bpf;
+
+			if (bpf_map_update_elem(pfd, &key, o, BPF_ANY) < 0)
+				return -errno;
+			py_refresh_threads(e, &e->t[i]);
+		}
+	}
+	return 0;
+}
+
+/* CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON, in our effective set. */
+static bool may_load_bpf(void)
+{
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "re");
+	bool found = false;
+
+	if (!f)
+		return true;  /* cannot tell: let the load say */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
+			found = true;
+			break;
+		}
+	fclose(f);
+	if (!found)
+		return true;
+	return (eff >> 21 & 1) || ((eff >> 39 & 1) && (eff >> 38 & 1));
+}
+
+/* What stops every collector at once, in words; 0 if nothing does. */
+static int preflight(struct ebpf *e, char *why, size_t whylen)
+{
+	const char *btf = e->opts.btf_path;
+	int r;
+
+	if (!btf)
+		btf = getenv("AIPROF_VMLINUX_BTF");
+	if (btf && !*btf)
+		btf = NULL;
+	if (access(btf ? btf : "/sys/kernel/btf/vmlinux", R_OK) < 0) {
+		r = -errno;
+		snprintf(why, whylen, "the kernel has no BTF (%s: %s); the CO-RE collectors need a "
+			 "kernel built with CONFIG_DEBUG_INFO_BTF", btf ? btf : "/sys/kernel/btf/vmlinux",
+			 strerror(-r));
+		return -EOPNOTSUPP;
+	}
+	e->opts.btf_path = btf;  /* NULL: libbpf finds the running kernel's own */
+	if (!may_load_bpf()) {
+		snprintf(why, whylen, "not allowed to load eBPF programs: run aiprof as root, or "
+			 "give it CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)");
+		return -EPERM;
+	}
+	r = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
+	if (r == -EPERM || r == -EACCES) {
+		snprintf(why, whylen, "not allowed to load eBPF programs (%s): run aiprof as root, or "
+			 "give it CAP_BPF and CAP_PERFMON", strerror(-r));
+		return -EPERM;
+	}
+	if (r == 0) {
+		snprintf(why, whylen, "the kernel has no BPF ring buffer (needs Linux 5.8 or newer)");
+		return -EOPNOTSUPP;
+	}
+	if (r < 0) {
+		snprintf(why, whylen, "cannot probe the kernel's BPF support: %s", strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct ebpf **ret,
+	      char *why, size_t whylen)
+{
+	struct ebpf *e;
+	int r;
+
+	why[0] = 0;
+	if (!o || !pids || !npids || !ret)
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->opts = *o;
+	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++)
+		e->shared_fd[i] = -1;
+	if (!e->opts.frequency_hz)
+		e->opts.frequency_hz = EBPF_DEFAULT_FREQUENCY;
+	/* Python frames live in the stacks of the CPU and off-CPU collectors */
+	if ((e->opts.collectors & EBPF_COLLECT_PYTHON) &&
+	    !(e->opts.collectors & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU)))
+		e->opts.collectors |= EBPF_COLLECT_CPU;
+	stack_store__init(&e->stacks);
+	stack_tree__init(&e->tree);
+	libbpf_set_print(libbpf_print);
+
+	r = preflight(e, why, whylen);
+	if (r < 0)
+		goto fail;
+	r = symbolizer__new(&e->symz);
+	if (r < 0)
+		goto fail_msg;
+	r = setup_targets(e, pids, npids);
+	if (r < 0)
+		goto fail_msg;
+	if ((e->opts.collectors & EBPF_COLLECT_PYTHON) && !any_python(e))
+		set_why(e, EC_PYTHON, "%s", npids == 1 ? e->t[0].py_why :
+			"no target runs a CPython whose frames aiprof can read");
+
+	/* open + configure */
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		if (e->opts.collectors & collectors[i]->flag)
+			collectors[i]->open(e);
+	if (!any_on(e)) {
+		for (int c = 0; c < EC_PYTHON; c++)
+			if (e->why[c][0]) {
+				snprintf(why, whylen, "%s", e->why[c]);
+				break;
+			}
+		if (!why[0])
+			snprintf(why, whylen, "no eBPF collector was asked for");
+		r = -EOPNOTSUPP;
+		goto fail;
+	}
+	/* the shared maps now exist: targets, Python offsets and threads; then attach */
+	r = fill_maps(e);
+	if (r < 0) {
+		snprintf(why, whylen, "cannot fill the target map: %s", r == -ENOSPC ?
+			 "too many targets whose pids collide in it" : strerror(-r));
+		goto fail;
+	}
+	for (size_t i = 0; i < NCOLLECTORS; i++) {
+		const struct ebpf_collector_ops *c = collectors[i];
+
+		if (c->is_on(e) && c->configure && c->configure(e) < 0)
+			c->destroy(e);
+	}
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		if (collectors[i]->is_on(e) && collectors[i]->attach(e) < 0)
+			collectors[i]->destroy(e);
+	if (!any_on(e)) {
+		for (int c = 0; c < EC_PYTHON; c++)
+			if (e->why[c][0]) {
+				snprintf(why, whylen, "%s", e->why[c]);
+				break;
+			}
+		r = -EOPNOTSUPP;
+		goto fail;
+	}
+	e->rb = ring_buffer__new(ebpf_shared_map_fd(e, "events"), on_record, e, NULL);
+	if (!e->rb) {
+		r = -errno;
+		snprintf(why, whylen, "cannot map the BPF ring buffer: %s", strerror(-r));
+		goto fail;
+	}
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		if (collectors[i]->is_on(e))
+			e->on |= collectors[i]->flag;
+	/* Python frames ride on the stacks of the CPU and off-CPU collectors */
+	if ((e->on & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU)) && any_python(e) &&
+	    (e->opts.collectors & EBPF_COLLECT_PYTHON))
+		e->on |= EBPF_COLLECT_PYTHON;
+	*ret = e;
+	return 0;
+fail_msg:
+	if (!why[0])
+		snprintf(why, whylen, "%s", strerror(-r));
+fail:
+	ebpf__free(e);
+	return r;
+}
+
+void ebpf__start(struct ebpf *e)
+{
+	e->start_ns = now_monotonic_ns();
+	e->next_tick_ns = e->start_ns + TICK_NS;
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		collectors[i]->set_running(e, true);
+}
+
+void ebpf__poll(struct ebpf *e)
+{
+	uint64_t now;
+
+	if (!e || e->stopped)
+		return;
+	ring_buffer__consume(e->rb);
+	now = now_monotonic_ns();
+	if (now >= e->next_tick_ns) {
+		e->next_tick_ns = now + TICK_NS;
+		for (size_t i = 0; i < e->nt; i++)
+			if (e->t[i].py)
+				py_refresh_threads(e, &e->t[i]);
+	}
+}
+
+void ebpf__stop(struct ebpf *e)
+{
+	if (!e || e->stopped)
+		return;
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		collectors[i]->set_running(e, false);
+	e->end_ns = now_monotonic_ns();
+	ring_buffer__consume(e->rb);
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		if (collectors[i]->finish)
+			collectors[i]->finish(e);
+	e->stopped = true;
+}
+
+const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len)
+{
+	char dur[32];
+	size_t n = 0;
+
+	buf[0] = 0;
+#define APPEND(...) do { if (n < len) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__); } while (0)
+	if (e->on & EBPF_COLLECT_CPU)
+		APPEND("cpu at %u Hz", e->opts.frequency_hz);
+	if (e->on & EBPF_COLLECT_OFFCPU)
+		APPEND("%soffcpu from %s", n ? ", " : "",
+		       format_duration(dur, sizeof(dur), e->opts.offcpu_min_ns));
+	if (e->on & EBPF_COLLECT_SYSCALLS)
+		APPEND("%ssyscalls (slow from %s)", n ? ", " : "",
+		       format_duration(dur, sizeof(dur), e->opts.slow_syscall_ns));
+	for (size_t i = 0; i < e->nt; i++)
+		if (e->t[i].py)
+			APPEND("%spython %s in pid %d", n ? ", " : "", py_proc__version(e->t[i].py),
+			       e->t[i].pid);
+#undef APPEND
+	return buf;
+}
+
+void ebpf__free(struct ebpf *e)
+{
+	if (!e)
+		return;
+	ring_buffer__free(e->rb);
+	for (size_t i = 0; i < NCOLLECTORS; i++)
+		collectors[i]->destroy(e);
+	for (size_t i = 0; i < e->nt; i++) {
+		struct ebpf_tdata *td = &e->t[i];
+
+		py_proc__free(td->py);
+		u64map_clear(&td->ucache);
+		u64map_clear(&td->pycache);
+		u64map_clear(&td->pythreads);
+		free(td->tids);
+		free(td->cpu);
+		free(td->off);
+		for (size_t k = 0; k < td->nsys; k++)
+			free(td->sys[k].target);
+		free(td->sys);
+		free(td->stats);
+	}
+	free(e->t);
+	free(e->tstates);
+	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++)
+		if (e->shared_fd[i] >= 0)
+			close(e->shared_fd[i]);
+	symbolizer__free(e->symz);
+	stack_store__clear(&e->stacks);
+	stack_tree__clear(&e->tree);
+	u64map_clear(&e->kcache);
+	free(e);
+}
+
+#else /* AIPROF_NO_EBPF: built without kernel BTF; every profile says so */
+
+int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct ebpf **ret,
+	      char *why, size_t whylen)
+{
+	(void)o; (void)pids; (void)npids; (void)ret;
+	snprintf(why, whylen, "this aiprof was built without eBPF (no kernel BTF on the build "
+		 "machine)");
+	return -EOPNOTSUPP;
+}
+
+void ebpf__start(struct ebpf *e) { (void)e; }
+void ebpf__poll(struct ebpf *e) { (void)e; }
+void ebpf__stop(struct ebpf *e) { (void)e; }
+void ebpf__free(struct ebpf *e) { (void)e; }
+
+#endif

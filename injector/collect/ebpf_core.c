@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the eBPF collectors share (ebpf_internal.h): per-target data, stacks from kernel-side
+ * blocks to frame ids, and the maps the first loaded object owns and the others reuse.
+ * Below the collectors (ebpf_cpu.c, ebpf_offcpu.c, ebpf_syscalls.c) and their driver
+ * (ebpf.c): it calls neither.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebpf_internal.h"
+#include "ebpf_kallsyms.h"
+
+#ifndef AIPROF_NO_EBPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#endif
+
+/* ---- shared helpers ------------------------------------------------------------------- */
+
+struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid)
+{
+	for (size_t i = 0; i < e->nt; i++)
+		if ((uint32_t)e->t[i].pid == tgid)
+			return &e->t[i];
+	return NULL;
+}
+
+void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
+{
+	for (size_t i = td->ntids; i-- > 0;)
+		if (td->tids[i].tid == tid) {
+			memcpy(td->tids[i].comm, comm, sizeof(td->tids[i].comm));
+			td->tids[i].comm[15] = 0;
+			return;
+		}
+	if (td->ntids == td->captids) {
+		size_t ncap = td->captids ? td->captids * 2 : 16;
+		struct ebpf_tid *nv = realloc(td->tids, ncap * sizeof(*nv));
+
+		if (!nv)
+			return;
+		td->tids = nv;
+		td->captids = ncap;
+	}
+	td->tids[td->ntids].tid = tid;
+	memcpy(td->tids[td->ntids].comm, comm, sizeof(td->tids[td->ntids].comm));
+	td->tids[td->ntids].comm[15] = 0;
+	td->ntids++;
+}
+
+const char *ebpf_state_letter(uint32_t state)
+{
+	if (state & 2)
+		return "D";  /* uninterruptible: disk I/O, some locks */
+	if (state & 1)
+		return "S";
+	if (state & (4 | 8))
+		return "T";  /* stopped or traced */
+	return "?";
+}
+
+/* ---- stacks: kernel-side blocks -> frame ids --------------------------------------------- */
+
+#define UC_FLAGS_SHIFT 32
+#define UC_EVAL (1ULL << 40)
+#define UC_ROOT (1ULL << 41)
+
+static bool is_thread_root(const char *name)
+{
+	static const char *const roots[] = {
+		"_start", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone",
+		"clone3", "__clone", "__clone3", "__clone_internal", "thread_start",
+	};
+
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++)
+		if (strcmp(name, roots[i]) == 0)
+			return true;
+	return false;
+}
+
+/* frame id | flags for a user address; UINT64_MAX on ENOMEM */
+static uint64_t user_frame(struct ebpf *e, struct ebpf_tdata *td, uint64_t addr)
+{
+	char name[512];
+	uint64_t v;
+	int flags, id;
+
+	if (u64map_get(&td->ucache, addr, &v))
+		return v;
+	flags = td->syms ? proc_symbolizer__lookup(td->syms, addr, name, sizeof(name)) : 0;
+	if (!td->syms)
+		snprintf(name, sizeof(name), "[unknown]");
+	if (flags < 0)
+		return UINT64_MAX;
+	id = stack_store__frame(&e->stacks, name);
+	if (id < 0)
+		return UINT64_MAX;
+	v = (uint64_t)id | (uint64_t)flags << UC_FLAGS_SHIFT;
+	if ((flags & USYM_NAMED) && strncmp(name, "_PyEval_EvalFrame", 17) == 0)
+		v |= UC_EVAL;
+	if ((flags & USYM_NAMED) && is_thread_root(name))
+		v |= UC_ROOT;
+	if (u64map_put(&td->ucache, addr, v) < 0)
+		return UINT64_MAX;
+	return v;
+}
+
+/* frame id | in_sched_text << 32 for a kernel address; UINT64_MAX on ENOMEM */
+static uint64_t kernel_frame(struct ebpf *e, uint64_t addr)
+{
+	const struct ksyms *ks = symbolizer__ksyms(e->symz);
+	const struct ksym *s;
+	char name[256];
+	uint64_t v;
+	int id;
+
+	if (u64map_get(&e->kcache, addr, &v))
+		return v;
+	s = ks ? ksyms__find(ks, addr) : NULL;
+	if (s && s->module && strcmp(s->module, "bpf") != 0)
+		snprintf(name, sizeof(name), "%s [%s]_[k]", s->name, s->module);
+	else if (s)
+		snprintf(name, sizeof(name), "%s_[k]", s->name);
+	else
+		snprintf(name, sizeof(name), "[kernel]_[k]");
+	id = stack_store__frame(&e->stacks, name);
+	if (id < 0)
+		return UINT64_MAX;
+	v = (uint64_t)id | (uint64_t)(ksyms__in_sched_text(ks, addr) ? 1 : 0) << 32;
+	if (u64map_put(&e->kcache, addr, v) < 0)
+		return UINT64_MAX;
+	return v;
+}
+
+/* frame id + 1 of a Python frame, 0 if it is not one (a shim, or not a code object) */
+static uint32_t py_frame(struct ebpf *e, struct ebpf_tdata *td, uint64_t code, uint64_t instr)
+{
+	uint64_t key = u64_hash2(code, instr), v;
+	char name[1200];
+	int id;
+
+	if (u64map_get(&td->pycache, key, &v))
+		return (uint32_t)v;
+	if (py_proc__frame(td->py, code, instr, name, sizeof(name)) < 0) {
+		v = 0;
+	} else {
+		id = stack_store__frame(&e->stacks, name);
+		v = id < 0 ? 0 : (uint64_t)id + 1;
+	}
+	u64map_put(&td->pycache, key, v);
+	return (uint32_t)v;
+}
+
+/* USYM flags of the outermost of the first nn user frames (already in the cache) */
+static unsigned user_frame_flags(struct ebpf_tdata *td, const struct ebpf_stacks *st, size_t nn)
+{
+	uint64_t addr = nn > 1 ? st->uips[nn - 1] - 1 : st->uips[0], v = 0;
+
+	u64map_get(&td->ucache, addr, &v);
+	return (unsigned)(v >> UC_FLAGS_SHIFT) & 0xff;
+}
+
+int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
+		    bool offcpu, bool count, uint32_t *ret_leaf, uint32_t *ret_wchan)
+{
+	uint32_t kernel[EBPF_KSTACK_MAX], native[EBPF_USTACK_MAX], py[EBPF_PY_MAX];
+	bool eval[EBPF_USTACK_MAX], seg_end[EBPF_PY_MAX];
+	uint32_t out[STACK_MAX_FRAMES], wchan = UINT32_MAX;
+	size_t nk = 0, nn = 0, np = 0, nkr, nur, n;
+	bool truncated = false, reached_root = false, any_eval = false;
+	struct stack_merge_in in;
+	int id;
+
+	nkr = st->kstack_bytes > 0 ? (size_t)st->kstack_bytes / 8 : 0;
+	nur = st->ustack_bytes > 0 ? (size_t)st->ustack_bytes / 8 : 0;
+	if (nkr > EBPF_KSTACK_MAX)
+		nkr = EBPF_KSTACK_MAX;
+	if (nur > EBPF_USTACK_MAX)
+		nur = EBPF_USTACK_MAX;
+
+	/*
+	 * kernel: the first frame below the scheduler is what an off-CPU thread waits in. A
+	 * stack taken in the thread's own context starts in this program's tracepoint: drop
+	 * down to the scheduler. One taken of a sleeping thread (bpf_get_task_stack, /proc)
+	 * already leaves the scheduler out: its first frame is the wait.
+	 */
+	{
+		size_t first = 0;
+		bool in_sched = false;
+
+		if (offcpu) {
+			for (first = 0; first < nkr; first++) {
+				uint64_t v = kernel_frame(e, st->kips[first]);
+
+				if (v != UINT64_MAX && (v >> 32))
+					break;
+			}
+			if (first == nkr)
+				first = 0;
+			in_sched = true;  /* wchan: the first frame that is not the scheduler's */
+		}
+		for (size_t i = first; i < nkr; i++) {
+			uint64_t v = kernel_frame(e, st->kips[i]);
+
+			if (v == UINT64_MAX)
+				return -ENOMEM;
+			if (in_sched && !(v >> 32)) {
+				in_sched = false;
+				wchan = (uint32_t)v;
+			}
+			kernel[nk++] = (uint32_t)v;
+		}
+	}
+
+	/* user: stop at the first address that is not code (a broken frame-pointer chain) */
+	for (size_t i = 0; i < nur; i++) {
+		/* return addresses point after the call: look up the call itself */
+		uint64_t addr = i ? st->uips[i] - 1 : st->uips[i], v;
+
+		v = user_frame(e, td, addr);
+		if (v == UINT64_MAX)
+			return -ENOMEM;
+		if (!((v >> UC_FLAGS_SHIFT) & USYM_MAPPED)) {
+			truncated = true;
+			break;
+		}
+		native[nn] = (uint32_t)v;
+		eval[nn] = (v & UC_EVAL) != 0;
+		any_eval |= eval[nn];
+		nn++;
+		if (v & UC_ROOT) {
+			reached_root = true;
+			break;
+		}
+	}
+	/*
+	 * A chain that ended by itself (no garbage address, not cut at the maximum depth) in
+	 * the C library ended where glibc starts threads and main(): start_thread() and
+	 * __libc_start_call_main() are not in its dynamic symbols, so they cannot be named.
+	 */
+	if (nn && !reached_root && !truncated && nur < EBPF_USTACK_MAX &&
+	    ((user_frame_flags(td, st, nn) & USYM_LIBC)))
+		reached_root = true;
+	if (nn && !reached_root)
+		truncated = true;
+
+	/* Python: frames of code objects, segment ends where a C-level call began */
+	if (td->py && st->py_frames && st->py_status != EBPF_PY_ST_NONE) {
+		const struct py_version_offsets *o = py_proc__offsets(td->py);
+		uint32_t nf = st->py_frames < EBPF_PY_MAX ? st->py_frames : EBPF_PY_MAX;
+
+		for (uint32_t i = 0; i < nf; i++) {
+			uint64_t fl = st->py[i].instr_flags;
+			uint32_t owner = (uint32_t)(fl >> EBPF_PY_OWNER_SHIFT) & 0xff;
+			uint32_t f;
+
+			if (o->owner_shim_min != PY_OWNER_NO_SHIM && owner >= o->owner_shim_min) {
+				if (np)
+					seg_end[np - 1] = true;
+				continue;
+			}
+			f = py_frame(e, td, st->py[i].code, fl & EBPF_PY_INSTR_MASK);
+			if (!f)
+				continue;
+			py[np] = f - 1;
+			seg_end[np] = (fl >> EBPF_PY_ENTRY_SHIFT) & 1;
+			np++;
+		}
+	}
+
+	in = (struct stack_merge_in){
+		.kernel = kernel, .nk = nk, .native = native, .native_eval = eval, .nn = nn,
+		.py = py, .py_seg_end = seg_end, .np = np, .root = td->root,
+	};
+	n = stack_merge(&in, out, STACK_MAX_FRAMES);
+	id = stack_store__stack(&e->stacks, out, n);
+	if (id < 0)
+		return id;
+	if (count) {
+		if (nn) {
+			td->samples_user++;
+			td->samples_truncated += truncated;
+		}
+		td->samples_kernel += nk > 0;
+		if (st->py_status != EBPF_PY_ST_NONE) {
+			td->samples_py_thread++;
+			td->samples_py += np > 0;
+			td->samples_py_interleaved += np > 0 && any_eval;
+		}
+	}
+	if (ret_leaf)
+		*ret_leaf = n ? out[n - 1] : td->root;
+	if (ret_wchan)
+		*ret_wchan = wchan;
+	return id;
+}
+
+#ifndef AIPROF_NO_EBPF
+
+/* ---- shared maps ------------------------------------------------------------------------ */
+
+static const char *const shared_maps[EBPF_SHARED_MAPS] = {
+	"targets", "py_procs", "py_threads", "events",
+};
+
+int ebpf_share_maps(struct ebpf *e, struct bpf_object *obj)
+{
+	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++) {
+		struct bpf_map *dst = bpf_object__find_map_by_name(obj, shared_maps[i]);
+		int r;
+
+		if (!dst || e->shared_fd[i] < 0)
+			continue;
+		r = bpf_map__reuse_fd(dst, e->shared_fd[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int ebpf_loaded(struct ebpf *e, struct bpf_object *obj)
+{
+	/* our own references: the maps outlive whichever object created them */
+	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, shared_maps[i]);
+
+		if (m && e->shared_fd[i] < 0)
+			e->shared_fd[i] = fcntl(bpf_map__fd(m), F_DUPFD_CLOEXEC, 3);
+	}
+	return 0;
+}
+
+int ebpf_shared_map_fd(const struct ebpf *e, const char *name)
+{
+	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++)
+		if (strcmp(shared_maps[i], name) == 0)
+			return e->shared_fd[i] >= 0 ? e->shared_fd[i] : -ENOENT;
+	return -ENOENT;
+}
+
+#endif

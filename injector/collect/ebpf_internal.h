@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/* What the eBPF loader files (injector/ebpf*.c) share; not for the rest of the injector. */
+#ifndef AIPROF_EBPF_INTERNAL_H
+#define AIPROF_EBPF_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <linux/types.h>
+
+#include "u64map.h"
+#include "bpf/stack.h"
+#include "bpf/syscalls.h"
+#include "target/python.h"
+#include "ebpf.h"
+#include "ebpf_stacks.h"
+#include "ebpf_symbols.h"
+
+struct bpf_object;
+struct bpf_link;
+struct ring_buffer;
+struct cpu_bpf;
+struct offcpu_bpf;
+struct syscalls_bpf;
+
+enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC__N };
+
+#define EBPF_SHARED_MAPS 4
+#define EBPF_RINGBUF_BYTES (16u << 20)  /* the ring buffer every collector writes into */
+
+struct ebpf_cpu_ev {
+	uint64_t ts;
+	uint32_t tid, cpu;
+	uint32_t stack;
+	uint32_t leaf;            /* frame id of the innermost frame (the event's name) */
+};
+
+struct ebpf_off_ev {
+	uint64_t ts, dur;
+	uint32_t tid;
+	uint32_t stack;
+	uint32_t state;
+	int32_t syscall;
+	uint32_t wchan;           /* frame id of the kernel function it waited in, or UINT32_MAX */
+	bool open_at_end;         /* still blocked when the window closed */
+};
+
+struct ebpf_sys_ev {
+	uint64_t ts, dur;
+	int64_t ret;
+	uint64_t bytes, file_size;
+	uint32_t tid, nr;
+	int64_t fd;               /* -1 when the call has no fd argument */
+	char *target;             /* file path, "pipe:[ino]", socket description; NULL if none */
+};
+
+struct ebpf_sys_stat {
+	uint32_t nr;
+	uint64_t count, total_ns, max_ns, slow;
+	uint32_t hist[SYSCALL_HIST];
+};
+
+struct ebpf_tid {
+	uint32_t tid;
+	char comm[16];
+};
+
+/* Everything recorded for one target process. */
+struct ebpf_tdata {
+	pid_t pid;
+	uint32_t root;            /* frame id of the "comm-pid" root frame */
+	char comm[16];
+	struct proc_symbolizer *syms;
+	struct u64map ucache;     /* user address -> frame id | USYM flags << 32 | eval << 40 */
+	struct py_proc *py;
+	char py_why[256];         /* why there are no Python frames, when py is NULL */
+	struct u64map pycache;    /* hash(code, instr) -> frame id + 1, 0 = not a code object */
+	struct u64map pythreads;  /* host tids currently in the py_threads map */
+	struct ebpf_tid *tids;
+	size_t ntids, captids;
+
+	struct ebpf_cpu_ev *cpu;
+	size_t ncpu, capcpu;
+	struct ebpf_off_ev *off;
+	size_t noff, capoff;
+	struct ebpf_sys_ev *sys;
+	size_t nsys, capsys;
+	struct ebpf_sys_stat *stats;
+	size_t nstats;
+
+	/* stack quality, over CPU samples */
+	uint64_t samples_user;            /* with a user stack */
+	uint64_t samples_truncated;       /* ...that did not reach a thread's first frame */
+	uint64_t samples_kernel;          /* with kernel frames */
+	uint64_t samples_py_thread;       /* of threads that run Python */
+	uint64_t samples_py;              /* ...with Python frames merged in */
+	uint64_t samples_py_interleaved;  /* ...placed at _PyEval_EvalFrame* frames */
+	uint64_t offcpu_count, offcpu_total_ns, offcpu_emitted;  /* kernel-side totals */
+};
+
+struct ebpf {
+	struct ebpf_opts opts;
+	uint32_t on;                      /* EBPF_COLLECT_* that are running */
+	char why[EC__N][256];             /* per collector, why it is off (if asked for) */
+	struct cpu_bpf *cpu;
+	struct offcpu_bpf *off;
+	struct syscalls_bpf *sys;
+	int shared_fd[EBPF_SHARED_MAPS];  /* targets, py_procs, py_threads, events; -1 until loaded */
+	struct bpf_link **perf_links;
+	int *perf_fds;
+	int nperf;
+	struct ring_buffer *rb;
+	struct symbolizer *symz;
+	struct stack_store stacks;
+	struct stack_tree tree;
+	struct u64map kcache;             /* kernel address -> frame id | in_sched_text << 32 */
+	struct ebpf_tdata *t;
+	size_t nt;
+	struct py_tstate *tstates;        /* scratch for reading Python thread lists */
+	uint64_t start_ns, end_ns, next_tick_ns;
+	uint64_t records, foreign, lost, bad_records;
+	bool stopped;
+};
+
+/* ebpf_core.c */
+struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);
+void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
+/*
+ * Turns a kernel-side stacks block into a stack id of the store (frames root first:
+ * "comm-pid", native/Python, kernel). For off-CPU stacks (offcpu) the scheduler's own
+ * frames above the waiting function are dropped, and *ret_wchan is that function.
+ * Updates td's stack-quality counters when count is set. Returns the stack id, or -errno.
+ */
+int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
+		    bool offcpu, bool count, uint32_t *ret_leaf, uint32_t *ret_wchan);
+const char *ebpf_state_letter(uint32_t state);
+
+/*
+ * One collector: ebpf_cpu.c, ebpf_offcpu.c, ebpf_syscalls.c, each a triad with its
+ * bpf/NAME.bpf.c. ebpf.c drives them all through this table and nothing else; a collector
+ * calls only ebpf_core.c.
+ */
+struct ebpf_collector_ops {
+	enum ebpf_collector id;
+	uint32_t flag;                        /* EBPF_COLLECT_* */
+	uint32_t rec_type;                    /* EBPF_REC_* of its ring-buffer records */
+	/* opens, configures and loads its object; on failure it stays off, why in e->why */
+	int (*open)(struct ebpf *e);
+	int (*configure)(struct ebpf *e);     /* after load and the shared maps; may be NULL */
+	int (*attach)(struct ebpf *e);
+	bool (*is_on)(const struct ebpf *e);  /* loaded and not destroyed */
+	void (*set_running)(struct ebpf *e, bool on);
+	void (*record)(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size);
+	void (*finish)(struct ebpf *e);       /* at the end of the window; may be NULL */
+	void (*destroy)(struct ebpf *e);      /* leaves it off; safe when it is off */
+};
+
+extern const struct ebpf_collector_ops ebpf_cpu_ops, ebpf_offcpu_ops, ebpf_syscalls_ops;
+
+/* ebpf_syscalls.c: names and kinds of x86_64 syscall numbers */
+const char *ebpf_syscall_name(uint32_t nr, char *buf, size_t len);
+uint8_t ebpf_syscall_kind(uint32_t nr);
+/* The object of a slow call as text: a path, "pipe:[ino]", "tcp 1.2.3.4:5->6.7.8.9:10"... */
+char *ebpf_syscall_target(const struct syscall_event *ev);
+
+/* ebpf_core.c: before an object's load, point its shared maps at the ones that exist;
+ * after, keep references to the ones it created. The fd of a shared map by name, or
+ * -ENOENT before an object that has it was loaded. */
+int ebpf_share_maps(struct ebpf *e, struct bpf_object *obj);
+int ebpf_loaded(struct ebpf *e, struct bpf_object *obj);
+int ebpf_shared_map_fd(const struct ebpf *e, const char *name);
+
+#endif

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Off-CPU time, user half (kernel half: bpf/offcpu.bpf.c, shared structs: bpf/offcpu.h).
+ * Turns records into offcpu timeline events (dur = time blocked) and offcpu.folded lines
+ * (weight = microseconds). Threads still asleep when the window closes are reported up to
+ * its end, with the stacks /proc and the interpreter give for a sleeping thread: a
+ * checkpoint that outlasts the window is the one to see.
+ */
+#ifndef AIPROF_NO_EBPF
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/offcpu.h"
+#include "offcpu.skel.h"
+#include "ebpf_internal.h"
+#include "ebpf_kallsyms.h"
+#include "readfile.h"
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL  /* Linux 6.9: a pidfd for a thread */
+#endif
+
+static int ebpf_offcpu__open(struct ebpf *e)
+{
+	struct bpf_object_open_opts oo = { .sz = sizeof(oo), .btf_custom_path = e->opts.btf_path };
+	struct offcpu_bpf *skel;
+	int r;
+
+	skel = offcpu_bpf__open_opts(&oo);
+	if (!skel) {
+		r = -errno;
+		snprintf(e->why[EC_OFFCPU], sizeof(e->why[EC_OFFCPU]), "cannot open the off-CPU "
+			 "collector: %s", strerror(-r));
+		return r;
+	}
+	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
+	skel->rodata->min_block_ns = e->opts.offcpu_min_ns;
+	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
+	r = ebpf_share_maps(e, skel->obj);
+	if (r == 0)
+		r = offcpu_bpf__load(skel);
+	if (r < 0) {
+		snprintf(e->why[EC_OFFCPU], sizeof(e->why[EC_OFFCPU]), "the kernel refused the "
+			 "off-CPU collector (sched_switch BTF tracepoint, fexit, task storage): %s",
+			 strerror(-r));
+		offcpu_bpf__destroy(skel);
+		return r;
+	}
+	ebpf_loaded(e, skel->obj);
+	e->off = skel;
+	return 0;
+}
+
+static int ebpf_offcpu__attach(struct ebpf *e)
+{
+	int r = offcpu_bpf__attach(e->off);
+
+	if (r < 0)
+		snprintf(e->why[EC_OFFCPU], sizeof(e->why[EC_OFFCPU]), "cannot attach to sched_switch "
+			 "and the return of schedule(): %s", strerror(-r));
+	return r;
+}
+
+static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
+{
+	if (!e->off)
+		return;
+	e->off->bss->running = on;
+	if (!on)
+		e->lost += __atomic_exchange_n(&e->off->bss->lost, 0, __ATOMIC_RELAXED);
+}
+
+static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
+		      uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
+		      bool open_at_end, uint32_t wchan_hint)
+{
+	struct ebpf_off_ev *ev;
+	uint32_t wchan = UINT32_MAX;
+	int id;
+
+	id = ebpf_stack_from(e, td, st, true, false, NULL, &wchan);
+	if (id < 0)
+		return;
+	if (wchan == UINT32_MAX)
+		wchan = wchan_hint;
+	if (td->noff == td->capoff) {
+		size_t ncap = td->capoff ? td->capoff * 2 : 256;
+		struct ebpf_off_ev *nv = realloc(td->off, ncap * sizeof(*nv));
+
+		if (!nv)
+			return;
+		td->off = nv;
+		td->capoff = ncap;
+	}
+	ev = &td->off[td->noff++];
+	*ev = (struct ebpf_off_ev){ .ts = ts, .dur = dur, .tid = tid, .stack = (uint32_t)id,
+				    .state = state, .syscall = syscall, .wchan = wchan,
+				    .open_at_end = open_at_end };
+	stack_store__add(&e->stacks, (uint32_t)id, STACK_OFFCPU, dur / 1000 ? dur / 1000 : 1);
+}
+
+static void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
+{
+	const struct offcpu_event *o = data;
+
+	if (size < sizeof(*o)) {
+		e->bad_records++;
+		return;
+	}
+	ebpf_note_tid(td, o->hdr.tid, o->hdr.comm);
+	add_event(e, td, o->hdr.ts, o->dur_ns, o->hdr.tid, o->state, o->syscall, &o->st, false,
+		  UINT32_MAX);
+}
+
+/*
+ * The stacks of a thread asleep right now: kernel frames from /proc/PID/task/TID/stack
+ * ("[<0>] pipe_read+0x366/0x410", scheduler frames left out), its user pc from .../syscall,
+ * its Python frames from the interpreter. Returns the syscall it sleeps in, or -1.
+ */
+static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t tid,
+			       struct ebpf_stacks *st, uint32_t *ret_wchan)
+{
+	const struct ksyms *ks = symbolizer__ksyms(e->symz);
+	char path[96], buf[4096], *p, *nl;
+	unsigned long long pc = 0;
+	uint64_t tstate;
+	long nr = -1;
+	size_t nk = 0;
+
+	memset(st, 0, offsetof(struct ebpf_stacks, kips));
+	*ret_wchan = UINT32_MAX;
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/stack", td->pid, tid);
+	if (readfile_buf(path, buf, sizeof(buf)) >= 0) {
+		for (p = buf; *p && nk < EBPF_KSTACK_MAX; p = nl ? nl + 1 : p + strlen(p)) {
+			char name[128];
+			unsigned long off = 0;
+			const struct ksym *s;
+
+			nl = strchr(p, '\n');
+			if (sscanf(p, "[<%*[^>]>] %127[^+]+0x%lx", name, &off) < 1)
+				continue;
+			if (*ret_wchan == UINT32_MAX) {
+				char fr[160];
+				int id;
+
+				snprintf(fr, sizeof(fr), "%s_[k]", name);
+				id = stack_store__frame(&e->stacks, fr);
+				if (id >= 0)
+					*ret_wchan = (uint32_t)id;
+			}
+			s = ksyms__find_name(ks, name);
+			if (s)
+				st->kips[nk++] = s->addr + off;
+		}
+		st->kstack_bytes = (int32_t)(nk * 8);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/syscall", td->pid, tid);
+	if (readfile_buf(path, buf, sizeof(buf)) >= 0 &&
+	    sscanf(buf, "%ld %*s %*s %*s %*s %*s %*s %*s %llx", &nr, &pc) == 2 && pc) {
+		st->uips[0] = pc;
+		st->ustack_bytes = 8;
+	}
+	if (td->py && u64map_get(&td->pythreads, tid, &tstate))
+		st->py_frames = (uint32_t)py_proc__walk(td->py, tstate, st->py, EBPF_PY_MAX,
+							&st->py_status);
+	return nr >= 0 ? (int32_t)nr : -1;
+}
+
+/* What the kernel side holds for thread tid, read from its task storage by pidfd. */
+static bool task_state_of(int map_fd, uint32_t tid, struct offcpu_task *ret)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	bool ok;
+
+	if (pfd < 0)
+		return false;  /* before Linux 6.9 there are no thread pidfds: not reported */
+	ok = bpf_map_lookup_elem(map_fd, &pfd, ret) == 0 && ret->ts;
+	close(pfd);
+	return ok;
+}
+
+/*
+ * At the end of the window: threads asleep for at least the threshold are reported up to
+ * the end (stacks from /proc and the interpreter), and long sleeps that ended but whose
+ * record the thread had not written yet (no syscall exit since) with the kernel stack the
+ * kernel side kept.
+ */
+static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
+			  struct offcpu_task *v, struct ebpf_stacks *st)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", td->pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		long tid = strtol(de->d_name, NULL, 10);
+		uint32_t wchan;
+		int32_t nr;
+
+		if (tid <= 0 || !task_state_of(map_fd, (uint32_t)tid, v) || v->ts < e->start_ns ||
+		    v->ts >= e->end_ns)
+			continue;
+		if (v->woke) {
+			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
+			st->kstack_bytes = v->kstack_bytes;
+			memcpy(st->kips, v->kips, sizeof(st->kips));
+			add_event(e, td, v->ts, v->woke - v->ts, (uint32_t)tid, v->state, nr, st, false,
+				  UINT32_MAX);
+		} else if (e->end_ns - v->ts >= e->opts.offcpu_min_ns) {
+			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
+			add_event(e, td, v->ts, e->end_ns - v->ts, (uint32_t)tid, v->state, nr, st, true,
+				  wchan);
+		}
+	}
+	closedir(d);
+}
+
+static void ebpf_offcpu__finish(struct ebpf *e)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd;
+	struct offcpu_total *tot;
+	struct ebpf_stacks *st;
+	struct offcpu_task *v;
+
+	if (!e->off)
+		return;
+	st = malloc(sizeof(*st));
+	v = malloc(sizeof(*v));
+	fd = bpf_map__fd(e->off->maps.offcpu_task);
+	for (size_t i = 0; st && v && i < e->nt; i++)
+		flush_threads(e, &e->t[i], fd, v, st);
+	free(st);
+	free(v);
+	/* every block, also those under the threshold */
+	fd = bpf_map__fd(e->off->maps.offcpu_totals);
+	tot = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*tot)) : NULL;
+	for (size_t i = 0; tot && i < e->nt; i++) {
+		struct ebpf_tdata *td = &e->t[i];
+		uint32_t key = (uint32_t)td->pid;
+
+		if (bpf_map_lookup_elem(fd, &key, tot) < 0)
+			continue;
+		for (int c = 0; c < ncpu; c++) {
+			td->offcpu_count += tot[c].count;
+			td->offcpu_total_ns += tot[c].total_ns;
+			td->offcpu_emitted += tot[c].emitted;
+		}
+	}
+	free(tot);
+}
+
+static void ebpf_offcpu__destroy(struct ebpf *e)
+{
+	offcpu_bpf__destroy(e->off);
+	e->off = NULL;
+}
+
+static bool ebpf_offcpu__is_on(const struct ebpf *e)
+{
+	return e->off != NULL;
+}
+
+const struct ebpf_collector_ops ebpf_offcpu_ops = {
+	.id = EC_OFFCPU,
+	.flag = EBPF_COLLECT_OFFCPU,
+	.rec_type = EBPF_REC_OFFCPU,
+	.open = ebpf_offcpu__open,
+	.attach = ebpf_offcpu__attach,
+	.is_on = ebpf_offcpu__is_on,
+	.set_running = ebpf_offcpu__set_running,
+	.record = ebpf_offcpu__record,
+	.finish = ebpf_offcpu__finish,
+	.destroy = ebpf_offcpu__destroy,
+};
+#endif

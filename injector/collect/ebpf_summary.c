@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The summary's "ebpf" member: what ran (or why not), how many samples, how good the
+ * stacks were (truncated share, Python frames found), per-syscall latency and the top
+ * reasons threads were off CPU, per target.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonw.h"
+#include "ebpf_internal.h"
+
+#define TOP_SYSCALLS 25
+#define TOP_REASONS 10
+
+static const char *const collector_names[EC__N] = { "cpu", "offcpu", "syscalls", "python" };
+
+static void us(struct jsonw *w, const char *key, uint64_t ns)
+{
+	jsonw_key(w, key);
+	jsonw_fixed3(w, ns);
+}
+
+static double share(uint64_t part, uint64_t whole)
+{
+	return whole ? (double)part / (double)whole : 0.0;
+}
+
+/* upper bound, in ns, of the log2 bucket holding the q-quantile */
+static uint64_t quantile_le(const uint32_t *hist, uint64_t count, double q)
+{
+	uint64_t want = (uint64_t)((double)count * q), seen = 0;
+
+	if (want == 0)
+		want = 1;
+	for (int b = 0; b < SYSCALL_HIST; b++) {
+		seen += hist[b];
+		if (seen >= want)
+			return b >= 63 ? UINT64_MAX : (1ULL << (b + 1));
+	}
+	return 0;
+}
+
+static int by_total_desc(const void *a, const void *b)
+{
+	const struct ebpf_sys_stat *x = a, *y = b;
+
+	return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+}
+
+struct reason {
+	char name[200];
+	uint32_t state;
+	uint64_t count, total, max;
+};
+
+static int by_reason_total(const void *a, const void *b)
+{
+	const struct reason *x = a, *y = b;
+
+	return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
+}
+
+static void write_syscalls(struct jsonw *w, const struct ebpf_tdata *td)
+{
+	struct ebpf_sys_stat *v = NULL;
+	char nb[32];
+	uint64_t slow = 0;
+
+	if (td->nstats) {
+		v = malloc(td->nstats * sizeof(*v));
+		if (v) {
+			memcpy(v, td->stats, td->nstats * sizeof(*v));
+			qsort(v, td->nstats, sizeof(*v), by_total_desc);
+		}
+	}
+	jsonw_key(w, "syscalls");
+	jsonw_arr_open(w);
+	for (size_t i = 0; v && i < td->nstats && i < TOP_SYSCALLS; i++) {
+		const struct ebpf_sys_stat *s = &v[i];
+
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "name", ebpf_syscall_name(s->nr, nb, sizeof(nb)));
+		jsonw_kv_uint(w, "count", s->count);
+		us(w, "total_us", s->total_ns);
+		us(w, "mean_us", s->count ? s->total_ns / s->count : 0);
+		us(w, "p50_le_us", quantile_le(s->hist, s->count, 0.5));
+		us(w, "p99_le_us", quantile_le(s->hist, s->count, 0.99));
+		us(w, "max_us", s->max_ns);
+		jsonw_kv_uint(w, "slow", s->slow);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	for (size_t i = 0; i < td->nstats; i++)
+		slow += td->stats[i].slow;
+	jsonw_kv_uint(w, "slow_syscalls", slow);
+	jsonw_kv_uint(w, "slow_syscall_events", td->nsys);
+	free(v);
+}
+
+static void write_offcpu(struct jsonw *w, const struct ebpf *e, const struct ebpf_tdata *td)
+{
+	struct reason *r = td->noff ? calloc(td->noff, sizeof(*r)) : NULL;
+	size_t n = 0;
+	char nb[32];
+
+	for (size_t i = 0; r && i < td->noff; i++) {
+		const struct ebpf_off_ev *o = &td->off[i];
+		const char *sc = o->syscall >= 0 ? ebpf_syscall_name((uint32_t)o->syscall, nb, sizeof(nb)) : "-";
+		const char *wc = o->wchan != UINT32_MAX ? stack_store__frame_name(&e->stacks, o->wchan) : "?";
+		char name[200];
+		size_t k, wl = strlen(wc);
+
+		if (wl > 4 && strcmp(wc + wl - 4, "_[k]") == 0)
+			wl -= 4;
+		snprintf(name, sizeof(name), "%s: %.*s", sc, (int)wl, wc);
+		for (k = 0; k < n; k++)
+			if (r[k].state == (o->state & 3) && strcmp(r[k].name, name) == 0)
+				break;
+		if (k == n) {
+			snprintf(r[n].name, sizeof(r[n].name), "%s", name);
+			r[n].state = o->state & 3;
+			n++;
+		}
+		r[k].count++;
+		r[k].total += o->dur;
+		if (o->dur > r[k].max)
+			r[k].max = o->dur;
+	}
+	if (r)
+		qsort(r, n, sizeof(*r), by_reason_total);
+	jsonw_key(w, "offcpu");
+	jsonw_obj_open(w);
+	jsonw_kv_uint(w, "blocks", td->offcpu_count);
+	us(w, "blocked_us", td->offcpu_total_ns);
+	jsonw_kv_uint(w, "events", td->noff);
+	jsonw_key(w, "top_reasons");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < n && i < TOP_REASONS; i++) {
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "reason", r[i].name);
+		jsonw_kv_str(w, "state", ebpf_state_letter(r[i].state ? r[i].state : 1));
+		jsonw_kv_uint(w, "count", r[i].count);
+		us(w, "total_us", r[i].total);
+		us(w, "max_us", r[i].max);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+	free(r);
+}
+
+static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebpf_tdata *td)
+{
+	const struct psym_module *mods = NULL;
+	size_t nmods = td->syms ? proc_symbolizer__modules(td->syms, &mods) : 0;
+
+	jsonw_obj_open(w);
+	jsonw_kv_int(w, "pid", td->pid);
+	jsonw_kv_str(w, "comm", td->comm);
+	if (e->on & EBPF_COLLECT_CPU) {
+		jsonw_kv_uint(w, "cpu_samples", td->ncpu);
+		jsonw_kv_double(w, "truncated_stack_share", share(td->samples_truncated, td->samples_user));
+		jsonw_kv_double(w, "kernel_stack_share", share(td->samples_kernel, td->ncpu));
+	}
+	jsonw_key(w, "python");
+	jsonw_obj_open(w);
+	if (td->py) {
+		jsonw_kv_str(w, "version", py_proc__version(td->py));
+		jsonw_kv_str(w, "offsets", py_proc__offsets_source(td->py));
+		jsonw_kv_uint(w, "samples_of_python_threads", td->samples_py_thread);
+		jsonw_kv_double(w, "with_python_frames_share", share(td->samples_py, td->samples_py_thread));
+		jsonw_kv_double(w, "interleaved_at_eval_frames_share",
+				share(td->samples_py_interleaved, td->samples_py));
+	} else {
+		jsonw_kv_str(w, "reason", td->py_why[0] ? td->py_why :
+			     (e->opts.collectors & EBPF_COLLECT_PYTHON) ? "not a CPython process" :
+			     "not requested");
+	}
+	jsonw_obj_close(w);
+	if (e->on & EBPF_COLLECT_OFFCPU)
+		write_offcpu(w, e, td);
+	if (e->on & EBPF_COLLECT_SYSCALLS)
+		write_syscalls(w, td);
+	jsonw_key(w, "modules");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < nmods; i++) {
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "path", mods[i].path);
+		jsonw_kv_str(w, "build_id", mods[i].build_id);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+}
+
+void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_off)
+{
+	uint64_t samples = 0, user = 0, trunc = 0, off = 0, slow = 0;
+
+	jsonw_key(w, "ebpf");
+	jsonw_obj_open(w);
+	if (!e) {
+		jsonw_kv_str(w, "state", "off");
+		jsonw_kv_str(w, "reason", why_off && *why_off ? why_off : "not requested");
+		jsonw_obj_close(w);
+		return;
+	}
+	jsonw_kv_str(w, "state", "on");
+	jsonw_key(w, "collectors");
+	jsonw_arr_open(w);
+	for (int c = 0; c < EC__N; c++)
+		if (e->on & (1u << c))
+			jsonw_str(w, collector_names[c]);
+	jsonw_arr_close(w);
+	jsonw_key(w, "not_running");
+	jsonw_arr_open(w);
+	for (int c = 0; c < EC__N; c++) {
+		if (!(e->opts.collectors & (1u << c)) || (e->on & (1u << c)))
+			continue;
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "collector", collector_names[c]);
+		jsonw_kv_str(w, "reason", e->why[c][0] ? e->why[c] : "could not start");
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_kv_uint(w, "frequency_hz", e->opts.frequency_hz);
+	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
+	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);
+	for (size_t i = 0; i < e->nt; i++) {
+		samples += e->t[i].ncpu;
+		user += e->t[i].samples_user;
+		trunc += e->t[i].samples_truncated;
+		off += e->t[i].noff;
+		slow += e->t[i].nsys;
+	}
+	jsonw_kv_uint(w, "cpu_samples", samples);
+	jsonw_kv_double(w, "truncated_stack_share", share(trunc, user));
+	jsonw_kv_str(w, "truncated_stack_rule", "the native user stack did not reach a thread's "
+		     "first frame (_start, start_thread, clone): code without frame pointers on the "
+		     "way, or deeper than 96 frames");
+	jsonw_kv_uint(w, "unique_stacks", stack_store__nstacks(&e->stacks));
+	jsonw_kv_uint(w, "offcpu_events", off);
+	jsonw_kv_uint(w, "slow_syscall_events", slow);
+	jsonw_kv_uint(w, "records", e->records);
+	jsonw_kv_uint(w, "lost_records", e->lost);
+	jsonw_kv_uint(w, "foreign_records", e->foreign);
+	jsonw_key(w, "targets");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < e->nt; i++)
+		write_target(w, e, &e->t[i]);
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+}

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "elfsym.h"
+#include "procmaps.h"
+#include "targetfile.h"
+#include "timeutil.h"
+#include "u64map.h"
+#include "ebpf_kallsyms.h"
+#include "ebpf_symbols.h"
+
+#define REFRESH_MIN_NS (200 * NSEC_PER_MSEC)
+
+/* One ELF file for the whole session, keyed by build-id (or path@dev:inode without one). */
+struct sym_elf {
+	char *key;
+	struct elf_file *elf;
+};
+
+/* Per mapping of a process: the ELF behind it and its load bias, resolved once. */
+struct map_state {
+	uint64_t start;           /* the entry's start: key */
+	int elf;                  /* index into symbolizer.elfs, -1 if none */
+	int err;                  /* why not */
+	bool bias_ok;
+	uint64_t bias;
+	int module;               /* index into proc_symbolizer.mods */
+};
+
+struct proc_symbolizer {
+	pid_t pid;
+	struct symbolizer *z;
+	struct maps *maps;
+	uint64_t last_refresh_ns;
+	struct map_state *ms;
+	size_t nms, capms;
+	struct u64map by_start;   /* entry start -> index into ms */
+	struct psym_module *mods;
+	char **mod_strings;       /* owned copies of paths and build-ids */
+	size_t nmods, capmods;
+};
+
+struct symbolizer {
+	struct sym_elf *elfs;
+	size_t nelfs, capelfs;
+	struct ksyms *ks;
+	bool ks_tried;
+	struct proc_symbolizer **procs;
+	size_t nprocs;
+};
+
+int symbolizer__new(struct symbolizer **ret)
+{
+	struct symbolizer *z = calloc(1, sizeof(*z));
+
+	if (!z)
+		return -ENOMEM;
+	*ret = z;
+	return 0;
+}
+
+static void proc_free(struct proc_symbolizer *ps)
+{
+	if (!ps)
+		return;
+	maps__free(ps->maps);
+	free(ps->ms);
+	u64map_clear(&ps->by_start);
+	for (size_t i = 0; i < 2 * ps->nmods; i++)
+		free(ps->mod_strings[i]);
+	free(ps->mod_strings);
+	free(ps->mods);
+	free(ps);
+}
+
+void symbolizer__free(struct symbolizer *z)
+{
+	if (!z)
+		return;
+	for (size_t i = 0; i < z->nelfs; i++) {
+		free(z->elfs[i].key);
+		elf_file__free(z->elfs[i].elf);
+	}
+	free(z->elfs);
+	ksyms__free(z->ks);
+	for (size_t i = 0; i < z->nprocs; i++)
+		proc_free(z->procs[i]);
+	free(z->procs);
+	free(z);
+}
+
+const struct ksyms *symbolizer__ksyms(struct symbolizer *z)
+{
+	if (!z->ks_tried) {
+		z->ks_tried = true;
+		if (ksyms__load(NULL, &z->ks) < 0)
+			z->ks = NULL;
+	}
+	return z->ks;
+}
+
+int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **ret)
+{
+	struct proc_symbolizer *ps, **nv;
+	int r;
+
+	ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	ps->pid = pid;
+	ps->z = z;
+	r = maps__read(pid, &ps->maps);
+	if (r < 0) {
+		free(ps);
+		return r;
+	}
+	ps->last_refresh_ns = now_monotonic_ns();
+	nv = realloc(z->procs, (z->nprocs + 1) * sizeof(*nv));
+	if (!nv) {
+		proc_free(ps);
+		return -ENOMEM;
+	}
+	z->procs = nv;
+	z->procs[z->nprocs++] = ps;
+	*ret = ps;
+	return 0;
+}
+
+
+/* The session-wide ELF for a mapping: an index into z->elfs, or a negative errno. */
+static int elf_for(struct symbolizer *z, pid_t pid, const struct maps_entry *e)
+{
+	struct elf_file *f = NULL;
+	const struct elf_info *info;
+	char key[PATH_MAX + 64];
+	struct sym_elf *nv;
+	int r;
+
+	r = target_file__open_elf(pid, e, &f);
+	if (r < 0)
+		return r;
+	info = elf_file__info(f);
+	if (info->build_id[0])
+		snprintf(key, sizeof(key), "%s", info->build_id);
+	else
+		snprintf(key, sizeof(key), "%s@%u:%u:%" PRIu64, e->path, e->dev_major, e->dev_minor,
+			 e->inode);
+	for (size_t i = 0; i < z->nelfs; i++)
+		if (strcmp(z->elfs[i].key, key) == 0) {
+			elf_file__free(f);  /* the same bytes are already open (and indexed) */
+			return (int)i;
+		}
+	if (z->nelfs == z->capelfs) {
+		size_t ncap = z->capelfs ? z->capelfs * 2 : 32;
+
+		nv = realloc(z->elfs, ncap * sizeof(*nv));
+		if (!nv) {
+			elf_file__free(f);
+			return -ENOMEM;
+		}
+		z->elfs = nv;
+		z->capelfs = ncap;
+	}
+	z->elfs[z->nelfs].key = strdup(key);
+	if (!z->elfs[z->nelfs].key) {
+		elf_file__free(f);
+		return -ENOMEM;
+	}
+	z->elfs[z->nelfs].elf = f;
+	return (int)z->nelfs++;
+}
+
+static int add_module(struct proc_symbolizer *ps, const char *path, const char *build_id)
+{
+	for (size_t i = 0; i < ps->nmods; i++)
+		if (strcmp(ps->mods[i].path, path) == 0 && strcmp(ps->mods[i].build_id, build_id) == 0)
+			return (int)i;
+	if (ps->nmods == ps->capmods) {
+		size_t ncap = ps->capmods ? ps->capmods * 2 : 16;
+		struct psym_module *nm = realloc(ps->mods, ncap * sizeof(*nm));
+		char **ns;
+
+		if (!nm)
+			return -ENOMEM;
+		ps->mods = nm;
+		ns = realloc(ps->mod_strings, 2 * ncap * sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		ps->mod_strings = ns;
+		ps->capmods = ncap;
+	}
+	ps->mod_strings[2 * ps->nmods] = strdup(path);
+	ps->mod_strings[2 * ps->nmods + 1] = strdup(build_id);
+	if (!ps->mod_strings[2 * ps->nmods] || !ps->mod_strings[2 * ps->nmods + 1]) {
+		free(ps->mod_strings[2 * ps->nmods]);
+		free(ps->mod_strings[2 * ps->nmods + 1]);
+		return -ENOMEM;
+	}
+	ps->mods[ps->nmods] = (struct psym_module){ .path = ps->mod_strings[2 * ps->nmods],
+						    .build_id = ps->mod_strings[2 * ps->nmods + 1] };
+	return (int)ps->nmods++;
+}
+
+static struct map_state *state_for(struct proc_symbolizer *ps, const struct maps_entry *e)
+{
+	struct map_state *m;
+	uint64_t idx;
+
+	if (u64map_get(&ps->by_start, e->start, &idx) && ps->ms[idx].start == e->start)
+		return &ps->ms[idx];
+	if (ps->nms == ps->capms) {
+		size_t ncap = ps->capms ? ps->capms * 2 : 64;
+		struct map_state *nv = realloc(ps->ms, ncap * sizeof(*nv));
+
+		if (!nv)
+			return NULL;
+		ps->ms = nv;
+		ps->capms = ncap;
+	}
+	m = &ps->ms[ps->nms];
+	*m = (struct map_state){ .start = e->start, .elf = -1, .module = -1 };
+	if (u64map_put(&ps->by_start, e->start, ps->nms) < 0)
+		return NULL;
+	ps->nms++;
+	if (maps_entry__is_file(e)) {
+		int r = elf_for(ps->z, ps->pid, e);
+
+		if (r >= 0) {
+			struct elf_file *f = ps->z->elfs[r].elf;
+
+			m->elf = r;
+			m->bias_ok = elf_file__load_bias(f, e, &m->bias) == 0;
+			m->module = add_module(ps, e->path, elf_file__info(f)->build_id);
+		} else {
+			m->err = r;
+			m->module = add_module(ps, e->path, "");
+		}
+	}
+	return m;
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* Copies a symbol name, demangled, without a "@VERSION" suffix. */
+static void copy_name(const char *raw, char *buf, size_t len)
+{
+	char *d = symbol_demangle(raw);
+	const char *src = d ? d : raw;
+	const char *at = strchr(src, '@');
+	size_t n = at ? (size_t)(at - src) : strlen(src);
+
+	snprintf(buf, len, "%.*s", (int)n, src);
+	free(d);
+}
+
+int proc_symbolizer__lookup(struct proc_symbolizer *ps, uint64_t addr, char *buf, size_t len)
+{
+	const struct maps_entry *e = maps__find_addr(ps->maps, addr);
+	struct map_state *m;
+	int flags;
+
+	if (!e) {
+		uint64_t now = now_monotonic_ns();
+		struct maps *nm;
+
+		/* a library loaded since we last looked? re-read, at most every 200 ms */
+		if (now - ps->last_refresh_ns >= REFRESH_MIN_NS && maps__read(ps->pid, &nm) == 0) {
+			maps__free(ps->maps);
+			ps->maps = nm;
+			ps->nms = 0;
+			u64map_clear(&ps->by_start);
+			ps->last_refresh_ns = now;
+			e = maps__find_addr(ps->maps, addr);
+		}
+		if (!e) {
+			snprintf(buf, len, "[unknown]");
+			return 0;
+		}
+	}
+	if (!(e->prot & PROT_EXEC)) {
+		snprintf(buf, len, "[unknown]");
+		return 0;
+	}
+	flags = USYM_MAPPED;
+	if (e->path && (maps_path__matches(e->path, "libc.so.6") ||
+			maps_path__matches(e->path, "libc-2.*.so") ||
+			maps_path__matches(e->path, "libc.musl-*") ||
+			maps_path__matches(e->path, "ld-musl-*")))
+		flags |= USYM_LIBC;
+	m = state_for(ps, e);
+	if (!m)
+		return -ENOMEM;
+	if (m->elf >= 0 && m->bias_ok) {
+		const char *name = NULL;
+		uint64_t off = 0;
+
+		if (elf_file__symbolize(ps->z->elfs[m->elf].elf, addr - m->bias, &name, &off) == 0 &&
+		    name && *name) {
+			copy_name(name, buf, len);
+			return flags | USYM_NAMED;
+		}
+	}
+	if (e->path && e->path[0] == '[')
+		snprintf(buf, len, "%s", e->path);  /* [vdso] */
+	else if (e->path)
+		snprintf(buf, len, "[%s]", basename_of(e->path));
+	else
+		snprintf(buf, len, "[anon]");
+	return flags;
+}
+
+size_t proc_symbolizer__modules(const struct proc_symbolizer *ps, const struct psym_module **ret)
+{
+	*ret = ps->mods;
+	return ps->nmods;
+}

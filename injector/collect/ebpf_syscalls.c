@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * System calls, user half (kernel half: bpf/syscalls.bpf.c, shared structs: bpf/syscalls.h).
+ * Tells the kernel side which argument of each syscall is an fd or a path, turns slow-call
+ * records into syscall timeline events with the file, pipe or socket behind them, and reads
+ * the per-syscall latency totals at the end of the window.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <linux/types.h>
+
+#include "bpf/syscalls.h"
+#include "ebpf_internal.h"
+
+static const char *const syscall_names[] = {
+#include "syscall_names.h"
+};
+
+#define NNAMES (sizeof(syscall_names) / sizeof(syscall_names[0]))
+
+const char *ebpf_syscall_name(uint32_t nr, char *buf, size_t len)
+{
+	if (nr < NNAMES && syscall_names[nr])
+		return syscall_names[nr];
+	snprintf(buf, len, "syscall_%u", nr);
+	return buf;
+}
+
+/* x86_64 numbers: which argument is an fd or a path, and what the call does with bytes */
+uint8_t ebpf_syscall_kind(uint32_t nr)
+{
+	switch (nr) {
+	case 1: case 18: case 20: case 40: case 296: case 328:  /* write, pwrite64, writev,
+								* sendfile, pwritev, pwritev2 */
+		return SYS_K_FD0 | SYS_K_WRITES;
+	case 74: case 75: case 277:                              /* fsync, fdatasync, sync_file_range */
+		return SYS_K_FD0 | SYS_K_SYNCS;
+	case 3:                                                  /* close */
+		return SYS_K_FD0 | SYS_K_CLOSES;
+	case 0: case 5: case 8: case 16: case 17: case 19: case 42: case 43: case 44: case 45:
+	case 46: case 47: case 48: case 49: case 50: case 51: case 52: case 54: case 55: case 72:
+	case 73: case 77: case 78: case 81: case 91: case 93: case 138: case 187: case 190:
+	case 193: case 196: case 199: case 217: case 221: case 232: case 233: case 281: case 285:
+	case 288: case 295: case 299: case 306: case 307: case 326: case 327: case 426: case 441:
+		return SYS_K_FD0;
+	case 2: case 4: case 6: case 21: case 59: case 76: case 80: case 82: case 83: case 84:
+	case 85: case 86: case 87: case 89: case 90: case 92: case 94: case 132: case 133:
+	case 137:
+		return SYS_K_PATH0;
+	case 257: case 258: case 259: case 260: case 261: case 262: case 263: case 264: case 265:
+	case 267: case 268: case 269: case 280: case 303: case 316: case 322: case 332: case 437:
+	case 439:
+		return SYS_K_PATH1;
+	default:
+		return 0;
+	}
+}
+
+#define PIPEFS_MAGIC 0x50495045u
+#define SOCKFS_MAGIC 0x534f434bu
+#define ANON_INODE_FS_MAGIC 0x09041934u
+
+static char *sock_target(const struct syscall_event *ev)
+{
+	char s[INET6_ADDRSTRLEN] = "", d[INET6_ADDRSTRLEN] = "", buf[256];
+	const char *proto = ev->sk_proto == 6 ? "tcp" : ev->sk_proto == 17 ? "udp" : "ip";
+
+	if (ev->sk_family == AF_INET || ev->sk_family == AF_INET6) {
+		int af = ev->sk_family == AF_INET ? AF_INET : AF_INET6;
+
+		inet_ntop(af, ev->saddr, s, sizeof(s));
+		inet_ntop(af, ev->daddr, d, sizeof(d));
+		if (af == AF_INET6)
+			snprintf(buf, sizeof(buf), "%s [%s]:%u->[%s]:%u", proto, s, ev->sport, d, ev->dport);
+		else
+			snprintf(buf, sizeof(buf), "%s %s:%u->%s:%u", proto, s, ev->sport, d, ev->dport);
+	} else if (ev->sk_family == AF_UNIX) {
+		snprintf(buf, sizeof(buf), "unix socket:[%llu]", (unsigned long long)ev->ino);
+	} else {
+		snprintf(buf, sizeof(buf), "socket:[%llu]", (unsigned long long)ev->ino);
+	}
+	return strdup(buf);
+}
+
+char *ebpf_syscall_target(const struct syscall_event *ev)
+{
+	char buf[SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN + 8];
+	size_t pos = 0;
+
+	if (ev->path_src == SYS_PATH_USER) {
+		snprintf(buf, sizeof(buf), "%.*s", (int)sizeof(ev->upath), ev->upath);
+		return strdup(buf);
+	}
+	if (ev->i_mode && S_ISSOCK(ev->i_mode))
+		return sock_target(ev);
+	if (ev->path_src != SYS_PATH_DENTRY)
+		return NULL;
+	if (ev->s_magic == PIPEFS_MAGIC) {
+		snprintf(buf, sizeof(buf), "pipe:[%llu]", (unsigned long long)ev->ino);
+		return strdup(buf);
+	}
+	if (ev->s_magic == ANON_INODE_FS_MAGIC) {
+		snprintf(buf, sizeof(buf), "anon_inode:%.*s", SYSCALL_NAME_LEN, ev->comps[0]);
+		return strdup(buf);
+	}
+	if (ev->path_truncated)
+		pos += (size_t)snprintf(buf, sizeof(buf), "...");
+	for (uint32_t i = ev->depth < SYSCALL_PATH_DEPTH ? ev->depth : SYSCALL_PATH_DEPTH; i-- > 0;) {
+		const char *c = ev->comps[i];
+		size_t n = strnlen(c, SYSCALL_NAME_LEN);
+
+		if (!n || (n == 1 && c[0] == '/'))
+			continue;  /* a mount point crossed, or a filesystem's root */
+		if (pos + n + 2 >= sizeof(buf))
+			break;
+		buf[pos++] = '/';
+		memcpy(buf + pos, c, n);
+		pos += n;
+	}
+	if (!pos)
+		buf[pos++] = '/';
+	buf[pos] = 0;
+	return strdup(buf);
+}
+
+#ifndef AIPROF_NO_EBPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "syscalls.skel.h"
+
+static int ebpf_syscalls__open(struct ebpf *e)
+{
+	struct bpf_object_open_opts oo = { .sz = sizeof(oo), .btf_custom_path = e->opts.btf_path };
+	struct syscalls_bpf *skel;
+	int r;
+
+	skel = syscalls_bpf__open_opts(&oo);
+	if (!skel) {
+		r = -errno;
+		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "cannot open the "
+			 "syscall collector: %s", strerror(-r));
+		return r;
+	}
+	skel->rodata->slow_ns = e->opts.slow_syscall_ns;
+	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
+	r = ebpf_share_maps(e, skel->obj);
+	if (r == 0)
+		r = syscalls_bpf__load(skel);
+	if (r < 0) {
+		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "the kernel refused the "
+			 "syscall collector (raw_syscalls, BTF tracepoints): %s", strerror(-r));
+		syscalls_bpf__destroy(skel);
+		return r;
+	}
+	ebpf_loaded(e, skel->obj);
+	e->sys = skel;
+	return 0;
+}
+
+static int ebpf_syscalls__configure(struct ebpf *e)
+{
+	int fd = bpf_map__fd(e->sys->maps.sys_kinds);
+
+	for (uint32_t nr = 0; nr < SYSCALL_NR_MAX; nr++) {
+		uint8_t k = ebpf_syscall_kind(nr);
+
+		if (k && bpf_map_update_elem(fd, &nr, &k, BPF_ANY) < 0) {
+			int r = -errno;
+
+			snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "cannot configure "
+				 "the syscall collector: %s", strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int ebpf_syscalls__attach(struct ebpf *e)
+{
+	int r = syscalls_bpf__attach(e->sys);
+
+	if (r < 0)
+		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "cannot attach to "
+			 "raw_syscalls: %s", strerror(-r));
+	return r;
+}
+
+static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
+{
+	if (!e->sys)
+		return;
+	e->sys->bss->running = on;
+	if (!on)
+		e->lost += __atomic_exchange_n(&e->sys->bss->lost, 0, __ATOMIC_RELAXED);
+}
+
+static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
+{
+	const struct syscall_event *s = data;
+	struct ebpf_sys_ev *ev;
+	uint8_t kind;
+
+	if (size < sizeof(*s)) {
+		e->bad_records++;
+		return;
+	}
+	ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
+	if (td->nsys == td->capsys) {
+		size_t ncap = td->capsys ? td->capsys * 2 : 256;
+		struct ebpf_sys_ev *nv = realloc(td->sys, ncap * sizeof(*nv));
+
+		if (!nv)
+			return;
+		td->sys = nv;
+		td->capsys = ncap;
+	}
+	kind = s->nr < SYSCALL_NR_MAX ? ebpf_syscall_kind(s->nr) : 0;
+	ev = &td->sys[td->nsys++];
+	*ev = (struct ebpf_sys_ev){
+		.ts = s->hdr.ts, .dur = s->dur_ns, .ret = s->ret, .bytes = s->bytes,
+		.file_size = s->file_size, .tid = s->hdr.tid, .nr = s->nr,
+		.fd = (kind & SYS_K_FD0) ? (int64_t)(int32_t)s->args[0] : -1,
+		.target = ebpf_syscall_target(s),
+	};
+}
+
+static struct ebpf_sys_stat *stat_for(struct ebpf_tdata *td, uint32_t nr)
+{
+	struct ebpf_sys_stat *nv;
+
+	for (size_t i = 0; i < td->nstats; i++)
+		if (td->stats[i].nr == nr)
+			return &td->stats[i];
+	nv = realloc(td->stats, (td->nstats + 1) * sizeof(*nv));
+	if (!nv)
+		return NULL;
+	td->stats = nv;
+	memset(&td->stats[td->nstats], 0, sizeof(*nv));
+	td->stats[td->nstats].nr = nr;
+	return &td->stats[td->nstats++];
+}
+
+static void ebpf_syscalls__finish(struct ebpf *e)
+{
+	struct syscall_stat_key key, *prev = NULL, next;
+	int ncpu = libbpf_num_possible_cpus(), fd;
+	struct syscall_stat *v;
+
+	if (!e->sys || ncpu <= 0)
+		return;
+	fd = bpf_map__fd(e->sys->maps.sys_stats);
+	v = calloc((size_t)ncpu, sizeof(*v));
+	if (!v)
+		return;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		struct ebpf_tdata *td;
+		struct ebpf_sys_stat *st;
+
+		key = next;
+		prev = &key;
+		td = ebpf_tdata_of(e, key.tgid);
+		if (!td || bpf_map_lookup_elem(fd, &key, v) < 0)
+			continue;
+		st = stat_for(td, key.nr);
+		if (!st)
+			break;
+		for (int c = 0; c < ncpu; c++) {
+			st->count += v[c].count;
+			st->total_ns += v[c].total_ns;
+			st->slow += v[c].slow;
+			if (v[c].max_ns > st->max_ns)
+				st->max_ns = v[c].max_ns;
+			for (int b = 0; b < SYSCALL_HIST; b++)
+				st->hist[b] += v[c].hist[b];
+		}
+	}
+	free(v);
+}
+
+static void ebpf_syscalls__destroy(struct ebpf *e)
+{
+	syscalls_bpf__destroy(e->sys);
+	e->sys = NULL;
+}
+
+static bool ebpf_syscalls__is_on(const struct ebpf *e)
+{
+	return e->sys != NULL;
+}
+
+const struct ebpf_collector_ops ebpf_syscalls_ops = {
+	.id = EC_SYSCALLS,
+	.flag = EBPF_COLLECT_SYSCALLS,
+	.rec_type = EBPF_REC_SYSCALL,
+	.open = ebpf_syscalls__open,
+	.configure = ebpf_syscalls__configure,
+	.attach = ebpf_syscalls__attach,
+	.is_on = ebpf_syscalls__is_on,
+	.set_running = ebpf_syscalls__set_running,
+	.record = ebpf_syscalls__record,
+	.finish = ebpf_syscalls__finish,
+	.destroy = ebpf_syscalls__destroy,
+};
+#endif

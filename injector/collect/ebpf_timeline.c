@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The eBPF collectors' part of timeline.json.gz and the folded stacks:
+ *   cpu_sample  instant events ("i", thread scope) named after the innermost frame
+ *   offcpu      X events, dur = time blocked, named after why (syscall: kernel function)
+ *   syscall     X events for slow calls: name, fd, path, bytes, ret
+ * Stacks are not repeated per event: "sf" points into the top-level stackFrames table
+ * (Chrome Trace Event format), one node per distinct call path.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jsonw.h"
+#include "model/profile.h"
+#include "ebpf_internal.h"
+
+static void begin(struct jsonw *w, const char *ph, const char *cat, const char *name, pid_t pid,
+		  uint32_t tid, uint64_t ts_ns)
+{
+	jsonw_newline(w);
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "ph", ph);
+	jsonw_kv_str(w, "cat", cat);
+	jsonw_kv_str(w, "name", name);
+	jsonw_kv_int(w, "pid", pid);
+	jsonw_kv_uint(w, "tid", tid);
+	jsonw_key(w, "ts");
+	jsonw_fixed3(w, ts_ns);
+}
+
+static void sf(struct jsonw *w, struct ebpf *e, uint32_t stack)
+{
+	int64_t node = stack_tree__leaf(&e->tree, &e->stacks, stack);
+
+	if (node > 0)
+		jsonw_kv_uint(w, "sf", (uint64_t)node);
+}
+
+static bool library_knows(const struct target *t, uint32_t tid)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].host_tid == tid || (!t->threads[i].host_tid && t->threads[i].ns_tid == tid))
+			return true;
+	return false;
+}
+
+static void off_name(struct ebpf *e, const struct ebpf_off_ev *o, char *buf, size_t len)
+{
+	char nb[32];
+	const char *sc = o->syscall >= 0 ? ebpf_syscall_name((uint32_t)o->syscall, nb, sizeof(nb)) : NULL;
+	const char *wc = o->wchan != UINT32_MAX ? stack_store__frame_name(&e->stacks, o->wchan) : NULL;
+	size_t wl = wc ? strlen(wc) : 0;
+
+	if (wc && wl > 4 && strcmp(wc + wl - 4, "_[k]") == 0)
+		wl -= 4;
+	if (sc && wc)
+		snprintf(buf, len, "%s: %.*s", sc, (int)wl, wc);
+	else if (sc)
+		snprintf(buf, len, "%s", sc);
+	else if (wc)
+		snprintf(buf, len, "%.*s", (int)wl, wc);
+	else
+		snprintf(buf, len, "blocked");
+}
+
+void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t)
+{
+	struct ebpf_tdata *td = e ? ebpf_tdata_of(e, (uint32_t)t->pid) : NULL;
+	char name[256], nb[32];
+
+	if (!td)
+		return;
+	for (size_t i = 0; i < td->ntids; i++) {
+		if (library_knows(t, td->tids[i].tid))
+			continue;
+		jsonw_newline(w);
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "ph", "M");
+		jsonw_kv_str(w, "name", "thread_name");
+		jsonw_kv_int(w, "pid", t->pid);
+		jsonw_kv_uint(w, "tid", td->tids[i].tid);
+		jsonw_kv_uint(w, "ts", 0);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "name", td->tids[i].comm);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+	}
+	for (size_t i = 0; i < td->ncpu; i++) {
+		const struct ebpf_cpu_ev *c = &td->cpu[i];
+
+		begin(w, "i", "cpu_sample", stack_store__frame_name(&e->stacks, c->leaf), t->pid,
+		      c->tid, c->ts);
+		jsonw_kv_str(w, "s", "t");
+		sf(w, e, c->stack);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		jsonw_kv_uint(w, "cpu", c->cpu);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+	}
+	for (size_t i = 0; i < td->noff; i++) {
+		const struct ebpf_off_ev *o = &td->off[i];
+
+		off_name(e, o, name, sizeof(name));
+		begin(w, "X", "offcpu", name, t->pid, o->tid, o->ts);
+		jsonw_key(w, "dur");
+		jsonw_fixed3(w, o->dur);
+		sf(w, e, o->stack);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "state", ebpf_state_letter(o->state));
+		if (o->syscall >= 0)
+			jsonw_kv_str(w, "syscall", ebpf_syscall_name((uint32_t)o->syscall, nb, sizeof(nb)));
+		if (o->wchan != UINT32_MAX) {
+			const char *wc = stack_store__frame_name(&e->stacks, o->wchan);
+			size_t wl = strlen(wc);
+
+			if (wl > 4 && strcmp(wc + wl - 4, "_[k]") == 0)
+				wl -= 4;
+			jsonw_key(w, "wchan");
+			jsonw_strn(w, wc, wl);
+		}
+		if (o->open_at_end)
+			jsonw_kv_bool(w, "still_blocked_at_end", true);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+	}
+	for (size_t i = 0; i < td->nsys; i++) {
+		const struct ebpf_sys_ev *s = &td->sys[i];
+
+		begin(w, "X", "syscall", ebpf_syscall_name(s->nr, nb, sizeof(nb)), t->pid, s->tid, s->ts);
+		jsonw_key(w, "dur");
+		jsonw_fixed3(w, s->dur);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		if (s->fd >= 0)
+			jsonw_kv_int(w, "fd", s->fd);
+		if (s->target)
+			jsonw_kv_str(w, "path", s->target);
+		jsonw_kv_uint(w, "bytes", s->bytes);
+		if (s->file_size)
+			jsonw_kv_uint(w, "file_size", s->file_size);
+		jsonw_kv_int(w, "ret", s->ret);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+	}
+}
+
+static const char *frame_category(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n > 4 && strcmp(name + n - 4, "_[k]") == 0)
+		return "kernel";
+	if (n > 1 && name[n - 1] == ')' && strstr(name, ".py"))
+		return "python";
+	return "native";
+}
+
+void ebpf_timeline_write_frames(struct jsonw *w, struct ebpf *e)
+{
+	char id[24];
+
+	if (!e)
+		return;
+	jsonw_key(w, "stackFrames");
+	jsonw_obj_open(w);
+	for (size_t n = 1; n <= e->tree.n; n++) {
+		const char *name = stack_store__frame_name(&e->stacks, e->tree.frame[n]);
+
+		snprintf(id, sizeof(id), "%zu", n);
+		jsonw_newline(w);
+		jsonw_key(w, id);
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "name", name);
+		jsonw_kv_str(w, "category", e->tree.parent[n] ? frame_category(name) : "process");
+		if (e->tree.parent[n]) {
+			snprintf(id, sizeof(id), "%u", e->tree.parent[n]);
+			jsonw_kv_str(w, "parent", id);
+		}
+		jsonw_obj_close(w);
+	}
+	jsonw_obj_close(w);
+}
+
+static int write_one(const struct ebpf *e, const char *dir, const char *name, enum stack_kind k)
+{
+	char path[4096];
+	FILE *f;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	r = stack_store__write_folded(&e->stacks, k, f);
+	if (fclose(f) != 0 && !r)
+		r = -errno;
+	return r;
+}
+
+int ebpf_folded_write(const struct ebpf *e, const char *dir)
+{
+	int r = 0;
+
+	if (!e)
+		return 0;
+	if (e->on & EBPF_COLLECT_CPU)
+		r = write_one(e, dir, "stacks.folded", STACK_CPU);
+	if (!r && (e->on & EBPF_COLLECT_OFFCPU))
+		r = write_one(e, dir, "offcpu.folded", STACK_OFFCPU);
+	return r;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What one `aiprof profile` run collected: its window and, per target process, how it
+ * was attached and the events it produced. The artifact builders read only this.
+ */
+#ifndef AIPROF_PROFILE_H
+#define AIPROF_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "event_store.h"
+#include "inject_report.h"
+
+struct proc_syms;
+struct uprobe_session;
+struct ebpf;
+struct diagnosis;
+struct timeline_stats;
+
+struct tid_name {
+	uint32_t ns_tid;    /* as the library saw it */
+	uint32_t host_tid;  /* as the host sees it (0 if it exited before we looked) */
+	char comm[16];
+};
+
+struct target {
+	pid_t pid;                      /* host pid */
+	int pidfd;                      /* held from the moment it was chosen; -1 without pidfds */
+	unsigned long long start_ticks; /* its start time (/proc/PID/stat), with pidfd its identity */
+	char comm[16];
+	char cmdline[256];
+	struct inject_report inj;
+	struct session *session;
+	bool uprobe_method;             /* --method ebpf: uprobes, nothing loaded into it */
+	struct uprobe_session *uprobes; /* --method ebpf, once attached */
+	struct event_store store;
+	struct proc_syms *syms;         /* for kernel names from host stubs */
+	struct tid_name *threads;
+	size_t nthreads;
+	/* library status copied from the ring header at the end of the window */
+	uint32_t cupti_state;
+	char cupti_reason[192];
+	uint32_t hooks_patched, modules_seen;
+	int error;                      /* 0, or the negative errno that stopped this target */
+	char message[512];
+};
+
+struct profile {
+	struct target *targets;
+	size_t ntargets;
+	uint64_t start_ns, end_ns;      /* CLOCK_MONOTONIC */
+	uint64_t start_realtime_ns;
+	uint64_t requested_ns;
+	const char *outdir;
+	struct ebpf *ebpf;              /* the eBPF collectors' results; NULL when they did not run */
+	char ebpf_reason[256];          /* why not, when ebpf is NULL */
+	struct diagnosis *diag;         /* analysis + findings (diagnosis.h); NULL if not computed */
+	struct timeline_stats *timeline; /* when set, timeline_write() reports its size here */
+};
+
+/* The host tid of a library tid (pid namespace); ns_tid itself when it is not known. */
+uint32_t target_host_tid(const struct target *t, uint32_t ns_tid);
+
+/* Kernel name of a launch event ("[unknown]" if it cannot be found); cached. */
+const char *launch_kernel_name(const struct target *t, const struct aiprof_event *e);
+
+#endif

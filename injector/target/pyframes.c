@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pyframes.h"
+
+static int rd(const struct py_reader *r, uint64_t addr, void *buf, size_t len)
+{
+	if (!addr || addr + len < addr)
+		return -EFAULT;
+	return r->read(r->ctx, addr, buf, len);
+}
+
+static int rd_u64(const struct py_reader *r, uint64_t addr, uint64_t *v)
+{
+	return rd(r, addr, v, sizeof(*v));
+}
+
+/* Appends code point cp as UTF-8 if it fits (with room for the NUL); false if not. */
+static bool put_utf8(char *buf, size_t len, size_t *pos, uint32_t cp)
+{
+	char tmp[4];
+	size_t n;
+
+	if (cp >= 0xd800 && cp <= 0xdfff)
+		cp = 0xfffd;  /* lone surrogates (surrogateescape) are not valid UTF-8 */
+	if (cp < 0x80) {
+		tmp[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		tmp[0] = (char)(0xc0 | cp >> 6);
+		tmp[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		tmp[0] = (char)(0xe0 | cp >> 12);
+		tmp[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		tmp[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else if (cp <= 0x10ffff) {
+		tmp[0] = (char)(0xf0 | cp >> 18);
+		tmp[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		tmp[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		tmp[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	} else {
+		return put_utf8(buf, len, pos, 0xfffd);
+	}
+	if (*pos + n + 1 > len)
+		return false;
+	memcpy(buf + *pos, tmp, n);
+	*pos += n;
+	return true;
+}
+
+int py_read_str(const struct py_reader *r, const struct py_version_offsets *o, uint64_t addr,
+		char *buf, size_t len)
+{
+	uint8_t raw[PY_STR_MAX * 4];
+	uint64_t length = 0;
+	uint32_t state = 0, kind, charsz;
+	size_t n, pos = 0;
+	uint64_t data;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = 0;
+	if ((err = rd_u64(r, addr + o->unicode_length, &length)) < 0 ||
+	    (err = rd(r, addr + o->unicode_state, &state, sizeof(state))) < 0)
+		return err;
+	kind = (state >> 2) & 7;
+	if (!((state >> 5) & 1))      /* not compact: a legacy string, never a code name */
+		return -EINVAL;
+	if ((state >> 6) & 1) {       /* ascii */
+		if (kind != 1)
+			return -EINVAL;
+		data = addr + o->unicode_ascii_size;
+	} else {
+		data = addr + o->unicode_compact_size;
+	}
+	if (kind != 1 && kind != 2 && kind != 4)
+		return -EINVAL;
+	if (length > (1u << 30))
+		return -EINVAL;
+	charsz = kind;
+	n = (size_t)length;
+	if (n > PY_STR_MAX)
+		n = PY_STR_MAX;
+	if (n && (err = rd(r, data, raw, n * charsz)) < 0)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t cp;
+
+		if (charsz == 1)
+			cp = raw[i];
+		else if (charsz == 2)
+			cp = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
+		else
+			cp = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+			     (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+		if (cp == 0)
+			cp = 0xfffd;
+		if (!put_utf8(buf, len, &pos, cp))
+			break;  /* truncated at a whole character */
+	}
+	buf[pos] = 0;
+	return 0;
+}
+
+void py_code__clear(struct py_code *c)
+{
+	free(c->linetable);
+	memset(c, 0, sizeof(*c));
+}
+
+int py_read_code(const struct py_reader *r, const struct py_version_offsets *o,
+		 uint64_t code_type, uint64_t addr, struct py_code *ret)
+{
+	struct py_code c = { 0 };
+	uint64_t type = 0, p = 0, tsize = 0;
+	int32_t first = 0;
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	if ((err = rd_u64(r, addr + o->ob_type, &type)) < 0)
+		return err;
+	if (!code_type || type != code_type)
+		return -EINVAL;
+	if ((err = rd_u64(r, addr + o->code_qualname, &p)) < 0 ||
+	    py_read_str(r, o, p, c.qualname, sizeof(c.qualname)) < 0 || !c.qualname[0]) {
+		if ((err = rd_u64(r, addr + o->code_name, &p)) < 0)
+			return err;
+		if ((err = py_read_str(r, o, p, c.qualname, sizeof(c.qualname))) < 0)
+			return err;
+	}
+	if ((err = rd_u64(r, addr + o->code_filename, &p)) < 0)
+		return err;
+	if (py_read_str(r, o, p, c.filename, sizeof(c.filename)) < 0)
+		snprintf(c.filename, sizeof(c.filename), "?");
+	if ((err = rd(r, addr + o->code_firstlineno, &first, sizeof(first))) < 0)
+		return err;
+	c.firstlineno = first;
+	c.bytecode = addr + o->code_adaptive;
+	/* the line table is a bytes object; without it frames just have no line numbers */
+	if (rd_u64(r, addr + o->code_linetable, &p) == 0 && p &&
+	    rd_u64(r, p + o->bytes_size, &tsize) == 0 && tsize > 0 && tsize <= PY_LINETABLE_MAX) {
+		c.linetable = malloc((size_t)tsize);
+		if (!c.linetable)
+			return -ENOMEM;
+		if (rd(r, p + o->bytes_data, c.linetable, (size_t)tsize) < 0) {
+			free(c.linetable);
+			c.linetable = NULL;
+		} else {
+			c.linetable_len = (size_t)tsize;
+		}
+	}
+	*ret = c;
+	return 0;
+}
+
+/* A varint of the location table: 6 bits per byte, bit 6 says another byte follows. */
+static bool scan_varint(const uint8_t *tab, size_t len, size_t *pos, uint32_t *ret)
+{
+	uint32_t val = 0;
+	unsigned shift = 0;
+
+	for (;;) {
+		uint8_t b;
+
+		if (*pos >= len || shift > 30)
+			return false;
+		b = tab[(*pos)++];
+		val |= (uint32_t)(b & 63) << shift;
+		if (!(b & 64))
+			break;
+		shift += 6;
+	}
+	*ret = val;
+	return true;
+}
+
+static bool scan_svarint(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
+{
+	uint32_t u;
+
+	if (!scan_varint(tab, len, pos, &u))
+		return false;
+	*ret = (u & 1) ? -(int64_t)(u >> 1) : (int64_t)(u >> 1);
+	return true;
+}
+
+int py_linetable_line(const uint8_t *tab, size_t len, int firstlineno, uint64_t addr)
+{
+	int64_t line = firstlineno;
+	uint64_t start = 0;
+	size_t pos = 0;
+
+	while (pos < len) {
+		uint8_t first = tab[pos];
+		unsigned code = (first >> 3) & 15;
+		uint64_t end = start + 2 * (uint64_t)((first & 7) + 1);  /* code units are 2 bytes */
+		int64_t delta = 0;
+		bool no_line = false;
+		size_t p = pos + 1;
+
+		if (!(first & 0x80))
+			return -1;  /* not at the start of an entry: a corrupt table */
+		switch (code) {
+		case 15:              /* no location */
+			no_line = true;
+			break;
+		case 14:              /* long form: line delta, end line, column, end column */
+		case 13:              /* no column: line delta */
+			if (!scan_svarint(tab, len, &p, &delta))
+				return -1;
+			break;
+		case 10: case 11: case 12: /* one line: delta is code - 10, then two column bytes */
+			delta = code - 10;
+			break;
+		default:              /* short form: same line */
+			break;
+		}
+		line += delta;
+		if (line < -(1LL << 31) || line > (1LL << 31))
+			return -1;
+		if (addr >= start && addr < end)
+			return no_line || line < 0 ? -1 : (int)line;
+		start = end;
+		/* the next entry starts at the next byte with the top bit set */
+		pos++;
+		while (pos < len && !(tab[pos] & 0x80))
+			pos++;
+	}
+	return -1;
+}
+
+int py_list_threads(const struct py_reader *r, const struct py_version_offsets *o,
+		    uint64_t runtime, struct py_tstate *out, size_t max, size_t *ret_n)
+{
+	uint64_t interp = 0;
+	size_t n = 0;
+	int err;
+
+	*ret_n = 0;
+	if ((err = rd_u64(r, runtime + o->runtime_interpreters_head, &interp)) < 0)
+		return err;
+	for (int i = 0; interp && i < PY_INTERPS_MAX; i++) {
+		uint64_t ts = 0, next_interp = 0;
+
+		if (rd_u64(r, interp + o->interp_threads_head, &ts) < 0)
+			break;
+		for (int k = 0; ts && k < PY_THREADS_MAX && n < max; k++) {
+			uint64_t back = 0, tid = 0, next = 0;
+
+			if (rd_u64(r, ts + o->tstate_interp, &back) < 0 ||
+			    rd_u64(r, ts + o->tstate_native_thread_id, &tid) < 0 ||
+			    rd_u64(r, ts + o->tstate_next, &next) < 0)
+				break;
+			if (back == interp && tid > 0 && tid <= 0x7fffffff) {
+				out[n].tstate = ts;
+				out[n].native_tid = tid;
+				n++;
+			}
+			if (next == ts)
+				break;
+			ts = next;
+		}
+		if (rd_u64(r, interp + o->interp_next, &next_interp) < 0 || next_interp == interp)
+			break;
+		interp = next_interp;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static uint64_t load64(const uint8_t *buf, uint32_t off)
+{
+	uint64_t v = 0;
+
+	if (off <= PY_FRAME_READ - 8)
+		memcpy(&v, buf + off, sizeof(v));
+	return v;
+}
+
+size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets *o,
+		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, uint32_t *ret_status)
+{
+	const struct py_offsets *b = &o->bpf;
+	uint8_t buf[PY_FRAME_READ];
+	uint64_t frame = 0, p = 0;
+	size_t n = 0;
+
+	*ret_status = EBPF_PY_ST_NONE;
+	if (b->ts_cframe != PY_OFF_NONE) {
+		if (rd_u64(r, tstate + b->ts_cframe, &p) < 0 || !p ||
+		    rd_u64(r, p + b->cframe_current_frame, &frame) < 0)
+			frame = 0;
+	} else if (rd_u64(r, tstate + b->ts_current_frame, &frame) < 0) {
+		frame = 0;
+	}
+	if (!frame) {
+		*ret_status = EBPF_PY_ST_NO_FRAME;
+		return 0;
+	}
+	*ret_status = EBPF_PY_ST_OK;
+	for (; frame && n < max; n++) {
+		uint64_t flags;
+
+		if (rd(r, frame, buf, sizeof(buf)) < 0) {
+			*ret_status = EBPF_PY_ST_READ_ERROR;
+			break;
+		}
+		flags = (uint64_t)(b->fr_owner < PY_FRAME_READ ? buf[b->fr_owner] : 0)
+			<< EBPF_PY_OWNER_SHIFT;
+		if (b->fr_is_entry != PY_OFF_NONE && b->fr_is_entry < PY_FRAME_READ)
+			flags |= (uint64_t)(buf[b->fr_is_entry] & 1) << EBPF_PY_ENTRY_SHIFT;
+		out[n].code = load64(buf, b->fr_code) & b->code_mask;
+		out[n].instr_flags = (load64(buf, b->fr_instr) & EBPF_PY_INSTR_MASK) | flags;
+		frame = load64(buf, b->fr_previous);
+	}
+	if (n == max && frame)
+		*ret_status = EBPF_PY_ST_TRUNCATED;
+	return n;
+}
+
+void py_format_frame(const struct py_code *c, int line, char *buf, size_t len)
+{
+	if (line >= 0)
+		snprintf(buf, len, "%s (%s:%d)", c->qualname, c->filename, line);
+	else
+		snprintf(buf, len, "%s (%s)", c->qualname, c->filename);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding CPython's structures out of another process's memory: thread states, code
+ * objects (name, file, first line, line table), strings. Pure: all memory comes through
+ * a reader callback, so the same code runs on a live target (process_vm_readv) and on a
+ * test's or fuzzer's buffer. Every read is bounded and checked; garbage in gives an error,
+ * never a crash (tests/fuzz/fuzz_pyframes.c).
+ */
+#ifndef AIPROF_EBPF_PYFRAMES_H
+#define AIPROF_EBPF_PYFRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+
+#include "bpf/stack.h"
+#include "pyoffsets.h"
+
+/* Reads len bytes at addr of the target into buf: 0, or a negative errno (-EFAULT). */
+typedef int (*py_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+struct py_reader {
+	py_read_fn read;
+	void *ctx;
+};
+
+#define PY_STR_MAX      512        /* bytes of UTF-8 kept of a name or file name */
+#define PY_LINETABLE_MAX (1u << 20)
+#define PY_THREADS_MAX  4096       /* thread states walked per interpreter */
+#define PY_INTERPS_MAX  64
+
+/*
+ * A str object as UTF-8 into buf (NUL-terminated, truncated to len). Compact strings of
+ * every kind (ASCII, Latin-1, UCS-2, UCS-4); anything else is -EINVAL.
+ */
+int py_read_str(const struct py_reader *r, const struct py_version_offsets *o, uint64_t addr,
+		char *buf, size_t len);
+
+struct py_code {
+	char qualname[PY_STR_MAX];
+	char filename[PY_STR_MAX];
+	int firstlineno;
+	uint8_t *linetable;        /* malloc'd; free with py_code__clear() */
+	size_t linetable_len;
+	uint64_t bytecode;         /* address of the first code unit (co_code_adaptive) */
+};
+
+/*
+ * Reads the code object at addr. code_type is the address of PyCode_Type in the target:
+ * an object of any other type is -EINVAL (a frame's code pointer can be stale). The
+ * qualified name falls back to co_name. Returns 0 or a negative errno; on failure *ret is
+ * left empty (nothing to free).
+ */
+int py_read_code(const struct py_reader *r, const struct py_version_offsets *o,
+		 uint64_t code_type, uint64_t addr, struct py_code *ret);
+void py_code__clear(struct py_code *c);
+
+/*
+ * The source line of the instruction at byte offset addr of a code object's bytecode,
+ * from its location table (the 3.11+ format, PEP 626/657). -1 if the table says the
+ * instruction has no line or addr is beyond it.
+ */
+int py_linetable_line(const uint8_t *tab, size_t len, int firstlineno, uint64_t addr);
+
+struct py_tstate {
+	uint64_t tstate;           /* PyThreadState * */
+	uint64_t native_tid;       /* gettid() of the thread, in the target's pid namespace */
+};
+
+/*
+ * Every thread state of every interpreter reachable from _PyRuntime at runtime. Fills at
+ * most max entries; *ret_n is how many. Thread states whose interp pointer does not point
+ * back at their interpreter are skipped (a torn read). Returns 0, or the first read error
+ * if not even the interpreter list could be read.
+ */
+int py_list_threads(const struct py_reader *r, const struct py_version_offsets *o,
+		    uint64_t runtime, struct py_tstate *out, size_t max, size_t *ret_n);
+
+/*
+ * The frames of the thread whose PyThreadState is at tstate, innermost first, exactly as
+ * the BPF walker (bpf/pystack.bpf.h) records them: for a thread that is not running (one
+ * still asleep when the window closes). Returns how many were written to out (at most
+ * max); *ret_status is an enum ebpf_py_status.
+ */
+size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets *o,
+		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, uint32_t *ret_status);
+
+/* "qualname (file:line)", or "qualname (file)" when line < 0, into buf. */
+void py_format_frame(const struct py_code *c, int line, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where CPython keeps what a profiler needs, per interpreter version: the one table of
+ * offsets (injector/target/pyoffsets.c). Covered: 3.11, 3.12, 3.13 (default, GIL builds on
+ * x86_64). The numbers are offsetof() of the structs in each version's own headers; for
+ * 3.13 the target's _Py_DebugOffsets, when present and consistent, take precedence.
+ */
+#ifndef AIPROF_EBPF_PYOFFSETS_H
+#define AIPROF_EBPF_PYOFFSETS_H
+
+#include <stdint.h>
+#include <linux/types.h>
+#include "bpf/pystack.h"
+
+#define PY_OWNER_NO_SHIM 0xff
+
+struct py_version_offsets {
+	uint32_t minor;                     /* 11 for 3.11 */
+	/* _PyRuntime -> interpreters -> thread states (read from user space) */
+	uint32_t runtime_interpreters_head;
+	uint32_t interp_next;
+	uint32_t interp_threads_head;
+	uint32_t tstate_next;
+	uint32_t tstate_interp;
+	uint32_t tstate_native_thread_id;
+	/* what the BPF walker reads (thread state -> frames) */
+	struct py_offsets bpf;
+	/* frames whose owner is >= this are the interpreter's own shims (entry frames on the
+	 * C stack, 3.12+): not Python functions, and they separate the Python frames of one
+	 * C-level _PyEval_EvalFrameDefault call from the next. PY_OWNER_NO_SHIM before 3.12,
+	 * where the last frame of each call has is_entry set instead. */
+	uint8_t owner_shim_min;
+	/* PyCodeObject */
+	uint32_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+	uint32_t code_adaptive;             /* co_code_adaptive: the bytecode */
+	/* PyObject, PyBytesObject, PyASCIIObject / PyCompactUnicodeObject */
+	uint32_t ob_type;
+	uint32_t bytes_size, bytes_data;
+	uint32_t unicode_length, unicode_state;
+	uint32_t unicode_ascii_size;        /* sizeof(PyASCIIObject): where ASCII data starts */
+	uint32_t unicode_compact_size;      /* sizeof(PyCompactUnicodeObject) */
+};
+
+/* The row for a PY_VERSION_HEX, or NULL if this version is not covered. */
+const struct py_version_offsets *py_offsets_for(uint32_t version_hex);
+
+/* "3.11, 3.12, 3.13": the versions the table covers, for messages. */
+const char *py_offsets_covered(void);
+
+#endif

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AIPROF_TARGET_H
+#define AIPROF_TARGET_H
+
+#include <stddef.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include "model/profile.h"
+
+/*
+ * Checks that pid can be profiled at all before anything touches it. Returns 0, or a
+ * negative errno with a message that says what is wrong and what to do:
+ *   -ESRCH no such process, -EPERM not allowed, -ENOEXEC static / no libc,
+ *   -EPROTONOSUPPORT not an x86_64 process, -EINVAL it is ourselves.
+ */
+int target_preflight(pid_t pid, char *msg, size_t len);
+
+/* After ptrace said EPERM: works out which permission is missing, into msg. */
+void target_explain_eperm(pid_t pid, char *msg, size_t len);
+
+/* Has pid exited (no /proc entry, or a zombie waiting for its parent)? */
+bool target_exited(pid_t pid);
+
+/* Fills comm and cmdline of t from /proc, and takes hold of the process: a pidfd and its
+ * start time, so that a pid reused by another process later is told apart. */
+void target_read_identity(struct target *t);
+/* Is t's pid still the process chosen? false once that one has exited, even when its pid
+ * now names another (the pidfd says the first is gone, or the start time differs). */
+bool target_same_process(const struct target *t);
+
+/* Re-reads /proc/PID/task so library tids (pid namespace) map to host tids and names. */
+void target_refresh_threads(struct target *t);
+
+#endif
