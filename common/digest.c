@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include "digest.h"
+#include "readfile.h"
 
 /* EVP one-shot: cannot fail for these digests short of memory exhaustion, in which case the
  * output is zeroed so that a server-side check fails rather than a wrong hash going out. */
@@ -91,12 +92,10 @@ int sha256_fd(int fd, uint8_t out[SHA256_LEN], uint64_t *ret_size)
 		goto fail;
 	}
 	for (;;) {
-		ssize_t n = pread(fd, buf, CHUNK, (off_t)off);
+		ssize_t n = read_some(fd, buf, CHUNK, (int64_t)off);
 
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
+			err = (int)n;
 			goto fail;
 		}
 		if (n == 0)

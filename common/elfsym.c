@@ -368,6 +368,20 @@ void elf_file__free(struct elf_file *f)
 	free(f);
 }
 
+/* The last step of every open: f's tables read (f->elf NULL: libelf refused it), into *ret;
+ * f is freed on failure. */
+static int elf_file_opened(struct elf_file *f, struct elf_file **ret)
+{
+	int r = f->elf ? elf_file_load(f) : -ENOEXEC;
+
+	if (r < 0) {
+		elf_file__free(f);
+		return r;
+	}
+	*ret = f;
+	return 0;
+}
+
 int elf_file__open_fd(int fd, struct elf_file **ret)
 {
 	struct elf_file *f = NULL;
@@ -394,14 +408,7 @@ int elf_file__open_fd(int fd, struct elf_file **ret)
 	 * truncated under us is a read error rather than a SIGBUS, and only the tables we look
 	 * at of a huge library are read. */
 	f->elf = elf_begin(f->fd, ELF_C_READ, NULL);
-	if (!f->elf) {
-		r = -ENOEXEC;
-		goto fail;
-	}
-	if ((r = elf_file_load(f)) < 0)
-		goto fail;
-	*ret = f;
-	return 0;
+	return elf_file_opened(f, ret);
 fail:
 	elf_file__free(f);
 	return r;
@@ -431,7 +438,6 @@ int elf_file__open(const char *path, struct elf_file **ret)
 int elf_file__open_mem(const void *buf, size_t len, struct elf_file **ret)
 {
 	struct elf_file *f = NULL;
-	int r;
 
 	if (!buf || !ret)
 		return -EINVAL;
@@ -445,22 +451,12 @@ int elf_file__open_mem(const void *buf, size_t len, struct elf_file **ret)
 	/* libelf may convert data in place (byte order); it gets a copy we own. */
 	f->image = malloc(len);
 	if (!f->image) {
-		r = -ENOMEM;
-		goto fail;
+		elf_file__free(f);
+		return -ENOMEM;
 	}
 	memcpy(f->image, buf, len);
 	f->elf = elf_memory(f->image, len);
-	if (!f->elf) {
-		r = -ENOEXEC;
-		goto fail;
-	}
-	if ((r = elf_file_load(f)) < 0)
-		goto fail;
-	*ret = f;
-	return 0;
-fail:
-	elf_file__free(f);
-	return r;
+	return elf_file_opened(f, ret);
 }
 
 const struct elf_info *elf_file__info(const struct elf_file *f)

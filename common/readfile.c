@@ -11,6 +11,16 @@
 /* First capacity when the size is unknown (/proc files report 0). */
 #define READFILE_FIRST_CAP 16384
 
+ssize_t read_some(int fd, void *buf, size_t len, int64_t off)
+{
+	for (;;) {
+		ssize_t n = off >= 0 ? pread(fd, buf, len, (off_t)off) : read(fd, buf, len);
+
+		if (n >= 0 || errno != EINTR)
+			return n < 0 ? -errno : n;
+	}
+}
+
 int readfile_fd(int fd, size_t max, unsigned flags, char **ret, size_t *ret_len)
 {
 	struct stat st;
@@ -54,11 +64,9 @@ int readfile_fd(int fd, size_t max, unsigned flags, char **ret, size_t *ret_len)
 			buf = nb;
 			cap = ncap;
 		}
-		n = read(fd, buf + len, cap - len - 1);
+		n = read_some(fd, buf + len, cap - len - 1, -1);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
+			err = (int)n;
 			goto fail;
 		}
 		if (n == 0)

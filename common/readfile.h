@@ -16,6 +16,10 @@
  * freed, and *ret / *ret_len are untouched. Caller frees *ret. The fd stays open. */
 int readfile_fd(int fd, size_t max, unsigned flags, char **ret, size_t *ret_len);
 
+/* One read(2) of up to len bytes, or pread(2) at off when off >= 0, retried when a signal
+ * interrupts it: the bytes read (0 at the end), or a negative errno. */
+ssize_t read_some(int fd, void *buf, size_t len, int64_t off);
+
 /* The same for the file at path (opened O_CLOEXEC | O_NOCTTY). */
 int readfile(const char *path, size_t max, unsigned flags, char **ret, size_t *ret_len);
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A small open-addressing hash map from uint64_t to uint64_t, for the eBPF collectors'
- * caches (address -> frame, code object -> decoded code, ...). Key 0 is allowed.
- * Not thread-safe.
+ * The hash map of the injector: open addressing from uint64_t to uint64_t (address ->
+ * frame, code object -> decoded code, id -> index, ...). Key 0 is allowed. Keys that do
+ * not fit in 64 bits are interned first (blobtab.h). Not thread-safe.
  */
-#ifndef AIPROF_EBPF_MAP_H
-#define AIPROF_EBPF_MAP_H
+#ifndef AIPROF_U64MAP_H
+#define AIPROF_U64MAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "u64map.h"
 #include "model/names.h"
 #include "model/profile.h"
 #include "analysis.h"
@@ -32,11 +33,9 @@ const char *const analysis_categories[10] = {
 		}                                                                  \
 	} while (0)
 
-/* u64 -> u32 open addressing; UINT32_MAX marks an empty slot. */
+/* u64 -> u32 index, UINT32_MAX when absent: the generic map, typed for this file. */
 struct idmap {
-	uint64_t *keys;
-	uint32_t *vals;
-	size_t cap, n;
+	struct u64map m;
 };
 
 static uint64_t mix64(uint64_t x)
@@ -51,65 +50,19 @@ static uint64_t mix64(uint64_t x)
 
 static void idmap_free(struct idmap *m)
 {
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
+	u64map_clear(&m->m);
 }
 
 static uint32_t idmap_get(const struct idmap *m, uint64_t key)
 {
-	if (!m->cap)
-		return UINT32_MAX;
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->vals[i] == UINT32_MAX)
-			return UINT32_MAX;
-		if (m->keys[i] == key)
-			return m->vals[i];
-	}
+	uint64_t v;
+
+	return u64map_get(&m->m, key, &v) ? (uint32_t)v : UINT32_MAX;
 }
 
 static int idmap_put(struct idmap *m, uint64_t key, uint32_t val)
 {
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 64;
-		uint64_t *nk = malloc(ncap * sizeof(*nk));
-		uint32_t *nv = malloc(ncap * sizeof(*nv));
-
-		if (!nk || !nv) {
-			free(nk);
-			free(nv);
-			return -ENOMEM;
-		}
-		memset(nv, 0xff, ncap * sizeof(*nv));
-		for (size_t i = 0; i < m->cap; i++) {
-			if (m->vals[i] == UINT32_MAX)
-				continue;
-			for (size_t j = mix64(m->keys[i]) & (ncap - 1);; j = (j + 1) & (ncap - 1)) {
-				if (nv[j] == UINT32_MAX) {
-					nk[j] = m->keys[i];
-					nv[j] = m->vals[i];
-					break;
-				}
-			}
-		}
-		free(m->keys);
-		free(m->vals);
-		m->keys = nk;
-		m->vals = nv;
-		m->cap = ncap;
-	}
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->vals[i] == UINT32_MAX) {
-			m->keys[i] = key;
-			m->vals[i] = val;
-			m->n++;
-			return 0;
-		}
-		if (m->keys[i] == key) {
-			m->vals[i] = val;
-			return 0;
-		}
-	}
+	return u64map_put(&m->m, key, val);
 }
 
 /*
@@ -536,32 +489,171 @@ fail:
 
 /* ---- pass 1: host-side events -------------------------------------------------------------- */
 
-static int cpu_event(struct builder *b, const struct target *t, size_t ti,
-		     const struct aiprof_event *e, struct tcache *tc, struct corrmap *corr,
-		     struct corrmap *ccorr,
-		     struct idmap *allocs, struct alloc_rec **arec, size_t *narec, size_t *caparec)
+/* What the passes over one target's events keep between events. */
+struct target_work {
+	const struct target *t;
+	size_t ti;
+	struct tcache tc;             /* library tid -> thread index, the last few */
+	struct corrmap corr;          /* launch correlation id -> thread */
+	struct corrmap ccorr;         /* copy correlation id -> copy aggregate */
+	struct idmap allocs;          /* device pointer -> alloc record */
+	struct alloc_rec *arec;
+	size_t narec, caparec;
+	uint32_t last_six;            /* the stream of the previous GPU record */
+	uint64_t last_skey;
+};
+
+/* The thread (index into a->threads) that made e. */
+static int thread_of(struct builder *b, struct target_work *tw, const struct aiprof_event *e,
+		     uint32_t *ret)
 {
-	struct analysis *a = b->a;
-	uint32_t host_tid, thi;
-	struct an_thread *th;
-	struct th_work *w;
+	size_t slot = e->tid & (TCACHE - 1);
 	int r;
 
-	{
-		size_t slot = e->tid & (TCACHE - 1);
-
-		if (tc->valid[slot] && tc->ns[slot] == e->tid) {
-			thi = tc->thi[slot];
-		} else {
-			host_tid = target_host_tid(t, e->tid);
-			r = add_thread(b, t, ti, host_tid, &thi);
-			if (r < 0)
-				return r;
-			tc->valid[slot] = true;
-			tc->ns[slot] = e->tid;
-			tc->thi[slot] = thi;
-		}
+	if (tw->tc.valid[slot] && tw->tc.ns[slot] == e->tid) {
+		*ret = tw->tc.thi[slot];
+		return 0;
 	}
+	r = add_thread(b, tw->t, tw->ti, target_host_tid(tw->t, e->tid), ret);
+	if (r < 0)
+		return r;
+	tw->tc.valid[slot] = true;
+	tw->tc.ns[slot] = e->tid;
+	tw->tc.thi[slot] = *ret;
+	return 0;
+}
+
+static int on_launch(struct builder *b, struct target_work *tw, const struct aiprof_event *e,
+		     uint32_t thi)
+{
+	struct an_thread *th = &b->a->threads[thi];
+	struct an_kernel *k = kernel_of(b, launch_kernel_name(tw->t, e));
+
+	if (!k)
+		return -ENOMEM;
+	b->a->counts[0]++;
+	k->launches++;
+	k->api_ns += e->dur;
+	th->launches++;
+	th->launch_api_ns += e->dur;
+	if (dim_threads(e->u.launch.grid, e->u.launch.block) <= b->o->tiny_threads)
+		th->tiny_launches++;
+	if (e->u.launch.correlation && corrmap_add(&tw->corr, e->u.launch.correlation, thi) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int on_sync(struct builder *b, const struct aiprof_event *e, struct an_thread *th)
+{
+	struct analysis *a = b->a;
+	struct an_sync *s;
+
+	a->counts[0]++;
+	th->syncs++;
+	th->sync_ns += e->dur;
+	if (e->u.sync.kind == AIPROF_SYNC_DEVICE || e->u.sync.kind == AIPROF_SYNC_CTX)
+		th->device_syncs++;
+	FIND_OR_ADD(b, &b->sync_ix, a->syncs, a->nsyncs, e->api,
+		    ((struct an_sync){ .api = api_name(e->api) }), s);
+	if (!s)
+		return -ENOMEM;
+	s->count++;
+	s->ns += e->dur;
+	return 0;
+}
+
+static int on_copy(struct builder *b, struct target_work *tw, const struct aiprof_event *e,
+		   struct an_thread *th)
+{
+	const struct aiprof_ev_memcpy *m = &e->u.memcpy;
+	struct an_copy *c = e->type == AIPROF_EV_CUDA_MEMSET ? copy_of(b, "Memset", "none") :
+			    copy_of(b, memcpy_kind_name(m->kind), memcpy_host_memory(m));
+
+	if (!c)
+		return -ENOMEM;
+	b->a->counts[2]++;
+	th->copies++;
+	th->copy_ns += e->dur;
+	c->count++;
+	c->bytes += m->bytes;
+	c->api_ns += e->dur;
+	if (e->type == AIPROF_EV_CUDA_MEMCPY && copy_blocks(m)) {
+		c->blocking_count++;
+		c->blocking_bytes += m->bytes;
+		c->blocking_ns += e->dur;
+	}
+	/* GPU records of copies find their host memory through the correlation id */
+	if (m->correlation && corrmap_add(&tw->ccorr, m->correlation,
+					  (uint32_t)(c - b->a->copies)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Device allocations and frees, paired by pointer for what was never freed. */
+static int on_memory(struct builder *b, struct target_work *tw, const struct aiprof_event *e)
+{
+	struct an_memory *mem = &b->a->memory[tw->ti];
+	uint32_t ix;
+
+	b->a->counts[3]++;
+	if (e->u.mem.kind != AIPROF_MEM_DEVICE || e->u.mem.result != 0)
+		return 0;
+	if (e->type == AIPROF_EV_CUDA_FREE) {
+		ix = idmap_get(&tw->allocs, e->u.mem.ptr);
+		mem->frees++;
+		if (ix != UINT32_MAX && !tw->arec[ix].freed) {
+			tw->arec[ix].freed = true;
+			mem->free_bytes += tw->arec[ix].bytes;
+		}
+		return 0;
+	}
+	mem->allocs++;
+	mem->alloc_bytes += e->u.mem.bytes;
+	GROW(tw->arec, tw->narec, tw->caparec, nomem);
+	tw->arec[tw->narec] = (struct alloc_rec){ e->u.mem.bytes, e->ts, false };
+	if (idmap_put(&tw->allocs, e->u.mem.ptr, (uint32_t)tw->narec) < 0)
+		return -ENOMEM;
+	tw->narec++;
+	return 0;
+nomem:
+	return -ENOMEM;
+}
+
+static int on_collective(struct builder *b, const struct aiprof_event *e, uint32_t thi)
+{
+	struct analysis *a = b->a;
+	struct an_thread *th = &a->threads[thi];
+	struct an_nccl_op *n;
+	const char *op = nccl_op_name(e->api);
+
+	a->counts[4]++;
+	th->collectives++;
+	th->collective_ns += e->dur;
+	FIND_OR_ADD(b, &b->nccl_ix, a->nccl, a->nnccl, e->api,
+		    ((struct an_nccl_op){ .op = op }), n);
+	if (!n)
+		return -ENOMEM;
+	n->count++;
+	n->bytes += e->u.nccl.bytes;
+	n->api_ns += e->dur;
+	if (e->dur > n->max_ns)
+		n->max_ns = e->dur;
+	if (e->u.nccl.rank >= 0 && e->u.nccl.nranks > 0)
+		return note_collective(b, thi, e);
+	return 0;
+}
+
+static int cpu_event(struct builder *b, struct target_work *tw, const struct aiprof_event *e)
+{
+	struct analysis *a = b->a;
+	struct an_thread *th;
+	struct th_work *w;
+	uint32_t thi;
+	int r;
+
+	r = thread_of(b, tw, e, &thi);
+	if (r < 0)
+		return r;
 	th = &a->threads[thi];
 	w = &b->tw[thi];
 	th->events++;
@@ -580,122 +672,28 @@ static int cpu_event(struct builder *b, const struct target *t, size_t ti,
 		return -ENOMEM;
 
 	switch (e->type) {
-	case AIPROF_EV_CUDA_LAUNCH: {
-		struct an_kernel *k = kernel_of(b, launch_kernel_name(t, e));
-
-		if (!k)
-			return -ENOMEM;
-		a->counts[0]++;
-		k->launches++;
-		k->api_ns += e->dur;
-		th->launches++;
-		th->launch_api_ns += e->dur;
-		if (dim_threads(e->u.launch.grid, e->u.launch.block) <= b->o->tiny_threads)
-			th->tiny_launches++;
-		if (e->u.launch.correlation &&
-		    corrmap_add(corr, e->u.launch.correlation, thi) < 0)
-			return -ENOMEM;
-		break;
-	}
-	case AIPROF_EV_CUDA_SYNC: {
-		struct an_sync *s;
-
-		a->counts[0]++;
-		th->syncs++;
-		th->sync_ns += e->dur;
-		if (e->u.sync.kind == AIPROF_SYNC_DEVICE || e->u.sync.kind == AIPROF_SYNC_CTX)
-			th->device_syncs++;
-		FIND_OR_ADD(b, &b->sync_ix, a->syncs, a->nsyncs, e->api,
-			    ((struct an_sync){ .api = api_name(e->api) }), s);
-		if (!s)
-			return -ENOMEM;
-		s->count++;
-		s->ns += e->dur;
-		break;
-	}
+	case AIPROF_EV_CUDA_LAUNCH:
+		return on_launch(b, tw, e, thi);
+	case AIPROF_EV_CUDA_SYNC:
+		return on_sync(b, e, th);
 	case AIPROF_EV_CUDA_MEMCPY:
-	case AIPROF_EV_CUDA_MEMSET: {
-		const struct aiprof_ev_memcpy *m = &e->u.memcpy;
-		struct an_copy *c = e->type == AIPROF_EV_CUDA_MEMSET ? copy_of(b, "Memset", "none") :
-				    copy_of(b, memcpy_kind_name(m->kind), memcpy_host_memory(m));
-
-		if (!c)
-			return -ENOMEM;
-		a->counts[2]++;
-		th->copies++;
-		th->copy_ns += e->dur;
-		c->count++;
-		c->bytes += m->bytes;
-		c->api_ns += e->dur;
-		if (e->type == AIPROF_EV_CUDA_MEMCPY && copy_blocks(m)) {
-			c->blocking_count++;
-			c->blocking_bytes += m->bytes;
-			c->blocking_ns += e->dur;
-		}
-		/* GPU records of copies find their host memory through the correlation id */
-		if (m->correlation && corrmap_add(ccorr, m->correlation, (uint32_t)(c - a->copies)) < 0)
-			return -ENOMEM;
-		break;
-	}
+	case AIPROF_EV_CUDA_MEMSET:
+		return on_copy(b, tw, e, th);
 	case AIPROF_EV_CUDA_ALLOC:
-	case AIPROF_EV_CUDA_FREE: {
-		struct an_memory *mem = &a->memory[ti];
-
-		a->counts[3]++;
-		if (e->u.mem.kind != AIPROF_MEM_DEVICE || e->u.mem.result != 0)
-			break;
-		if (e->type == AIPROF_EV_CUDA_ALLOC) {
-			mem->allocs++;
-			mem->alloc_bytes += e->u.mem.bytes;
-			GROW(*arec, *narec, *caparec, nomem);
-			(*arec)[*narec] = (struct alloc_rec){ e->u.mem.bytes, e->ts, false };
-			if (idmap_put(allocs, e->u.mem.ptr, (uint32_t)*narec) < 0)
-				return -ENOMEM;
-			(*narec)++;
-		} else {
-			uint32_t ix = idmap_get(allocs, e->u.mem.ptr);
-
-			mem->frees++;
-			if (ix != UINT32_MAX && !(*arec)[ix].freed) {
-				(*arec)[ix].freed = true;
-				mem->free_bytes += (*arec)[ix].bytes;
-			}
-		}
-		break;
-	}
-	case AIPROF_EV_NCCL_COLL: {
-		struct an_nccl_op *n;
-		const char *op = nccl_op_name(e->api);
-
-		a->counts[4]++;
-		th->collectives++;
-		th->collective_ns += e->dur;
-		FIND_OR_ADD(b, &b->nccl_ix, a->nccl, a->nnccl, e->api,
-			    ((struct an_nccl_op){ .op = op }), n);
-		if (!n)
-			return -ENOMEM;
-		n->count++;
-		n->bytes += e->u.nccl.bytes;
-		n->api_ns += e->dur;
-		if (e->dur > n->max_ns)
-			n->max_ns = e->dur;
-		if (e->u.nccl.rank >= 0 && e->u.nccl.nranks > 0)
-			return note_collective(b, thi, e);
-		break;
-	}
+	case AIPROF_EV_CUDA_FREE:
+		return on_memory(b, tw, e);
+	case AIPROF_EV_NCCL_COLL:
+		return on_collective(b, e, thi);
 	case AIPROF_EV_NCCL_INIT:
 	case AIPROF_EV_NCCL_GROUP:
 		a->counts[4]++;
-		break;
+		return 0;
 	case AIPROF_EV_IBV:
 		a->counts[5]++;
-		break;
+		return 0;
 	default:
-		break;
+		return 0;
 	}
-	return 0;
-nomem:
-	return -ENOMEM;
 }
 
 /* ---- pass 2: CUPTI records ------------------------------------------------------------------ */
@@ -919,10 +917,9 @@ static void align_score(const struct rank_stream *ref, const struct rank_stream 
 	}
 }
 
-static int rank_groups(struct builder *b)
+/* Threads with a rank, grouped by communicator size; a rank seen twice makes it ambiguous. */
+static int group_threads(struct analysis *a)
 {
-	struct analysis *a = b->a;
-
 	for (size_t i = 0; i < a->nthreads; i++) {
 		const struct an_thread *th = &a->threads[i];
 		struct an_group *g = NULL;
@@ -951,127 +948,153 @@ static int rank_groups(struct builder *b)
 		g->m = nm;
 		g->m[g->nm++] = (struct an_rank){ .thread = i, .rank = th->rank };
 	}
-	for (size_t gi = 0; gi < a->ngroups; gi++) {
+	return 0;
+}
+
+/* The offset (-3..3 collectives) that best lines m up with ref (align_score). */
+static long best_offset(const struct rank_stream *ref, const struct rank_stream *m)
+{
+	uint64_t best_v = UINT64_MAX, best_s = UINT64_MAX;
+	long best = 0;
+
+	for (long o = -3; o <= 3; o++) {
+		uint64_t v, s;
+		size_t np;
+
+		align_score(ref, m, o, &v, &s, &np);
+		if (np == 0)
+			continue;
+		s /= np;
+		/* fewer violations first, then closer entries, then smaller |o| */
+		if (v < best_v || (v == best_v && s < best_s)) {
+			best_v = v;
+			best_s = s;
+			best = o;
+		}
+	}
+	return best;
+}
+
+/* Each member's entry and exit of the collectives every member made, lined up. */
+static int match_collectives(struct builder *b, struct an_group *g, const struct rank_stream **st,
+			     long *off)
+{
+	size_t ref = 0;
+	long lo = 0, hi = 0;
+
+	for (size_t j = 0; j < g->nm; j++) {
+		const struct an_thread *th = &b->a->threads[g->m[j].thread];
+
+		for (size_t k = 0; k < b->nrs; k++)
+			if (b->rs[k].thread == g->m[j].thread && b->rs[k].comm == th->comm_id)
+				st[j] = &b->rs[k];
+		if (st[j]->n > st[ref]->n)
+			ref = j;
+	}
+	for (size_t j = 0; j < g->nm; j++) {
+		qsort(((struct rank_stream *)st[j])->v, st[j]->n, sizeof(struct coll_rec),
+		      coll_rec_cmp);
+		if (j != ref)
+			off[j] = best_offset(st[ref], st[j]);
+	}
+	/* ref index k is matched when k + off[j] is valid for every member */
+	for (size_t j = 0; j < g->nm; j++) {
+		if (-off[j] > lo)
+			lo = -off[j];
+		if ((long)st[ref]->n - ((long)st[j]->n - off[j]) > hi)
+			hi = (long)st[ref]->n - ((long)st[j]->n - off[j]);
+	}
+	g->ncoll = (long)st[ref]->n - hi > lo ? (size_t)((long)st[ref]->n - hi - lo) : 0;
+	for (size_t j = 0; j < g->nm; j++) {
+		struct an_rank *m = &g->m[j];
+
+		m->entry = calloc(g->ncoll + 1, sizeof(uint64_t));
+		m->exit = calloc(g->ncoll + 1, sizeof(uint64_t));
+		m->prev_exit = calloc(g->ncoll + 1, sizeof(uint64_t));
+		if (!m->entry || !m->exit || !m->prev_exit)
+			return -ENOMEM;
+		for (size_t k = 0; k < g->ncoll; k++) {
+			long idx = (long)k + lo + off[j];
+
+			m->entry[k] = st[j]->v[idx].start;
+			m->exit[k] = st[j]->v[idx].end;
+			m->prev_exit[k] = idx > 0 ? st[j]->v[idx - 1].end : 0;
+		}
+	}
+	return 0;
+}
+
+/* Per member: how late it arrived at each matched collective after the first member; and
+ * the group's step period (the median time between first arrivals). */
+static int group_lateness(struct an_group *g)
+{
+	uint64_t *lat, *first;
+
+	if (!g->ncoll)
+		return 0;
+	lat = malloc(g->ncoll * sizeof(*lat));
+	first = malloc(g->ncoll * sizeof(*first));
+	if (!lat || !first) {
+		free(lat);
+		free(first);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < g->ncoll; k++) {
+		uint64_t mn = UINT64_MAX, mx = 0;
+
+		for (size_t j = 0; j < g->nm; j++) {
+			if (g->m[j].entry[k] < mn)
+				mn = g->m[j].entry[k];
+			if (g->m[j].entry[k] > mx)
+				mx = g->m[j].entry[k];
+		}
+		first[k] = mn;
+		for (size_t j = 0; j < g->nm; j++)
+			if (g->m[j].entry[k] == mx && mx > mn)
+				g->m[j].last_count++;
+	}
+	for (size_t j = 0; j < g->nm; j++) {
+		struct an_rank *m = &g->m[j];
+		uint64_t sum = 0;
+
+		for (size_t k = 0; k < g->ncoll; k++) {
+			lat[k] = m->entry[k] - first[k];
+			sum += lat[k];
+			if (lat[k] > m->lateness_max_ns)
+				m->lateness_max_ns = lat[k];
+		}
+		m->lateness_mean_ns = sum / g->ncoll;
+		m->lateness_median_ns = quantile(lat, g->ncoll, 0.5);
+	}
+	for (size_t k = 0; k + 1 < g->ncoll; k++)
+		lat[k] = first[k + 1] - first[k];
+	g->period_ns = g->ncoll > 1 ? quantile(lat, g->ncoll - 1, 0.5) : 0;
+	free(lat);
+	free(first);
+	return 0;
+}
+
+static int rank_groups(struct builder *b)
+{
+	struct analysis *a = b->a;
+	int r = group_threads(a);
+
+	for (size_t gi = 0; gi < a->ngroups && r == 0; gi++) {
 		struct an_group *g = &a->groups[gi];
 		const struct rank_stream **st;
 		long *off;
-		size_t ref = 0;
-		long lo = 0, hi = 0;
 
 		if (g->ambiguous || g->nm < 2)
 			continue;
 		st = calloc(g->nm, sizeof(*st));
 		off = calloc(g->nm, sizeof(*off));
-		if (!st || !off) {
-			free(st);
-			free(off);
-			return -ENOMEM;
-		}
-		for (size_t j = 0; j < g->nm; j++) {
-			const struct an_thread *th = &a->threads[g->m[j].thread];
-
-			for (size_t k = 0; k < b->nrs; k++)
-				if (b->rs[k].thread == g->m[j].thread && b->rs[k].comm == th->comm_id)
-					st[j] = &b->rs[k];
-			if (st[j]->n > st[ref]->n)
-				ref = j;
-		}
-		for (size_t j = 0; j < g->nm; j++) {
-			uint64_t best_v = UINT64_MAX, best_s = UINT64_MAX;
-
-			qsort(((struct rank_stream *)st[j])->v, st[j]->n, sizeof(struct coll_rec),
-			      coll_rec_cmp);
-			if (j == ref)
-				continue;
-			for (long o = -3; o <= 3; o++) {
-				uint64_t v, s;
-				size_t np;
-
-				align_score(st[ref], st[j], o, &v, &s, &np);
-				if (np == 0)
-					continue;
-				s /= np;
-				/* fewer violations first, then closer entries, then smaller |o| */
-				if (v < best_v || (v == best_v && s < best_s)) {
-					best_v = v;
-					best_s = s;
-					off[j] = o;
-				}
-			}
-		}
-		/* ref index k is matched when k + off[j] is valid for every member */
-		for (size_t j = 0; j < g->nm; j++) {
-			if (-off[j] > lo)
-				lo = -off[j];
-			if ((long)st[ref]->n - ((long)st[j]->n - off[j]) > hi)
-				hi = (long)st[ref]->n - ((long)st[j]->n - off[j]);
-		}
-		g->ncoll = (long)st[ref]->n - hi > lo ? (size_t)((long)st[ref]->n - hi - lo) : 0;
-		for (size_t j = 0; j < g->nm; j++) {
-			struct an_rank *m = &g->m[j];
-
-			m->entry = calloc(g->ncoll + 1, sizeof(uint64_t));
-			m->exit = calloc(g->ncoll + 1, sizeof(uint64_t));
-			m->prev_exit = calloc(g->ncoll + 1, sizeof(uint64_t));
-			if (!m->entry || !m->exit || !m->prev_exit) {
-				free(st);
-				free(off);
-				return -ENOMEM;
-			}
-			for (size_t k = 0; k < g->ncoll; k++) {
-				long idx = (long)k + lo + off[j];
-
-				m->entry[k] = st[j]->v[idx].start;
-				m->exit[k] = st[j]->v[idx].end;
-				m->prev_exit[k] = idx > 0 ? st[j]->v[idx - 1].end : 0;
-			}
-		}
+		r = st && off ? match_collectives(b, g, st, off) : -ENOMEM;
 		free(st);
 		free(off);
-		if (g->ncoll) {
-			uint64_t *lat = malloc(g->ncoll * sizeof(*lat));
-			uint64_t *first = malloc(g->ncoll * sizeof(*first));
-
-			if (!lat || !first) {
-				free(lat);
-				free(first);
-				return -ENOMEM;
-			}
-			for (size_t k = 0; k < g->ncoll; k++) {
-				uint64_t mn = UINT64_MAX, mx = 0;
-
-				for (size_t j = 0; j < g->nm; j++) {
-					if (g->m[j].entry[k] < mn)
-						mn = g->m[j].entry[k];
-					if (g->m[j].entry[k] > mx)
-						mx = g->m[j].entry[k];
-				}
-				first[k] = mn;
-				for (size_t j = 0; j < g->nm; j++)
-					if (g->m[j].entry[k] == mx && mx > mn)
-						g->m[j].last_count++;
-			}
-			for (size_t j = 0; j < g->nm; j++) {
-				struct an_rank *m = &g->m[j];
-				uint64_t sum = 0;
-
-				for (size_t k = 0; k < g->ncoll; k++) {
-					lat[k] = m->entry[k] - first[k];
-					sum += lat[k];
-					if (lat[k] > m->lateness_max_ns)
-						m->lateness_max_ns = lat[k];
-				}
-				m->lateness_mean_ns = sum / g->ncoll;
-				m->lateness_median_ns = quantile(lat, g->ncoll, 0.5);
-			}
-			for (size_t k = 0; k + 1 < g->ncoll; k++)
-				lat[k] = first[k + 1] - first[k];
-			g->period_ns = g->ncoll > 1 ? quantile(lat, g->ncoll - 1, 0.5) : 0;
-			free(lat);
-			free(first);
-		}
+		if (r == 0)
+			r = group_lateness(g);
 	}
-	return 0;
+	return r;
 }
 
 static void next_after_last(struct builder *b)
@@ -1129,17 +1152,10 @@ static int analyse_target(struct builder *b, size_t ti)
 {
 	const struct target *t = &b->p->targets[ti];
 	struct analysis *a = b->a;
-	struct idmap allocs = { 0 };
-	struct corrmap corr = { 0 }, ccorr = { 0 };
-	struct tcache tc;
-	uint32_t last_six = UINT32_MAX;
-	uint64_t last_skey = 0;
-	struct alloc_rec *arec = NULL;
-	size_t narec = 0, caparec = 0;
+	struct target_work tw = { .t = t, .ti = ti, .last_six = UINT32_MAX };
 	struct an_memory *mem = &a->memory[ti];
 	int r = 0;
 
-	memset(&tc, 0, sizeof(tc));
 	mem->pid = t->pid;
 	a->events += t->store.n;
 	a->dropped += t->store.drops + t->store.store_drops;
@@ -1150,34 +1166,36 @@ static int analyse_target(struct builder *b, size_t ti)
 		    e->type == AIPROF_EV_STRING || e->type == AIPROF_EV_LIB_STATUS ||
 		    e->type == AIPROF_EV_NONE || e->type >= AIPROF_EV__MAX)
 			continue;
-		r = cpu_event(b, t, ti, e, &tc, &corr, &ccorr, &allocs, &arec, &narec, &caparec);
+		r = cpu_event(b, &tw, e);
 	}
 	if (r == 0)
-		r = corrmap_finish(&corr);
+		r = corrmap_finish(&tw.corr);
 	if (r == 0)
-		r = corrmap_finish(&ccorr);
+		r = corrmap_finish(&tw.ccorr);
 	for (size_t i = 0; i < t->store.n && r == 0; i++) {
 		const struct aiprof_event *e = &t->store.v[i];
 
 		if (e->type == AIPROF_EV_GPU_KERNEL || e->type == AIPROF_EV_GPU_MEMCPY)
-			r = gpu_event(b, t, e, &corr, &ccorr, &last_six, &last_skey);
+			r = gpu_event(b, t, e, &tw.corr, &tw.ccorr, &tw.last_six, &tw.last_skey);
 	}
-	for (size_t i = 0; i < narec; i++) {
-		if (arec[i].freed)
+	for (size_t i = 0; i < tw.narec; i++) {
+		const struct alloc_rec *ar = &tw.arec[i];
+
+		if (ar->freed)
 			continue;
 		mem->unfreed_allocs++;
-		mem->unfreed_bytes += arec[i].bytes;
-		if (!mem->first_unfreed_ts || arec[i].ts < mem->first_unfreed_ts)
-			mem->first_unfreed_ts = arec[i].ts;
-		if (arec[i].ts > mem->last_unfreed_ts)
-			mem->last_unfreed_ts = arec[i].ts;
-		if (arec[i].bytes > mem->largest_unfreed)
-			mem->largest_unfreed = arec[i].bytes;
+		mem->unfreed_bytes += ar->bytes;
+		if (!mem->first_unfreed_ts || ar->ts < mem->first_unfreed_ts)
+			mem->first_unfreed_ts = ar->ts;
+		if (ar->ts > mem->last_unfreed_ts)
+			mem->last_unfreed_ts = ar->ts;
+		if (ar->bytes > mem->largest_unfreed)
+			mem->largest_unfreed = ar->bytes;
 	}
-	free(arec);
-	corrmap_free(&corr);
-	corrmap_free(&ccorr);
-	idmap_free(&allocs);
+	free(tw.arec);
+	corrmap_free(&tw.corr);
+	corrmap_free(&tw.ccorr);
+	idmap_free(&tw.allocs);
 	return r;
 }
 

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blobtab.h"
+#include "u64map.h"
 #include "flamegraph.h"
 #include "membuf.h"
 
@@ -27,148 +29,35 @@ struct fg_node {
 };
 
 struct fg_tree {
-	/* names: blob + offsets, hash table of ids */
-	char *blob;
-	size_t blob_len, blob_cap;
-	uint32_t *name_off, *name_len;
-	size_t nnames, capnames;
-	uint32_t *name_slots;     /* id + 1, 0 = free */
-	size_t name_nslots;
-	/* nodes; hash (parent, name) -> node */
+	struct blobtab names;     /* frame names, interned */
 	struct fg_node *n;
 	size_t nn, capn;
-	uint32_t *node_slots;
-	size_t node_nslots;
+	struct u64map children;   /* parent << 32 | name -> node */
 	struct fg_stats st;
 };
 
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-	return h ^ (h >> 29);
-}
-
-static uint64_t hash_pair(uint32_t a, uint32_t b)
-{
-	uint64_t h = ((uint64_t)a << 32 | b) * 0x9e3779b97f4a7c15ULL;
-
-	return h ^ (h >> 31);
-}
-
 static const char *name_of(const struct fg_tree *t, uint32_t id, size_t *len)
 {
-	*len = t->name_len[id];
-	return t->blob + t->name_off[id];
-}
-
-/* whether a table of nslots slots still has room for one more of used entries */
-static bool has_room(size_t nslots, size_t used)
-{
-	return (used + 1) * 2 <= nslots;
+	return blobtab_get(&t->names, id, len);
 }
 
 static int name_intern(struct fg_tree *t, const char *s, size_t n, uint32_t *ret)
 {
-	uint64_t h = hash_bytes(s, n);
-	size_t i;
+	int64_t id = blobtab_intern(&t->names, s, n);
 
-	if (!has_room(t->name_nslots, t->nnames)) {
-		size_t ns = t->name_nslots ? t->name_nslots * 2 : 1024;
-		uint32_t *nv = calloc(ns, sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		for (size_t k = 0; k < t->nnames; k++) {
-			size_t l;
-			const char *nm = name_of(t, (uint32_t)k, &l);
-
-			for (i = hash_bytes(nm, l) & (ns - 1); nv[i]; i = (i + 1) & (ns - 1))
-				;
-			nv[i] = (uint32_t)k + 1;
-		}
-		free(t->name_slots);
-		t->name_slots = nv;
-		t->name_nslots = ns;
-	}
-	for (i = h & (t->name_nslots - 1); t->name_slots[i]; i = (i + 1) & (t->name_nslots - 1)) {
-		uint32_t id = t->name_slots[i] - 1;
-		size_t l;
-		const char *nm = name_of(t, id, &l);
-
-		if (l == n && memcmp(nm, s, n) == 0) {
-			*ret = id;
-			return 0;
-		}
-	}
-	if (t->nnames == t->capnames) {
-		size_t nc = t->capnames ? t->capnames * 2 : 256;
-		uint32_t *o = realloc(t->name_off, nc * sizeof(*o));
-		uint32_t *l;
-
-		if (!o)
-			return -ENOMEM;
-		t->name_off = o;
-		l = realloc(t->name_len, nc * sizeof(*l));
-		if (!l)
-			return -ENOMEM;
-		t->name_len = l;
-		t->capnames = nc;
-	}
-	if (t->blob_len + n + 1 > t->blob_cap) {
-		size_t nc = t->blob_cap ? t->blob_cap : 4096;
-		char *nb;
-
-		while (nc < t->blob_len + n + 1)
-			nc *= 2;
-		if (nc > UINT32_MAX)
-			return -ENOMEM;
-		nb = realloc(t->blob, nc);
-		if (!nb)
-			return -ENOMEM;
-		t->blob = nb;
-		t->blob_cap = nc;
-	}
-	memcpy(t->blob + t->blob_len, s, n);
-	t->blob[t->blob_len + n] = 0;
-	t->name_off[t->nnames] = (uint32_t)t->blob_len;
-	t->name_len[t->nnames] = (uint32_t)n;
-	t->blob_len += n + 1;
-	t->name_slots[i] = (uint32_t)t->nnames + 1;
-	*ret = (uint32_t)t->nnames++;
+	if (id < 0)
+		return (int)id;
+	*ret = (uint32_t)id;
 	return 0;
 }
 
 static int child_of(struct fg_tree *t, uint32_t parent, uint32_t name, uint32_t *ret)
 {
-	size_t i;
+	uint64_t key = (uint64_t)parent << 32 | name, k;
 
-	if (!has_room(t->node_nslots, t->nn)) {
-		size_t ns = t->node_nslots ? t->node_nslots * 2 : 1024;
-		uint32_t *nv = calloc(ns, sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		for (size_t k = 1; k < t->nn; k++) {
-			for (i = hash_pair(t->n[k].parent, t->n[k].name) & (ns - 1); nv[i];
-			     i = (i + 1) & (ns - 1))
-				;
-			nv[i] = (uint32_t)k;
-		}
-		free(t->node_slots);
-		t->node_slots = nv;
-		t->node_nslots = ns;
-	}
-	for (i = hash_pair(parent, name) & (t->node_nslots - 1); t->node_slots[i];
-	     i = (i + 1) & (t->node_nslots - 1)) {
-		uint32_t k = t->node_slots[i];
-
-		if (t->n[k].parent == parent && t->n[k].name == name) {
-			*ret = k;
-			return 0;
-		}
+	if (u64map_get(&t->children, key, &k)) {
+		*ret = (uint32_t)k;
+		return 0;
 	}
 	if (t->nn >= FG_MAX_NODES)
 		return -E2BIG;
@@ -181,10 +70,11 @@ static int child_of(struct fg_tree *t, uint32_t parent, uint32_t name, uint32_t 
 		t->n = nv;
 		t->capn = nc;
 	}
+	if (u64map_put(&t->children, key, t->nn) < 0)
+		return -ENOMEM;
 	t->n[t->nn] = (struct fg_node){ .name = name, .parent = parent,
 					.next_sibling = t->n[parent].first_child };
 	t->n[parent].first_child = (uint32_t)t->nn;
-	t->node_slots[i] = (uint32_t)t->nn;
 	*ret = (uint32_t)t->nn++;
 	return 0;
 }
@@ -244,7 +134,7 @@ static int add_line(struct fg_tree *t, const char *s, size_t n)
 	/* frames, root first */
 	for (i = 0; i <= n;) {
 		size_t j = i;
-		uint32_t id;
+		uint32_t id = 0;
 
 		while (j < n && s[j] != ';')
 			j++;
@@ -315,12 +205,9 @@ void fg_tree__free(struct fg_tree *t)
 {
 	if (!t)
 		return;
-	free(t->blob);
-	free(t->name_off);
-	free(t->name_len);
-	free(t->name_slots);
+	blobtab_clear(&t->names);
 	free(t->n);
-	free(t->node_slots);
+	u64map_clear(&t->children);
 	free(t);
 }
 
@@ -346,6 +233,16 @@ static bool contains(const char *s, size_t n, const char *needle)
 		if (memcmp(s + i, needle, k) == 0)
 			return true;
 	return false;
+}
+
+/* FNV-1a of a frame name: its colour, the same every run */
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	return h ^ (h >> 29);
 }
 
 /* deterministic colour of a frame name */
@@ -458,42 +355,46 @@ static void sanitize_id(const char *in, char *out, size_t len)
 	out[o] = 0;
 }
 
-int fg_tree__svg(const struct fg_tree *t, const struct fg_opts *o, struct membuf *out)
+/* The drawing's geometry: what every frame's position is computed from. */
+struct svg_geom {
+	unsigned width, height;
+	double scale, minw;             /* px per count; frames narrower than minw are left out */
+	char id[64];
+};
+
+/* The depth of the deepest frame that will be drawn. -ENOMEM or 0. */
+static int drawn_depth(const struct fg_tree *t, const struct svg_geom *g, size_t *ret)
 {
-	unsigned width = o->width ? o->width : 1200;
-	double minw = o->min_width_px > 0 ? o->min_width_px : 0.1;
-	double scale = t->n[0].total ? (double)(width - 2 * PAD_SIDE) / (double)t->n[0].total : 0;
-	struct lay *stack = NULL;
-	size_t nstack = 0, capstack = 0, shown = 0, maxd = 0;
-	struct kid *kids = NULL;
-	uint64_t *xs = NULL;
-	size_t capkids = 0;
-	char id[64], fill[32];
-	unsigned height;
-	int r = 0;
+	uint32_t *depth = calloc(t->nn, sizeof(*depth));
+	size_t maxd = 0;
 
-	sanitize_id(o->id, id, sizeof(id));
-	/* depth of what will be drawn, for the height */
-	{
-		uint32_t *depth = calloc(t->nn, sizeof(*depth));
-
-		if (!depth)
-			return -ENOMEM;
-		for (size_t k = 1; k < t->nn; k++) {
-			/* parents have lower ids than their children */
-			depth[k] = depth[t->n[k].parent] + 1;
-			if ((double)t->n[k].total * scale >= minw && depth[k] > maxd)
-				maxd = depth[k];
-		}
-		free(depth);
+	if (!depth)
+		return -ENOMEM;
+	for (size_t k = 1; k < t->nn; k++) {
+		/* parents have lower ids than their children */
+		depth[k] = depth[t->n[k].parent] + 1;
+		if ((double)t->n[k].total * g->scale >= g->minw && depth[k] > maxd)
+			maxd = depth[k];
 	}
-	height = (unsigned)(PAD_TOP + PAD_BOTTOM + (maxd + 1) * FRAME_H);
+	free(depth);
+	*ret = maxd;
+	return 0;
+}
+
+/* <svg>, its style, background, title and the controls, up to the frames. */
+static void svg_header(struct membuf *out, const struct fg_tree *t, const struct fg_opts *o,
+		       const struct svg_geom *g)
+{
+	const char *unit = o->unit ? o->unit : "samples", *title = o->title ? o->title : "Flame Graph";
+	const char *id = g->id;
+	unsigned width = g->width, height = g->height;
+
 	membuf_printf(out, "<svg version=\"1.1\" id=\"fg-%s\" class=\"aiprof-flamegraph\" width=\"%u\" "
 		      "height=\"%u\" viewBox=\"0 0 %u %u\" xmlns=\"http://www.w3.org/2000/svg\" "
 		      "data-w=\"%u\" data-pad=\"%d\" data-cw=\"%.1f\" data-total=\"%llu\" data-unit=\"",
 		      id, width, height, width, height, width, PAD_SIDE, CHAR_W,
 		      (unsigned long long)t->n[0].total);
-	membuf_escape(out, o->unit ? o->unit : "samples", strlen(o->unit ? o->unit : "samples"), 0);
+	membuf_escape(out, unit, strlen(unit), 0);
 	membuf_printf(out, "\">\n<style>\n"
 		      "#fg-%s text{font-family:Verdana,sans-serif;font-size:%dpx;fill:#000}\n"
 		      "#fg-%s g.fg-f{cursor:pointer}\n"
@@ -509,7 +410,7 @@ int fg_tree__svg(const struct fg_tree *t, const struct fg_opts *o, struct membuf
 	membuf_printf(out, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"url(#fg-%s-bg)\"/>\n",
 		      width, height, id);
 	membuf_printf(out, "<text class=\"fg-title\" x=\"%u\" y=\"24\">", width / 2);
-	membuf_escape(out, o->title ? o->title : "Flame Graph", strlen(o->title ? o->title : "Flame Graph"), 0);
+	membuf_escape(out, title, strlen(title), 0);
 	membuf_puts(out, "</text>\n");
 	if (o->subtitle) {
 		membuf_printf(out, "<text x=\"%u\" y=\"42\" style=\"text-anchor:middle;fill:#555\">", width / 2);
@@ -526,120 +427,157 @@ int fg_tree__svg(const struct fg_tree *t, const struct fg_opts *o, struct membuf
 	if (!t->n[0].total)
 		membuf_printf(out, "<text x=\"%u\" y=\"%u\" style=\"text-anchor:middle\">no samples in this "
 			      "window</text>\n", width / 2, height / 2);
+}
 
-	/* depth-first, children in name order so the graph is the same every run */
+/* One frame: its group, rectangle and (where it fits) its name. */
+static void svg_frame(struct membuf *out, const struct fg_tree *t, const struct fg_opts *o,
+		      const struct svg_geom *g, const struct lay *cur)
+{
+	const struct fg_node *nd = &t->n[cur->node];
+	double x = PAD_SIDE + (double)cur->x * g->scale, w = (double)nd->total * g->scale;
+	unsigned y = g->height - PAD_BOTTOM - (cur->depth + 1) * FRAME_H;
+	const char *nm = "all";
+	size_t nl = 3;
+	char fill[32];
+
+	if (cur->node) {
+		nm = name_of(t, nd->name, &nl);
+		if (nl == 0) {
+			nm = "[empty]";
+			nl = 7;
+		}
+	}
+	colour(o->palette, nm, nl, o->palette == FG_GPU && !nd->first_child && cur->node, fill,
+	       sizeof(fill));
+	membuf_printf(out, "<g class=\"fg-f\" data-x=\"%.2f\" data-w=\"%.2f\" data-d=\"%u\" "
+		      "data-c=\"%llu\" data-fill=\"%s\" data-n=\"", x - PAD_SIDE, w, cur->depth,
+		      (unsigned long long)nd->total, fill);
+	membuf_escape(out, nm, nl, 0);
+	membuf_puts(out, "\"><title>");
+	membuf_escape(out, nm, nl, 0);
+	membuf_printf(out, " (%llu %s, %.2f%%)</title><rect x=\"%.2f\" y=\"%u\" width=\"%.2f\" "
+		      "height=\"%d\" fill=\"%s\" rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
+		      (unsigned long long)nd->total, o->unit ? o->unit : "samples",
+		      t->n[0].total ? 100.0 * (double)nd->total / (double)t->n[0].total : 0,
+		      x, y, w, FRAME_H - 1, fill, x + 3, y + FRAME_H - 4);
+	if (w >= 3 * CHAR_W + 6) {
+		size_t maxc = (size_t)((w - 6) / CHAR_W);
+
+		membuf_escape(out, nm, nl, maxc >= nl ? 0 : (maxc > 2 ? maxc - 2 : 1));
+	}
+	membuf_puts(out, "</text></g>\n");
+}
+
+/* The depth-first walk: frames still to draw, and scratch for one frame's children. */
+struct walk {
+	struct lay *stack;
+	size_t nstack, capstack;
+	struct kid *kids;
+	uint64_t *xs;
+	size_t capkids;
+};
+
+/* Pushes cur's children (sorted by name, so the graph is the same every run), right to
+ * left, each at its x: cumulative in name order. 0 or -ENOMEM. */
+static int push_children(struct walk *k, const struct fg_tree *t, const struct lay *cur)
+{
+	uint64_t cx = cur->x;
+	size_t nk = 0;
+
+	for (uint32_t c = t->n[cur->node].first_child; c; c = t->n[c].next_sibling) {
+		if (nk == k->capkids) {
+			size_t nc = k->capkids ? k->capkids * 2 : 64;
+			struct kid *nv = realloc(k->kids, nc * sizeof(*nv));
+			uint64_t *nx;
+
+			if (!nv)
+				return -ENOMEM;
+			k->kids = nv;
+			nx = realloc(k->xs, nc * sizeof(*nx));
+			if (!nx)
+				return -ENOMEM;
+			k->xs = nx;
+			k->capkids = nc;
+		}
+		k->kids[nk].node = c;
+		k->kids[nk].name = name_of(t, t->n[c].name, &k->kids[nk].len);
+		nk++;
+	}
+	if (nk > 1)
+		qsort(k->kids, nk, sizeof(*k->kids), kid_cmp);
+	if (k->nstack + nk > k->capstack) {
+		size_t nc = (k->nstack + nk) * 2;
+		struct lay *nv = realloc(k->stack, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		k->stack = nv;
+		k->capstack = nc;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		k->xs[i] = cx;
+		cx += t->n[k->kids[i].node].total;
+	}
+	for (size_t i = nk; i-- > 0;)
+		k->stack[k->nstack++] = (struct lay){ k->kids[i].node, k->xs[i], cur->depth + 1 };
+	return 0;
+}
+
+/* Every frame at least minw wide, depth first. 0 or -ENOMEM. */
+static int svg_frames(struct membuf *out, const struct fg_tree *t, const struct fg_opts *o,
+		      const struct svg_geom *g)
+{
+	struct walk k = { 0 };
+	int r = 0;
+
 	membuf_puts(out, "<g class=\"fg-frames\">\n");
 	if (t->n[0].total) {
-		capstack = 64;
-		stack = malloc(capstack * sizeof(*stack));
-		if (!stack) {
-			r = -ENOMEM;
-			goto out;
-		}
-		stack[nstack++] = (struct lay){ 0, 0, 0 };
+		k.capstack = 64;
+		k.stack = malloc(k.capstack * sizeof(*k.stack));
+		if (!k.stack)
+			return -ENOMEM;
+		k.stack[k.nstack++] = (struct lay){ 0, 0, 0 };
 	}
-	while (nstack) {
-		struct lay cur = stack[--nstack];
-		const struct fg_node *nd = &t->n[cur.node];
-		double x = PAD_SIDE + (double)cur.x * scale, w = (double)nd->total * scale;
-		unsigned y = height - PAD_BOTTOM - (cur.depth + 1) * FRAME_H;
-		const char *nm = "all";
-		size_t nl = 3, nk = 0;
-		uint64_t cx = cur.x;
+	while (k.nstack && r == 0) {
+		struct lay cur = k.stack[--k.nstack];
 
-		if (w < minw)
+		if ((double)t->n[cur.node].total * g->scale < g->minw)
 			continue;
-		if (cur.node) {
-			nm = name_of(t, nd->name, &nl);
-			if (nl == 0) {
-				nm = "[empty]";
-				nl = 7;
-			}
-		}
-		colour(o->palette, nm, nl, o->palette == FG_GPU && !nd->first_child && cur.node, fill,
-		       sizeof(fill));
-		membuf_printf(out, "<g class=\"fg-f\" data-x=\"%.2f\" data-w=\"%.2f\" data-d=\"%u\" "
-			      "data-c=\"%llu\" data-fill=\"%s\" data-n=\"", x - PAD_SIDE, w, cur.depth,
-			      (unsigned long long)nd->total, fill);
-		membuf_escape(out, nm, nl, 0);
-		membuf_puts(out, "\"><title>");
-		membuf_escape(out, nm, nl, 0);
-		membuf_printf(out, " (%llu %s, %.2f%%)</title><rect x=\"%.2f\" y=\"%u\" width=\"%.2f\" "
-			      "height=\"%d\" fill=\"%s\" rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
-			      (unsigned long long)nd->total, o->unit ? o->unit : "samples",
-			      t->n[0].total ? 100.0 * (double)nd->total / (double)t->n[0].total : 0,
-			      x, y, w, FRAME_H - 1, fill, x + 3, y + FRAME_H - 4);
-		if (w >= 3 * CHAR_W + 6) {
-			size_t maxc = (size_t)((w - 6) / CHAR_W);
-
-			membuf_escape(out, nm, nl, maxc >= nl ? 0 : (maxc > 2 ? maxc - 2 : 1));
-		}
-		membuf_puts(out, "</text></g>\n");
-		shown++;
-		/* children sorted by name, pushed right to left */
-		for (uint32_t c = nd->first_child; c; c = t->n[c].next_sibling) {
-			if (nk == capkids) {
-				size_t nc = capkids ? capkids * 2 : 64;
-				struct kid *nv = realloc(kids, nc * sizeof(*nv));
-				uint64_t *nx;
-
-				if (!nv) {
-					r = -ENOMEM;
-					goto out;
-				}
-				kids = nv;
-				nx = realloc(xs, nc * sizeof(*nx));
-				if (!nx) {
-					r = -ENOMEM;
-					goto out;
-				}
-				xs = nx;
-				capkids = nc;
-			}
-			kids[nk].node = c;
-			kids[nk].name = name_of(t, t->n[c].name, &kids[nk].len);
-			nk++;
-		}
-		if (nk > 1)
-			qsort(kids, nk, sizeof(*kids), kid_cmp);
-		if (nstack + nk > capstack) {
-			size_t nc = (nstack + nk) * 2;
-			struct lay *nv = realloc(stack, nc * sizeof(*nv));
-
-			if (!nv) {
-				r = -ENOMEM;
-				goto out;
-			}
-			stack = nv;
-			capstack = nc;
-		}
-		/* x of each child: cumulative in name order */
-		for (size_t k = 0; k < nk; k++) {
-			xs[k] = cx;
-			cx += t->n[kids[k].node].total;
-		}
-		for (size_t k = nk; k-- > 0;)
-			stack[nstack++] = (struct lay){ kids[k].node, xs[k], cur.depth + 1 };
+		svg_frame(out, t, o, g, &cur);
+		r = push_children(&k, t, &cur);
 	}
-	membuf_puts(out, "</g>\n<script type=\"text/ecmascript\"><![CDATA[\n");
-	{
-		char idq[80];
-		const char *js = script_js, *at = strstr(js, "ID");
-
-		snprintf(idq, sizeof(idq), "'fg-%s'", id);
-		membuf_put(out, js, (size_t)(at - js));
-		membuf_puts(out, idq);
-		membuf_puts(out, at + 2);
-	}
-	membuf_puts(out, "]]></script>\n</svg>\n");
-out:
-	free(stack);
-	free(kids);
-	free(xs);
-	(void)shown;
-	if (!r && membuf_failed(out))
-		r = -ENOMEM;
+	membuf_puts(out, "</g>\n");
+	free(k.stack);
+	free(k.kids);
+	free(k.xs);
 	return r;
+}
+
+int fg_tree__svg(const struct fg_tree *t, const struct fg_opts *o, struct membuf *out)
+{
+	struct svg_geom g = { .width = o->width ? o->width : 1200 };
+	const char *at = strstr(script_js, "ID");
+	size_t maxd;
+	int r;
+
+	g.minw = o->min_width_px > 0 ? o->min_width_px : 0.1;
+	g.scale = t->n[0].total ? (double)(g.width - 2 * PAD_SIDE) / (double)t->n[0].total : 0;
+	sanitize_id(o->id, g.id, sizeof(g.id));
+	r = drawn_depth(t, &g, &maxd);
+	if (r < 0)
+		return r;
+	g.height = (unsigned)(PAD_TOP + PAD_BOTTOM + (maxd + 1) * FRAME_H);
+	svg_header(out, t, o, &g);
+	r = svg_frames(out, t, o, &g);
+	if (r < 0)
+		return r;
+	/* the script, told which drawing is its own */
+	membuf_puts(out, "<script type=\"text/ecmascript\"><![CDATA[\n");
+	membuf_put(out, script_js, (size_t)(at - script_js));
+	membuf_printf(out, "'fg-%s'", g.id);
+	membuf_puts(out, at + 2);
+	membuf_puts(out, "]]></script>\n</svg>\n");
+	return membuf_failed(out) ? -ENOMEM : 0;
 }
 
 static int read_file(const char *path, char **ret, size_t *len)

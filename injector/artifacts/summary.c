@@ -156,108 +156,107 @@ static void write_gpu_flamegraph(struct jsonw *w, const struct profile *p)
 	jsonw_obj_close(w);
 }
 
-int summary_write(const struct profile *p, const char *path)
-{
-	struct aggs kernels = { 0 }, copies = { 0 }, nccl = { 0 }, syncs = { 0 };
-	uint64_t cat_counts[6] = { 0 }, drops = 0, events = 0;
-	uint64_t alloc_bytes = 0, free_count = 0, alloc_count = 0;
-	static const char *const cats[6] = { "cuda_api", "cuda_kernel", "cuda_memcpy",
-					     "cuda_memory", "nccl", "rdma" };
-	char when[32];
-	time_t secs = (time_t)(p->start_realtime_ns / 1000000000ULL);
-	struct tm tm;
-	struct jsonw *w;
-	FILE *f;
-	int r;
+static const char *const categories[6] = { "cuda_api", "cuda_kernel", "cuda_memcpy",
+					   "cuda_memory", "nccl", "rdma" };
 
+/* What one pass over every target's events adds up for the summary. */
+struct totals {
+	struct aggs kernels, copies, nccl, syncs;
+	uint64_t cat_counts[6];         /* per categories[] */
+	uint64_t events, drops;
+	uint64_t alloc_count, alloc_bytes, free_count;
+};
+
+/* One event into the totals: its category, and its aggregate where it has one. */
+static void count_event(struct totals *tot, const struct target *t, const struct aiprof_event *e)
+{
+	struct agg *a = NULL;
+
+	switch (e->type) {
+	case AIPROF_EV_CUDA_LAUNCH:
+		tot->cat_counts[0]++;
+		a = agg_get(&tot->kernels, launch_kernel_name(t, e), NULL);
+		break;
+	case AIPROF_EV_CUDA_SYNC:
+		tot->cat_counts[0]++;
+		a = agg_get(&tot->syncs, api_name(e->api), NULL);
+		break;
+	case AIPROF_EV_GPU_KERNEL:
+		tot->cat_counts[1]++;
+		break;
+	case AIPROF_EV_CUDA_MEMCPY:
+		tot->cat_counts[2]++;
+		a = agg_get(&tot->copies, memcpy_kind_name(e->u.memcpy.kind),
+			    memcpy_host_memory(&e->u.memcpy));
+		if (a)
+			a->bytes += e->u.memcpy.bytes;
+		break;
+	case AIPROF_EV_CUDA_MEMSET:
+	case AIPROF_EV_GPU_MEMCPY:
+		tot->cat_counts[2]++;
+		break;
+	case AIPROF_EV_CUDA_ALLOC:
+		tot->cat_counts[3]++;
+		tot->alloc_count++;
+		tot->alloc_bytes += e->u.mem.bytes;
+		break;
+	case AIPROF_EV_CUDA_FREE:
+		tot->cat_counts[3]++;
+		tot->free_count++;
+		break;
+	case AIPROF_EV_NCCL_COLL:
+		tot->cat_counts[4]++;
+		a = agg_get(&tot->nccl, nccl_op_name(e->api), NULL);
+		if (a)
+			a->bytes += e->u.nccl.bytes;
+		break;
+	case AIPROF_EV_NCCL_INIT:
+	case AIPROF_EV_NCCL_GROUP:
+		tot->cat_counts[4]++;
+		break;
+	case AIPROF_EV_IBV:
+		tot->cat_counts[5]++;
+		break;
+	default:
+		break;
+	}
+	if (a) {
+		a->count++;
+		a->ns += e->dur;
+	}
+}
+
+static void sort_aggs(struct aggs *g)
+{
+	/* qsort(NULL, 0, ...) is undefined: a process without CUDA has no aggregates */
+	if (g->n)
+		qsort(g->v, g->n, sizeof(*g->v), by_ns_desc);
+}
+
+static void count_all(const struct profile *p, struct totals *tot)
+{
 	for (size_t ti = 0; ti < p->ntargets; ti++) {
 		const struct target *t = &p->targets[ti];
 
-		drops += t->store.drops + t->store.store_drops;
-		events += t->store.n;
-		for (size_t i = 0; i < t->store.n; i++) {
-			const struct aiprof_event *e = &t->store.v[i];
-			struct agg *a = NULL;
-
-			switch (e->type) {
-			case AIPROF_EV_CUDA_LAUNCH:
-				cat_counts[0]++;
-				a = agg_get(&kernels, launch_kernel_name(t, e), NULL);
-				break;
-			case AIPROF_EV_CUDA_SYNC:
-				cat_counts[0]++;
-				a = agg_get(&syncs, api_name(e->api), NULL);
-				break;
-			case AIPROF_EV_GPU_KERNEL:
-				cat_counts[1]++;
-				break;
-			case AIPROF_EV_CUDA_MEMCPY:
-				cat_counts[2]++;
-				a = agg_get(&copies, memcpy_kind_name(e->u.memcpy.kind),
-					    memcpy_host_memory(&e->u.memcpy));
-				if (a)
-					a->bytes += e->u.memcpy.bytes;
-				break;
-			case AIPROF_EV_CUDA_MEMSET:
-			case AIPROF_EV_GPU_MEMCPY:
-				cat_counts[2]++;
-				break;
-			case AIPROF_EV_CUDA_ALLOC:
-				cat_counts[3]++;
-				alloc_count++;
-				alloc_bytes += e->u.mem.bytes;
-				break;
-			case AIPROF_EV_CUDA_FREE:
-				cat_counts[3]++;
-				free_count++;
-				break;
-			case AIPROF_EV_NCCL_COLL:
-				cat_counts[4]++;
-				a = agg_get(&nccl, nccl_op_name(e->api), NULL);
-				if (a)
-					a->bytes += e->u.nccl.bytes;
-				break;
-			case AIPROF_EV_NCCL_INIT:
-			case AIPROF_EV_NCCL_GROUP:
-				cat_counts[4]++;
-				break;
-			case AIPROF_EV_IBV:
-				cat_counts[5]++;
-				break;
-			default:
-				break;
-			}
-			if (a) {
-				a->count++;
-				a->ns += e->dur;
-			}
-		}
+		tot->drops += t->store.drops + t->store.store_drops;
+		tot->events += t->store.n;
+		for (size_t i = 0; i < t->store.n; i++)
+			count_event(tot, t, &t->store.v[i]);
 	}
-	/* qsort(NULL, 0, ...) is undefined: a process without CUDA has no aggregates */
-	if (kernels.n)
-		qsort(kernels.v, kernels.n, sizeof(*kernels.v), by_ns_desc);
-	if (copies.n)
-		qsort(copies.v, copies.n, sizeof(*copies.v), by_ns_desc);
-	if (nccl.n)
-		qsort(nccl.v, nccl.n, sizeof(*nccl.v), by_ns_desc);
-	if (syncs.n)
-		qsort(syncs.v, syncs.n, sizeof(*syncs.v), by_ns_desc);
+	sort_aggs(&tot->kernels);
+	sort_aggs(&tot->copies);
+	sort_aggs(&tot->nccl);
+	sort_aggs(&tot->syncs);
+}
 
-	f = fopen(path, "we");
-	if (!f)
-		return -errno;
-	w = jsonw__new(jsonw_sink_file, f);
-	if (!w) {
-		fclose(f);
-		return -ENOMEM;
-	}
+static void write_window(struct jsonw *w, const struct profile *p)
+{
+	time_t secs = (time_t)(p->start_realtime_ns / 1000000000ULL);
+	struct tm tm;
+	char when[32];
+
 	gmtime_r(&secs, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-
-	jsonw_obj_open(w);
-	jsonw_kv_str(w, "schema", "aiprof.summary/v2");
-	jsonw_kv_str(w, "aiprof_version", AIPROF_VERSION);
-	write_origin(w);
 	jsonw_key(w, "window");
 	jsonw_obj_open(w);
 	jsonw_kv_str(w, "start", when);
@@ -267,37 +266,26 @@ int summary_write(const struct profile *p, const char *path)
 	jsonw_kv_double(w, "requested_s", (double)p->requested_ns / 1e9);
 	jsonw_obj_close(w);
 	jsonw_kv_str(w, "clock", "CLOCK_MONOTONIC; timeline ts/dur are microseconds of it");
+}
 
-	jsonw_key(w, "targets");
-	jsonw_arr_open(w);
-	for (size_t i = 0; i < p->ntargets; i++)
-		write_target(w, &p->targets[i]);
-	jsonw_arr_close(w);
-
-	jsonw_kv_uint(w, "events", events);
-	jsonw_kv_uint(w, "dropped_events", drops);
-	jsonw_key(w, "counts");
-	jsonw_obj_open(w);
-	for (size_t i = 0; i < 6; i++)
-		jsonw_kv_uint(w, cats[i], cat_counts[i]);
-	summary_write_counts_ebpf(w, p);
-	jsonw_obj_close(w);
-
+/* "kernels", "memcpy", "nccl", "synchronization": the aggregates, largest API time first. */
+static void write_aggregates(struct jsonw *w, const struct totals *tot)
+{
 	jsonw_key(w, "kernels");
 	jsonw_arr_open(w);
-	for (size_t i = 0; i < kernels.n && i < 50; i++) {
+	for (size_t i = 0; i < tot->kernels.n && i < 50; i++) {
 		jsonw_obj_open(w);
-		jsonw_kv_str(w, "name", kernels.v[i].key);
-		jsonw_kv_uint(w, "launches", kernels.v[i].count);
-		write_us(w, "launch_api_us", kernels.v[i].ns);
+		jsonw_kv_str(w, "name", tot->kernels.v[i].key);
+		jsonw_kv_uint(w, "launches", tot->kernels.v[i].count);
+		write_us(w, "launch_api_us", tot->kernels.v[i].ns);
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);
 
 	jsonw_key(w, "memcpy");
 	jsonw_arr_open(w);
-	for (size_t i = 0; i < copies.n; i++) {
-		const struct agg *a = &copies.v[i];
+	for (size_t i = 0; i < tot->copies.n; i++) {
+		const struct agg *a = &tot->copies.v[i];
 
 		jsonw_obj_open(w);
 		jsonw_kv_str(w, "kind", a->key);
@@ -313,32 +301,56 @@ int summary_write(const struct profile *p, const char *path)
 
 	jsonw_key(w, "nccl");
 	jsonw_arr_open(w);
-	for (size_t i = 0; i < nccl.n; i++) {
+	for (size_t i = 0; i < tot->nccl.n; i++) {
 		jsonw_obj_open(w);
-		jsonw_kv_str(w, "op", nccl.v[i].key);
-		jsonw_kv_uint(w, "count", nccl.v[i].count);
-		jsonw_kv_uint(w, "bytes", nccl.v[i].bytes);
-		write_us(w, "api_us", nccl.v[i].ns);
+		jsonw_kv_str(w, "op", tot->nccl.v[i].key);
+		jsonw_kv_uint(w, "count", tot->nccl.v[i].count);
+		jsonw_kv_uint(w, "bytes", tot->nccl.v[i].bytes);
+		write_us(w, "api_us", tot->nccl.v[i].ns);
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);
 
 	jsonw_key(w, "synchronization");
 	jsonw_arr_open(w);
-	for (size_t i = 0; i < syncs.n; i++) {
+	for (size_t i = 0; i < tot->syncs.n; i++) {
 		jsonw_obj_open(w);
-		jsonw_kv_str(w, "api", syncs.v[i].key);
-		jsonw_kv_uint(w, "count", syncs.v[i].count);
-		write_us(w, "wait_us", syncs.v[i].ns);
+		jsonw_kv_str(w, "api", tot->syncs.v[i].key);
+		jsonw_kv_uint(w, "count", tot->syncs.v[i].count);
+		write_us(w, "wait_us", tot->syncs.v[i].ns);
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);
+}
 
+static void write_document(struct jsonw *w, const struct profile *p, const struct totals *tot)
+{
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "schema", "aiprof.summary/v2");
+	jsonw_kv_str(w, "aiprof_version", AIPROF_VERSION);
+	write_origin(w);
+	write_window(w, p);
+	jsonw_key(w, "targets");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < p->ntargets; i++)
+		write_target(w, &p->targets[i]);
+	jsonw_arr_close(w);
+
+	jsonw_kv_uint(w, "events", tot->events);
+	jsonw_kv_uint(w, "dropped_events", tot->drops);
+	jsonw_key(w, "counts");
+	jsonw_obj_open(w);
+	for (size_t i = 0; i < 6; i++)
+		jsonw_kv_uint(w, categories[i], tot->cat_counts[i]);
+	summary_write_counts_ebpf(w, p);
+	jsonw_obj_close(w);
+
+	write_aggregates(w, tot);
 	jsonw_key(w, "gpu_memory");
 	jsonw_obj_open(w);
-	jsonw_kv_uint(w, "allocations", alloc_count);
-	jsonw_kv_uint(w, "allocated_bytes", alloc_bytes);
-	jsonw_kv_uint(w, "frees", free_count);
+	jsonw_kv_uint(w, "allocations", tot->alloc_count);
+	jsonw_kv_uint(w, "allocated_bytes", tot->alloc_bytes);
+	jsonw_kv_uint(w, "frees", tot->free_count);
 	jsonw_obj_close(w);
 
 	ebpf_summary_write(w, p->ebpf, p->ebpf_reason);
@@ -358,13 +370,35 @@ int summary_write(const struct profile *p, const char *path)
 	jsonw_arr_close(w);
 	jsonw_obj_close(w);
 	jsonw_newline(w);
+}
 
+int summary_write(const struct profile *p, const char *path)
+{
+	struct totals tot = { 0 };
+	struct jsonw *w;
+	FILE *f;
+	int r;
+
+	count_all(p, &tot);
+	f = fopen(path, "we");
+	if (!f) {
+		r = -errno;
+		goto out;
+	}
+	w = jsonw__new(jsonw_sink_file, f);
+	if (!w) {
+		fclose(f);
+		r = -ENOMEM;
+		goto out;
+	}
+	write_document(w, p, &tot);
 	r = jsonw__finish(w);
 	if (fclose(f) != 0 && !r)
 		r = -errno;
-	free(kernels.v);
-	free(copies.v);
-	free(nccl.v);
-	free(syncs.v);
+out:
+	free(tot.kernels.v);
+	free(tot.copies.v);
+	free(tot.nccl.v);
+	free(tot.syncs.v);
 	return r;
 }

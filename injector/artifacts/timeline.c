@@ -249,8 +249,8 @@ static void write_args(struct jsonw *w, const struct target *t, const struct aip
 	jsonw_obj_close(w);
 }
 
-static void write_metadata(struct jsonw *w, const char *what, pid_t pid, uint32_t tid,
-			   const char *name)
+/* A metadata record ("ph":"M") up to its open "args" object; the caller closes both. */
+static void metadata_open(struct jsonw *w, const char *what, pid_t pid, uint32_t tid)
 {
 	jsonw_newline(w);
 	jsonw_obj_open(w);
@@ -261,6 +261,12 @@ static void write_metadata(struct jsonw *w, const char *what, pid_t pid, uint32_
 	jsonw_kv_uint(w, "ts", 0);
 	jsonw_key(w, "args");
 	jsonw_obj_open(w);
+}
+
+static void write_metadata(struct jsonw *w, const char *what, pid_t pid, uint32_t tid,
+			   const char *name)
+{
+	metadata_open(w, what, pid, tid);
 	jsonw_kv_str(w, "name", name);
 	jsonw_obj_close(w);
 	jsonw_obj_close(w);
@@ -286,15 +292,7 @@ static void write_target(struct jsonw *w, const struct target *t, const struct t
 	write_metadata(w, "process_name", t->pid, 0, pl->process_label);
 	if (pl->first_rank >= 0) {
 		/* processes ordered by rank in the UI */
-		jsonw_newline(w);
-		jsonw_obj_open(w);
-		jsonw_kv_str(w, "ph", "M");
-		jsonw_kv_str(w, "name", "process_sort_index");
-		jsonw_kv_int(w, "pid", t->pid);
-		jsonw_kv_uint(w, "tid", 0);
-		jsonw_kv_uint(w, "ts", 0);
-		jsonw_key(w, "args");
-		jsonw_obj_open(w);
+		metadata_open(w, "process_sort_index", t->pid, 0);
 		jsonw_kv_int(w, "sort_index", pl->first_rank);
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);

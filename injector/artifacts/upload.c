@@ -524,304 +524,266 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len)
 	return buf;
 }
 
+/* One upload under way: where to, what, and the first failure's text. */
+struct upload_job {
+	const char *dir;
+	const struct upload_opts *o;
+	struct s3_location loc;
+	struct s3_config cfg;
+	struct artifacts arts;
+	struct strbuf manifest;
+	char manifest_key[S3_KEY_MAX + 1], manifest_sha[SHA256_HEX_LEN + 1];
+	struct s3_client *client;
+	uint64_t total;                 /* bytes of the artifacts */
+	unsigned sent, skipped;
+	bool nothing_to_resume;         /* a failure that a retry of the same command won't fix */
+	char what[1024];
+};
+
+/* The folder and the configuration, checked before anything is read or sent. */
+static int check_job(struct upload_job *j)
+{
+	char cmsg[512] = "";
+	struct stat st;
+	int err;
+
+	if (stat(j->dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		err = stat(j->dir, &st) < 0 ? -errno : -ENOTDIR;
+		snprintf(j->what, sizeof(j->what), "artifact folder %s: %s", j->dir, strerror(-err));
+		j->nothing_to_resume = true;
+		return err;
+	}
+	err = s3_config__load(&j->cfg, &j->o->s3, cmsg, sizeof(cmsg));
+	if (err < 0) {
+		snprintf(j->what, sizeof(j->what), "S3 configuration: %s", cmsg);
+		return err == -ENOENT ? -ENOKEY : err == -ENOMEM ? err : -EINVAL;
+	}
+	if (s3_config__addressing_for(&j->cfg, j->loc.bucket) == S3_ADDRESSING_VIRTUAL &&
+	    (!s3_bucket_dns_compatible(j->loc.bucket) || (j->cfg.endpoint.host[0] != '[' &&
+	     s3_host_is_literal(j->cfg.endpoint.host) &&
+	     strcmp(j->cfg.endpoint.host, "localhost")))) {
+		snprintf(j->what, sizeof(j->what), "virtual-hosted addressing needs a bucket name "
+			 "that is a DNS label and an endpoint with a host name (bucket '%s', "
+			 "endpoint %s): use --path-style", j->loc.bucket, j->cfg.endpoint.host);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every file's key and SHA-256, and manifest.json written into the folder. */
+static int prepare_manifest(struct upload_job *j)
+{
+	const char *prefix = j->loc.prefix, *slash = prefix[0] ? "/" : "";
+	uint8_t d[SHA256_LEN];
+	int err;
+
+	err = scan(j->dir, "", 0, &j->arts);
+	if (err < 0) {
+		snprintf(j->what, sizeof(j->what), "reading the artifact folder %s: %s", j->dir,
+			 strerror(-err));
+		return err;
+	}
+	if (j->arts.n == 0) {
+		snprintf(j->what, sizeof(j->what), "the artifact folder %s has no files to upload",
+			 j->dir);
+		j->nothing_to_resume = true;
+		return -ENODATA;
+	}
+	qsort(j->arts.v, j->arts.n, sizeof(*j->arts.v), cmp_artifact);
+	for (size_t i = 0; i < j->arts.n; i++) {
+		struct artifact *f = &j->arts.v[i];
+		struct strbuf k = STRBUF_INIT;
+
+		strbuf_addf(&k, "%s%s%s", prefix, slash, f->rel);
+		f->key = strbuf__steal(&k);
+		if (!f->key) {
+			snprintf(j->what, sizeof(j->what), "out of memory");
+			return -ENOMEM;
+		}
+		if (strlen(f->key) > S3_KEY_MAX) {
+			snprintf(j->what, sizeof(j->what), "object key for %s is longer than %d bytes",
+				 f->rel, S3_KEY_MAX);
+			return -ENAMETOOLONG;
+		}
+		err = hash_artifact(j->dir, f);
+		if (err < 0) {
+			snprintf(j->what, sizeof(j->what), "reading %s/%s: %s", j->dir, f->rel,
+				 err == -ESTALE ? "it changed while being read" : strerror(-err));
+			return err;
+		}
+		j->total += f->size;
+	}
+	snprintf(j->manifest_key, sizeof(j->manifest_key), "%s%s" MANIFEST, prefix, slash);
+	err = build_manifest(&j->loc, &j->arts, &j->manifest);
+	if (err == 0)
+		err = write_manifest(j->dir, &j->manifest);
+	if (err < 0) {
+		snprintf(j->what, sizeof(j->what), "writing %s/" MANIFEST ": %s", j->dir,
+			 strerror(-err));
+		return err;
+	}
+	sha256(j->manifest.s, j->manifest.len, d);
+	hex_encode(d, sizeof(d), j->manifest_sha);
+	return 0;
+}
+
+/* Is f already in the bucket with its SHA-256 (--skip-existing)? 1, 0, or a negative errno. */
+static int already_there(struct upload_job *j, const struct artifact *f)
+{
+	struct s3_object_info info;
+	struct s3_error e;
+	int err;
+
+	err = s3_client__head(j->client, j->loc.bucket, f->key, &info, &e);
+	if (err == 0 && info.size == f->size && strcmp(info.sha256_hex, f->sha256) == 0)
+		return 1;
+	/* No read permission (403) or not there (404): send it. A transport failure would fail
+	 * the PUT the same way, so stop here. */
+	if (err < 0 && e.last.net != S3_NET_OK) {
+		s3_error__describe(&e, &j->cfg, j->what, sizeof(j->what));
+		return err;
+	}
+	return 0;
+}
+
+/* One file to the bucket, checked unchanged after it was sent. */
+static int send_one(struct upload_job *j, const struct artifact *f)
+{
+	struct s3_object_meta meta = { content_type_for(f->rel), f->sha256 };
+	struct s3_put_stats stats = { 0 };
+	uint64_t t1 = now_monotonic_ns();
+	struct s3_error e;
+	struct stat st;
+	char hb[32];
+	int fd = -1, err;
+
+	err = open_artifact(j->dir, f, &fd);
+	if (err < 0) {
+		snprintf(j->what, sizeof(j->what), "opening %s/%s: %s", j->dir, f->rel,
+			 strerror(-err));
+		return err;
+	}
+	err = s3_client__put_file(j->client, j->loc.bucket, f->key, fd, f->size, &meta, &stats,
+				  &e);
+	if (err < 0)
+		s3_error__describe(&e, &j->cfg, j->what, sizeof(j->what));
+	/* the manifest must describe what was sent */
+	else if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != f->size ||
+		 st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
+		err = -ESTALE;
+		snprintf(j->what, sizeof(j->what), "%s/%s changed during the upload", j->dir, f->rel);
+	}
+	close(fd);
+	if (err < 0)
+		return err;
+	if (!j->o->quiet) {
+		double s = (double)(now_monotonic_ns() - t1) / 1e9;
+		char extra[64] = "";
+
+		if (stats.parts || stats.retries)
+			snprintf(extra, sizeof(extra), " [%u parts, %u retries]", stats.parts,
+				 stats.retries);
+		log_info("  %s: %s in %.2fs (%.1f MiB/s)%s", f->rel,
+			 human_bytes(f->size, hb, sizeof(hb)), s,
+			 s > 0 ? (double)f->size / (1 << 20) / s : 0.0, extra);
+	}
+	return 0;
+}
+
+/* Every artifact, then the manifest last: its presence says the upload is complete. */
+static int send_all(struct upload_job *j)
+{
+	struct s3_object_meta meta = { "application/json", j->manifest_sha };
+	struct s3_hooks hooks = { 0 };
+	struct s3_error e;
+	char hb[32];
+	int err;
+
+	if (j->o->hooks)
+		hooks = *j->o->hooks;
+	if (!hooks.notify)
+		hooks.notify = notify_log;
+	j->client = s3_client__new(&j->cfg, &j->o->client, &hooks);
+	if (!j->client) {
+		snprintf(j->what, sizeof(j->what), "cannot start the HTTP client (libcurl)");
+		return -ENOMEM;
+	}
+	if (!j->o->quiet)
+		log_info("uploading %zu files (%s) from %s to s3://%s/%s%s", j->arts.n,
+			 human_bytes(j->total, hb, sizeof(hb)), j->dir, j->loc.bucket,
+			 j->loc.prefix, j->loc.prefix[0] ? "/" : "");
+	for (size_t i = 0; i < j->arts.n; i++) {
+		const struct artifact *f = &j->arts.v[i];
+
+		err = j->o->skip_existing ? already_there(j, f) : 0;
+		if (err > 0) {
+			if (!j->o->quiet)
+				log_info("  %s: already there with the same SHA-256", f->rel);
+			j->skipped++;
+			continue;
+		}
+		if (err == 0)
+			err = send_one(j, f);
+		if (err < 0)
+			return err;
+		j->sent++;
+	}
+	err = s3_client__put_buffer(j->client, j->loc.bucket, j->manifest_key, j->manifest.s,
+				    j->manifest.len, &meta, &e);
+	if (err < 0)
+		s3_error__describe(&e, &j->cfg, j->what, sizeof(j->what));
+	return err;
+}
+
 int upload_artifacts(const char *dir, const char *s3url, const struct upload_opts *o,
 		     char *msg, size_t msglen)
 {
 	struct upload_opts defaults;
-	struct s3_location loc = { 0 };
-	struct s3_config cfg = { 0 };
-	struct artifacts arts = { 0 };
-	struct strbuf manifest = STRBUF_INIT;
-	struct s3_client *client = NULL;
-	struct s3_hooks hooks = { 0 };
-	struct s3_error e;
-	char cmsg[512] = "", what[1024] = "", qdir[PATH_MAX + 64], qurl[2048], hb[32];
-	char manifest_key[S3_KEY_MAX + 1], manifest_sha[SHA256_HEX_LEN + 1];
-	uint64_t t0 = now_monotonic_ns(), total = 0;
-	unsigned sent = 0, skipped = 0;
-	struct stat st;
-	int err = 0;
+	struct upload_job j = { .dir = dir, .manifest = STRBUF_INIT };
+	char qdir[PATH_MAX + 64], qurl[2048], hb[32];
+	uint64_t t0 = now_monotonic_ns();
+	int err;
 
 	if (!o) {
 		upload_opts__init(&defaults);
 		o = &defaults;
 	}
+	j.o = o;
 	msg[0] = '\0';
-	shell_quote(dir, qdir, sizeof(qdir));
-	shell_quote(s3url ? s3url : "", qurl, sizeof(qurl));
-
-	err = s3_location__parse(s3url, &loc);
+	err = s3_location__parse(s3url, &j.loc);
 	if (err < 0) {
 		snprintf(msg, msglen, "'%s' is not s3://bucket[/prefix] (bucket: 3-255 of a-z 0-9 . "
 			 "- _; prefix: no empty, '.' or '..' segments, no control characters)",
 			 s3url ? s3url : "");
 		return err == -ENOMEM ? err : -EINVAL;
 	}
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		err = stat(dir, &st) < 0 ? -errno : -ENOTDIR;
-		snprintf(what, sizeof(what), "artifact folder %s: %s", dir, strerror(-err));
-		goto fail_early;
-	}
-	err = s3_config__load(&cfg, &o->s3, cmsg, sizeof(cmsg));
-	if (err < 0) {
-		snprintf(what, sizeof(what), "S3 configuration: %s", cmsg);
-		err = err == -ENOENT ? -ENOKEY : err == -ENOMEM ? err : -EINVAL;
-		goto fail;
-	}
-	if (s3_config__addressing_for(&cfg, loc.bucket) == S3_ADDRESSING_VIRTUAL &&
-	    (!s3_bucket_dns_compatible(loc.bucket) || (cfg.endpoint.host[0] != '[' &&
-	     s3_host_is_literal(cfg.endpoint.host) && strcmp(cfg.endpoint.host, "localhost")))) {
-		snprintf(what, sizeof(what), "virtual-hosted addressing needs a bucket name that is "
-			 "a DNS label and an endpoint with a host name (bucket '%s', endpoint %s): "
-			 "use --path-style", loc.bucket, cfg.endpoint.host);
-		err = -EINVAL;
-		goto fail;
-	}
-
-	/* 1. hash everything and write the manifest */
-	err = scan(dir, "", 0, &arts);
-	if (err < 0) {
-		snprintf(what, sizeof(what), "reading the artifact folder %s: %s", dir,
-			 strerror(-err));
-		goto fail;
-	}
-	if (arts.n == 0) {
-		snprintf(what, sizeof(what), "the artifact folder %s has no files to upload", dir);
-		err = -ENODATA;
-		goto fail_early;
-	}
-	qsort(arts.v, arts.n, sizeof(*arts.v), cmp_artifact);
-	for (size_t i = 0; i < arts.n; i++) {
-		struct artifact *f = &arts.v[i];
-		struct strbuf k = STRBUF_INIT;
-
-		strbuf_addf(&k, "%s%s%s", loc.prefix, loc.prefix[0] ? "/" : "", f->rel);
-		f->key = strbuf__steal(&k);
-		if (!f->key) {
-			err = -ENOMEM;
-			snprintf(what, sizeof(what), "out of memory");
-			goto fail;
-		}
-		if (strlen(f->key) > S3_KEY_MAX) {
-			err = -ENAMETOOLONG;
-			snprintf(what, sizeof(what), "object key for %s is longer than %d bytes",
-				 f->rel, S3_KEY_MAX);
-			goto fail;
-		}
-		err = hash_artifact(dir, f);
-		if (err < 0) {
-			snprintf(what, sizeof(what), "reading %s/%s: %s", dir, f->rel,
-				 err == -ESTALE ? "it changed while being read" : strerror(-err));
-			goto fail;
-		}
-		total += f->size;
-	}
-	snprintf(manifest_key, sizeof(manifest_key), "%s%s" MANIFEST, loc.prefix,
-		 loc.prefix[0] ? "/" : "");
-	err = build_manifest(&loc, &arts, &manifest);
+	err = check_job(&j);
 	if (err == 0)
-		err = write_manifest(dir, &manifest);
-	if (err < 0) {
-		snprintf(what, sizeof(what), "writing %s/" MANIFEST ": %s", dir, strerror(-err));
-		goto fail;
-	}
-	{
-		uint8_t d[SHA256_LEN];
-
-		sha256(manifest.s, manifest.len, d);
-		hex_encode(d, sizeof(d), manifest_sha);
-	}
-
-	/* 2. the artifacts */
-	if (o->hooks)
-		hooks = *o->hooks;
-	if (!hooks.notify)
-		hooks.notify = notify_log;
-	client = s3_client__new(&cfg, &o->client, &hooks);
-	if (!client) {
-		err = -ENOMEM;
-		snprintf(what, sizeof(what), "cannot start the HTTP client (libcurl)");
-		goto fail;
-	}
-	if (!o->quiet)
-		log_info("uploading %zu files (%s) from %s to s3://%s/%s%s", arts.n,
-			 human_bytes(total, hb, sizeof(hb)), dir, loc.bucket, loc.prefix,
-			 loc.prefix[0] ? "/" : "");
-	for (size_t i = 0; i < arts.n; i++) {
-		struct artifact *f = &arts.v[i];
-		struct s3_object_meta meta = { content_type_for(f->rel), f->sha256 };
-		struct s3_put_stats stats = { 0 };
-		uint64_t t1 = now_monotonic_ns();
-		int fd = -1;
-
-		if (o->skip_existing) {
-			struct s3_object_info info;
-
-			err = s3_client__head(client, loc.bucket, f->key, &info, &e);
-			if (err == 0 && info.size == f->size && strcmp(info.sha256_hex, f->sha256) == 0) {
-				if (!o->quiet)
-					log_info("  %s: already there with the same SHA-256", f->rel);
-				skipped++;
-				continue;
-			}
-			/* No read permission (403) or not there (404): send it. A transport failure
-			 * would fail the PUT the same way, so stop here. */
-			if (err < 0 && e.last.net != S3_NET_OK) {
-				s3_error__describe(&e, &cfg, what, sizeof(what));
-				goto fail;
-			}
-		}
-		err = open_artifact(dir, f, &fd);
-		if (err < 0) {
-			snprintf(what, sizeof(what), "opening %s/%s: %s", dir, f->rel, strerror(-err));
-			goto fail;
-		}
-		err = s3_client__put_file(client, loc.bucket, f->key, fd, f->size, &meta, &stats, &e);
-		if (err == 0) {
-			struct stat now_st;
-
-			/* the manifest must describe what was sent */
-			if (fstat(fd, &now_st) < 0 || (uint64_t)now_st.st_size != f->size ||
-			    now_st.st_mtim.tv_sec != f->mtime.tv_sec ||
-			    now_st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
-				err = -ESTALE;
-				snprintf(what, sizeof(what), "%s/%s changed during the upload", dir,
-					 f->rel);
-			}
-		} else {
-			s3_error__describe(&e, &cfg, what, sizeof(what));
-		}
-		close(fd);
-		if (err < 0)
-			goto fail;
-		sent++;
-		if (!o->quiet) {
-			double s = (double)(now_monotonic_ns() - t1) / 1e9;
-			char extra[64] = "";
-
-			if (stats.parts || stats.retries)
-				snprintf(extra, sizeof(extra), " [%u parts, %u retries]", stats.parts,
-					 stats.retries);
-			log_info("  %s: %s in %.2fs (%.1f MiB/s)%s", f->rel,
-				 human_bytes(f->size, hb, sizeof(hb)), s,
-				 s > 0 ? (double)f->size / (1 << 20) / s : 0.0, extra);
-		}
-	}
-
-	/* 3. the manifest, last: its presence says the upload is complete */
-	{
-		struct s3_object_meta meta = { "application/json", manifest_sha };
-
-		err = s3_client__put_buffer(client, loc.bucket, manifest_key, manifest.s,
-					    manifest.len, &meta, &e);
-		if (err < 0) {
-			s3_error__describe(&e, &cfg, what, sizeof(what));
-			goto fail;
-		}
-	}
-
-	/* 4. only now may local files go */
-	if (o->delete_after)
-		delete_local(dir, &arts);
-	{
-		double s = (double)(now_monotonic_ns() - t0) / 1e9;
-
+		err = prepare_manifest(&j);
+	if (err == 0)
+		err = send_all(&j);
+	if (err < 0 && j.nothing_to_resume) {
+		snprintf(msg, msglen, "%s", j.what);
+	} else if (err < 0) {
+		shell_quote(dir, qdir, sizeof(qdir));
+		shell_quote(s3url, qurl, sizeof(qurl));
+		snprintf(msg, msglen, "%s. The artifacts are kept in %s; to resume: aiprof upload "
+			 "%s %s", j.what, dir, qdir, qurl);
+	} else {
+		/* only now may local files go */
+		if (o->delete_after)
+			delete_local(dir, &j.arts);
 		snprintf(msg, msglen, "uploaded %u of %zu files (%s%s) and " MANIFEST " to "
-			 "s3://%s/%s%s in %.2fs%s", sent, arts.n, human_bytes(total, hb, sizeof(hb)),
-			 skipped ? ", the rest already there" : "", loc.bucket, loc.prefix,
-			 loc.prefix[0] ? "/" : "", s, o->delete_after ? "; local copies removed" : "");
+			 "s3://%s/%s%s in %.2fs%s", j.sent, j.arts.n,
+			 human_bytes(j.total, hb, sizeof(hb)),
+			 j.skipped ? ", the rest already there" : "", j.loc.bucket, j.loc.prefix,
+			 j.loc.prefix[0] ? "/" : "", (double)(now_monotonic_ns() - t0) / 1e9,
+			 o->delete_after ? "; local copies removed" : "");
 	}
-	goto out;
-
-fail:
-	snprintf(msg, msglen, "%s. The artifacts are kept in %s; to resume: aiprof upload %s %s",
-		 what, dir, qdir, qurl);
-	goto out;
-fail_early:
-	snprintf(msg, msglen, "%s", what);
-out:
-	s3_client__free(client);
-	strbuf__release(&manifest);
-	artifacts__clear(&arts);
-	s3_config__clear(&cfg);
-	s3_location__clear(&loc);
+	s3_client__free(j.client);
+	strbuf__release(&j.manifest);
+	artifacts__clear(&j.arts);
+	s3_config__clear(&j.cfg);
+	s3_location__clear(&j.loc);
 	return err;
-}
-
-/* ---- the command --------------------------------------------------------------------- */
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: aiprof upload DIR s3://BUCKET[/PREFIX] [OPTIONS]\n\n"
-		"Uploads an artifact folder (written by 'aiprof profile -o DIR') to S3-compatible\n"
-		"storage: every file, then manifest.json with each file's size and SHA-256; the\n"
-		"manifest's presence in the bucket means the upload is complete. Run it again after\n"
-		"a failure: files already there with the same SHA-256 are not sent again.\n\n"
-		"Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY [, AWS_SESSION_TOKEN], or\n"
-		"files of those names in --secret-dir. Other settings: AWS_REGION /\n"
-		"AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_CA_BUNDLE,\n"
-		"AIPROF_S3_ADDRESSING. Flags win over the environment.\n\nOptions:\n%s"
-		"  -v, --verbose            more detail\n"
-		"  -q, --quiet              only errors and retries\n"
-		"  -h, --help               this help\n\n"
-		"Exit codes: 0 uploaded, 2 usage or configuration (bad URL, no credentials),\n"
-		"7 the upload failed (the folder is kept; the message says how to resume).\n",
-		upload_options_help);
-}
-
-int cmd_upload(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		UPLOAD_LONG_OPTIONS,
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct upload_opts o;
-	char msg[2048];
-	int c, r;
-
-	upload_opts__init(&o);
-	o.skip_existing = true;
-	/* libcurl sends with MSG_NOSIGNAL; this covers any other write to a closed socket */
-	signal(SIGPIPE, SIG_IGN);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "vqh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'v':
-			log_set_max_level(LOG_DEBUG);
-			break;
-		case 'q':
-			o.quiet = true;
-			log_set_max_level(LOG_WARNING);
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			msg[0] = '\0';
-			r = upload_opts__parse_option(&o, c, optarg, msg, sizeof(msg));
-			if (r == 0)
-				break;
-			if (r == -EINVAL)
-				log_error("%s", msg);
-			else
-				log_error("see 'aiprof upload --help' for the options");
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 2) {
-		log_error("upload needs DIR and s3://BUCKET[/PREFIX]; see 'aiprof upload --help'");
-		return EXIT_USAGE;
-	}
-	r = upload_artifacts(argv[optind], argv[optind + 1], &o, msg, sizeof(msg));
-	if (r < 0) {
-		log_error("%s", msg);
-		return r == -EINVAL || r == -ENOKEY ? EXIT_USAGE : EXIT_OUTPUT;
-	}
-	if (!o.quiet)
-		log_info("%s", msg);
-	return EXIT_OK;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Uploading an artifact folder to S3-compatible storage, and the `aiprof upload` command.
+ * Uploading an artifact folder to S3-compatible storage (the `aiprof upload` command is
+ * cli/upload.c).
  *
  * The contract that makes a short-lived injector lose nothing:
  *   1. every regular file under DIR (recursively; names starting with '.' and a top-level
@@ -60,9 +61,6 @@ void upload_opts__init(struct upload_opts *o);
 int upload_artifacts(const char *dir, const char *s3url, const struct upload_opts *o,
 		     char *msg, size_t msglen);
 
-/* `aiprof upload DIR s3://bucket/prefix [options]`: exit 0, 2 (usage or configuration:
- * bad URL, no credentials) or 7 (the upload failed; the folder is kept). */
-int cmd_upload(int argc, char **argv);
 
 /*
  * The upload flags, for another command's getopt_long table (`aiprof profile` can splice

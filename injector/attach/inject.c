@@ -1272,161 +1272,194 @@ static int list_threads(pid_t pid, pid_t *tids, size_t max, size_t *ret_n)
 	return 0;
 }
 
-int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_report *rep)
-{
-	uint64_t timeout = opts->timeout_ns ? opts->timeout_ns : 5 * NSEC_PER_SEC;
-	uint64_t start = now_monotonic_ns(), deadline = start + timeout, data = 0;
+/* One injection under way. */
+struct inject_job {
+	pid_t pid;
+	struct tracee t;
 	struct target_funcs funcs;
-	struct tracee t = { .pid = pid, .mem_fd = -1 };
-	struct sched_saved self_sched = { 0 };
-	sigset_t chld, oldmask;
-	pid_t tids[256];
-	size_t ntids = 0;
-	char *lib = NULL;
-	size_t lib_len = 0;
-	bool direct = false, injected = false;
+	char *lib;                      /* libaiprof.so's bytes */
+	size_t lib_len;
+	bool direct;                    /* dlopen ran on the hijacked thread itself */
+	uint64_t data;                  /* the worker's data block, when it runs dlopen */
+	uint64_t deadline;
+	struct inject_report *rep;
+};
+
+/* The library read, the target's functions found, its memory opened and the return path
+ * written: all before any thread is stopped (the return path is the same for all). */
+static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
+{
+	struct inject_report *rep = j->rep;
 	char path[64];
 	int r;
 
+	r = readfile(opts->lib_path, INJECT_LIB_MAX, READFILE_REGULAR, &j->lib, &j->lib_len);
+	if (r < 0) {
+		snprintf(rep->message, sizeof(rep->message), "cannot read %s: %s (use --lib or "
+			 "AIPROF_LIB to point at libaiprof.so)", opts->lib_path, strerror(-r));
+		return r;
+	}
+	r = resolve_funcs(j->pid, &j->funcs, rep->message, sizeof(rep->message));
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/mem", j->pid);
+	j->t.mem_fd = open(path, O_RDWR | O_CLOEXEC);
+	if (j->t.mem_fd < 0) {
+		r = -errno;
+		snprintf(rep->message, sizeof(rep->message), "cannot open %s: %s", path, strerror(errno));
+		return r;
+	}
+	j->t.cave = find_cave(&j->t, (size_t)(aiprof_cave_end - aiprof_cave));
+	r = j->t.cave ? write_mem(&j->t, j->t.cave, aiprof_cave,
+				  (size_t)(aiprof_cave_end - aiprof_cave)) : -ENOSPC;
+	if (r < 0)
+		snprintf(rep->message, sizeof(rep->message), "%s: without a return path a killed "
+			 "aiprof could crash the target, so nothing is injected (--method ebpf needs "
+			 "none)", r == -ENOSPC ? "found no room for aiprof's return path in the "
+			 "target's executable pages" : "cannot write aiprof's return path into the "
+			 "target (/proc/PID/mem refuses writes to code?)");
+	return r;
+}
+
+/* How the return path's marker stops the thread, for the report. */
+static void name_return_path(const struct tracee *t, struct inject_report *rep)
+{
+	if (t->marker_sig >= SIGRTMIN && t->marker_sig <= SIGRTMAX)
+		snprintf(rep->return_path, sizeof(rep->return_path), "SIGRTMIN+%d",
+			 t->marker_sig - SIGRTMIN);
+	else if (t->marker_sig)
+		snprintf(rep->return_path, sizeof(rep->return_path), "SIG%s",
+			 sigabbrev_np(t->marker_sig) ? sigabbrev_np(t->marker_sig) : "?");
+	else
+		snprintf(rep->return_path, sizeof(rep->return_path), "syscall-stops");
+}
+
+/* The stopped thread j->t is at a safe point: load the library through it, then let it go. */
+static int inject_through(struct inject_job *j)
+{
+	struct inject_report *rep = j->rep;
+	struct sched_saved self_sched = { 0 };
+	int r;
+
+	rep->tid = j->t.tid;
+	sched_boost(0, &self_sched);
+	j->t.boost_calls = true;
+	r = cave_prepare(&j->t, rep->message, sizeof(rep->message));
+	name_return_path(&j->t, rep);
+	if (r >= 0)
+		r = do_inject(&j->t, &j->funcs, j->lib, j->lib_len, &j->direct, &j->data,
+			      rep->message, sizeof(rep->message));
+	if (j->t.released)
+		snprintf(rep->message, sizeof(rep->message), "a call in thread %d of pid %d "
+			 "outlived its timeout; the thread was let go inside it, finishes it and "
+			 "returns to its own code by itself", j->t.tid, j->pid);
+	if (tracee_detach(&j->t) < 0 && r >= 0)
+		r = -ESRCH;
+	sched_restore(0, &self_sched);
+	return r;
+}
+
+/*
+ * Stops the target's threads in turn until one is at a safe point, and injects through it.
+ * 1 once injected, or a negative errno with rep->message set (-ETIMEDOUT past the
+ * deadline, -ESRCH the process exited, -EPERM not allowed).
+ */
+static int find_thread_and_inject(struct inject_job *j, uint64_t timeout)
+{
+	struct inject_report *rep = j->rep;
+	pid_t tids[256];
+	size_t ntids = 0;
+	int r = -ETIMEDOUT;
+
+	while (now_monotonic_ns() < j->deadline) {
+		if (list_threads(j->pid, tids, sizeof(tids) / sizeof(tids[0]), &ntids) < 0) {
+			snprintf(rep->message, sizeof(rep->message), "pid %d exited", j->pid);
+			return -ESRCH;
+		}
+		for (size_t i = 0; i < ntids && now_monotonic_ns() < j->deadline; i++) {
+			j->t.tid = tids[i];
+			r = tracee_attach(&j->t);
+			if (r == -ESRCH)
+				continue;       /* that thread just exited */
+			if (r == -EPERM) {
+				snprintf(rep->message, sizeof(rep->message), "permission denied");
+				return r;
+			}
+			if (r < 0) {
+				snprintf(rep->message, sizeof(rep->message), "cannot stop thread %d of "
+					 "pid %d: %s", j->t.tid, j->pid, strerror(-r));
+				return r;
+			}
+			rep->attempts++;
+			if (!at_safe_point(&j->t, &j->funcs, rep->safe_point, sizeof(rep->safe_point))) {
+				rep->unsafe_stops++;
+				tracee_detach(&j->t);
+				sleep_ns((500 + (uint64_t)(rand() % 1500)) * NSEC_PER_USEC);
+				r = -ETIMEDOUT;
+				continue;
+			}
+			r = inject_through(j);
+			return r < 0 ? r : 1;
+		}
+	}
+	if (r == -ESRCH)
+		return r;
+	snprintf(rep->message, sizeof(rep->message), "no thread of pid %d reached a safe point "
+		 "within %llu ms (every stop found a thread inside libc or a signal handler); try "
+		 "again, or use a longer --inject-timeout", j->pid,
+		 (unsigned long long)(timeout / NSEC_PER_MSEC));
+	return -ETIMEDOUT;
+}
+
+int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_report *rep)
+{
+	uint64_t timeout = opts->timeout_ns ? opts->timeout_ns : 5 * NSEC_PER_SEC;
+	uint64_t start = now_monotonic_ns();
+	struct inject_job j = { .pid = pid, .t = { .pid = pid, .mem_fd = -1 },
+				.deadline = start + timeout, .rep = rep };
+	sigset_t held, oldmask;
+	int r;
+
 	memset(rep, 0, sizeof(*rep));
-	r = remote_call_timeout(&t.call_timeout_ns, rep->message, sizeof(rep->message));
+	r = remote_call_timeout(&j.t.call_timeout_ns, rep->message, sizeof(rep->message));
 	if (r < 0)
 		return r;
 	if (inject_is_loaded(pid)) {
 		rep->how = INJECT_ALREADY_LOADED;
 		return 0;
 	}
-	r = readfile(opts->lib_path, INJECT_LIB_MAX, READFILE_REGULAR, &lib, &lib_len);
-	if (r < 0) {
-		snprintf(rep->message, sizeof(rep->message), "cannot read %s: %s (use --lib or "
-			 "AIPROF_LIB to point at libaiprof.so)", opts->lib_path, strerror(-r));
-		return r;
-	}
-	r = resolve_funcs(pid, &funcs, rep->message, sizeof(rep->message));
+	r = prepare_job(&j, opts);
 	if (r < 0)
 		goto out;
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	t.mem_fd = open(path, O_RDWR | O_CLOEXEC);
-	if (t.mem_fd < 0) {
-		r = -errno;
-		snprintf(rep->message, sizeof(rep->message), "cannot open %s: %s", path, strerror(errno));
-		goto out;
-	}
-
-	/* the return path goes in before any thread is stopped: it is the same for all */
-	t.cave = find_cave(&t, (size_t)(aiprof_cave_end - aiprof_cave));
-	r = t.cave ? write_mem(&t, t.cave, aiprof_cave, (size_t)(aiprof_cave_end - aiprof_cave))
-		   : -ENOSPC;
-	if (r < 0) {
-		snprintf(rep->message, sizeof(rep->message), "%s: without a return path a killed "
-			 "aiprof could crash the target, so nothing is injected (--method ebpf needs "
-			 "none)", r == -ENOSPC ? "found no room for aiprof's return path in the "
-			 "target's executable pages" : "cannot write aiprof's return path into the "
-			 "target (/proc/PID/mem refuses writes to code?)");
-		goto out;
-	}
-
 	/*
 	 * SIGCHLD is how stops are waited for. ^C and friends are held until the target is
 	 * released: not for its safety (the return path sees to that) but so that an
 	 * injection interrupted by them still ends cleanly and says so.
 	 */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigaddset(&chld, SIGINT);
-	sigaddset(&chld, SIGTERM);
-	sigaddset(&chld, SIGHUP);
-	sigaddset(&chld, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &chld, &oldmask);
-	sigdelset(&chld, SIGINT);
-	sigdelset(&chld, SIGTERM);
-	sigdelset(&chld, SIGHUP);
-	sigdelset(&chld, SIGQUIT);
+	sigemptyset(&held);
+	sigaddset(&held, SIGCHLD);
+	sigaddset(&held, SIGINT);
+	sigaddset(&held, SIGTERM);
+	sigaddset(&held, SIGHUP);
+	sigaddset(&held, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &held, &oldmask);
+	r = find_thread_and_inject(&j, timeout);
+	if (r > 0) {
+		rep->how = j.direct ? INJECT_PTRACE_DIRECT : INJECT_PTRACE;
+		r = 0;
+		if (!j.direct) {
+			uint64_t now = now_monotonic_ns(), left = j.deadline > now ? j.deadline - now : 0;
 
-	r = -ETIMEDOUT;
-	while (!injected && now_monotonic_ns() < deadline) {
-		r = list_threads(pid, tids, sizeof(tids) / sizeof(tids[0]), &ntids);
-		if (r < 0) {
-			r = -ESRCH;
-			snprintf(rep->message, sizeof(rep->message), "pid %d exited", pid);
-			break;
+			r = wait_worker(pid, j.data, left + 5 * NSEC_PER_SEC, rep->message,
+					sizeof(rep->message));
 		}
-		for (size_t i = 0; i < ntids && !injected && now_monotonic_ns() < deadline; i++) {
-			t.tid = tids[i];
-			r = tracee_attach(&t);
-			if (r == -ESRCH)
-				continue;       /* that thread just exited */
-			if (r < 0) {
-				if (r == -EPERM)
-					break;
-				snprintf(rep->message, sizeof(rep->message),
-					 "cannot stop thread %d of pid %d: %s", t.tid, pid, strerror(-r));
-				goto unblock;
-			}
-			rep->attempts++;
-			if (!at_safe_point(&t, &funcs, rep->safe_point, sizeof(rep->safe_point))) {
-				rep->unsafe_stops++;
-				tracee_detach(&t);
-				sleep_ns((500 + (uint64_t)(rand() % 1500)) * NSEC_PER_USEC);
-				r = -ETIMEDOUT;
-				continue;
-			}
-			rep->tid = t.tid;
-			sched_boost(0, &self_sched);
-			t.boost_calls = true;
-			r = cave_prepare(&t, rep->message, sizeof(rep->message));
-			if (t.marker_sig >= SIGRTMIN && t.marker_sig <= SIGRTMAX)
-				snprintf(rep->return_path, sizeof(rep->return_path), "SIGRTMIN+%d",
-					 t.marker_sig - SIGRTMIN);
-			else if (t.marker_sig)
-				snprintf(rep->return_path, sizeof(rep->return_path), "SIG%s",
-					 sigabbrev_np(t.marker_sig) ? sigabbrev_np(t.marker_sig) : "?");
-			else
-				snprintf(rep->return_path, sizeof(rep->return_path), "syscall-stops");
-			if (r >= 0)
-				r = do_inject(&t, &funcs, lib, lib_len, &direct, &data,
-					      rep->message, sizeof(rep->message));
-			if (t.released)
-				snprintf(rep->message, sizeof(rep->message), "a call in thread %d of "
-					 "pid %d outlived its timeout; the thread was let go inside it, "
-					 "finishes it and returns to its own code by itself", t.tid, pid);
-			if (tracee_detach(&t) < 0 && r >= 0)
-				r = -ESRCH;
-			sched_restore(0, &self_sched);
-			if (r < 0)
-				goto unblock;
-			injected = true;
-		}
-		if (r == -EPERM)
-			break;
+		rep->load_ns = now_monotonic_ns() - start;
 	}
-	if (r == -EPERM) {
-		snprintf(rep->message, sizeof(rep->message), "permission denied");
-		goto unblock;
-	}
-	if (!injected) {
-		if (r == -ESRCH)
-			goto unblock;
-		snprintf(rep->message, sizeof(rep->message), "no thread of pid %d reached a safe "
-			 "point within %llu ms (every stop found a thread inside libc or a signal "
-			 "handler); try again, or use a longer --inject-timeout", pid,
-			 (unsigned long long)(timeout / NSEC_PER_MSEC));
-		r = -ETIMEDOUT;
-		goto unblock;
-	}
-	rep->how = direct ? INJECT_PTRACE_DIRECT : INJECT_PTRACE;
-	if (!direct) {
-		uint64_t left = deadline > now_monotonic_ns() ? deadline - now_monotonic_ns() : 0;
-
-		r = wait_worker(pid, data, left + 5 * NSEC_PER_SEC, rep->message, sizeof(rep->message));
-	}
-	rep->load_ns = now_monotonic_ns() - start;
-unblock:
-	rep->stop_ns = t.stop_ns;
+	rep->stop_ns = j.t.stop_ns;
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
 out:
-	if (t.mem_fd >= 0)
-		close(t.mem_fd);
-	free(lib);
+	if (j.t.mem_fd >= 0)
+		close(j.t.mem_fd);
+	free(j.lib);
 	return r;
 }

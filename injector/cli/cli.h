@@ -1,13 +1,44 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The commands of `aiprof`: each parses its options and calls one function per stage of the
+ * folders below (profile.c, merge.c, upload.c), and ends the way the controller reads: an
+ * exit code and, with --termination-log, the termination message (result.c).
+ */
 #ifndef AIPROF_CLI_H
 #define AIPROF_CLI_H
 
-#include "artifacts/termlog.h"   /* the exit codes */
-
+#include <stdbool.h>
+#include "artifacts/termlog.h"   /* the exit codes, the termination message */
 
 int cmd_profile(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+/* `aiprof upload DIR s3://bucket/prefix [options]`: exit 0, 2 (usage or configuration:
+ * bad URL, no credentials) or 7 (the upload failed; the folder is kept). */
+int cmd_upload(int argc, char **argv);
 
 /* Exit code for a negative errno from target checks or injection. */
 int exit_code_for(int err);
+
+/* How a command ended, for its termination message. */
+struct cli_result {
+	char error[TERM_ERROR_MAX];     /* the first error */
+	struct termination *term;       /* counts and findings; NULL without --termination-log */
+	const char *outdir;             /* artifacts written there (NULL until they are) */
+	bool to_s3;                     /* -o s3://: only what was uploaded counts as artifacts */
+	bool uploaded;                  /* and uploaded (outdir/manifest.json lists them) */
+};
+
+/* Logs the error, keeps the first one for the termination message, returns rc. errno is set
+ * from err (a negative errno, or 0) for %m. */
+__attribute__((format(printf, 4, 5)))
+int cli_fail(struct cli_result *res, int rc, int err, const char *fmt, ...);
+
+/*
+ * Runs a command's body with res->term allocated when --termination-log PATH was given (it is
+ * taken before the options are parsed, so that usage errors are reported too), then writes
+ * the termination message: the artifacts (uploaded, or local), the exit code, the first error.
+ */
+int cli_run(int argc, char **argv, const char *command,
+	    int (*body)(int argc, char **argv, struct cli_result *res));
 
 #endif

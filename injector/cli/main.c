@@ -4,9 +4,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "artifacts/termlog.h"
-#include "artifacts/upload.h"
-#include "merge/merge.h"
 #include "cli.h"
 
 #ifndef AIPROF_VERSION

@@ -48,34 +48,6 @@ static void on_stop_signal(int sig)
 	stop_requested = 1;
 }
 
-/* What the run ends with, for --termination-log: the first error, and the results. */
-struct outcome {
-	char error[TERM_ERROR_MAX];
-	struct termination *term;   /* counts and findings collected on the way; may be NULL */
-	const char *outdir;         /* artifacts written there (NULL until they are) */
-	bool to_s3;                 /* -o s3://: only what was uploaded counts as artifacts */
-	bool uploaded;              /* and uploaded (outdir/manifest.json lists them) */
-};
-
-/* Logs the error, keeps the first one for the termination message, returns rc. errno is
- * set from err (a negative errno, or 0) for %m. */
-__attribute__((format(printf, 4, 5)))
-static int fail(struct outcome *oc, int rc, int err, const char *fmt, ...)
-{
-	char msg[TERM_ERROR_MAX];
-	va_list ap;
-
-	if (err)
-		errno = err < 0 ? -err : err;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_error("%s", msg);
-	if (!oc->error[0])
-		snprintf(oc->error, sizeof(oc->error), "%s", msg);
-	return rc;
-}
-
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -305,7 +277,7 @@ static int attach_target_uprobes(struct target *t, uint32_t collectors)
 
 static void free_targets(struct target *ts, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; ts && i < n; i++) {
 		uprobe_session__free(ts[i].uprobes);
 		session__free(ts[i].session);
 		event_store__clear(&ts[i].store);
@@ -341,7 +313,7 @@ static bool in_host_pid_namespace(void)
  * --container-id / --container-name: the container's processes, then the ones to profile
  * (container.h). Fills pids; returns an exit code.
  */
-static int resolve_container(struct outcome *oc, const char *id, const char *name,
+static int resolve_container(struct cli_result *oc, const char *id, const char *name,
 			     const char *match, pid_t *pids, size_t max, size_t *npids)
 {
 	const char *what = id[0] ? id : name;
@@ -359,7 +331,7 @@ static int resolve_container(struct outcome *oc, const char *id, const char *nam
 			char why[256];
 
 			regerror(r, &re, why, sizeof(why));
-			return fail(oc, EXIT_USAGE, 0, "--match '%s' is not a POSIX extended regular "
+			return cli_fail(oc, EXIT_USAGE, 0, "--match '%s' is not a POSIX extended regular "
 				    "expression: %s", match, why);
 		}
 		have_re = true;
@@ -367,15 +339,15 @@ static int resolve_container(struct outcome *oc, const char *id, const char *nam
 	r = id[0] ? container__find_by_id("/proc", id, &all, &n) :
 		    container__find_others("/proc", &all, &n);
 	if (r < 0) {
-		rc = fail(oc, EXIT_FAILURE_, r, "cannot read the processes in /proc: %m");
+		rc = cli_fail(oc, EXIT_FAILURE_, r, "cannot read the processes in /proc: %m");
 		goto out;
 	}
 	if (n == 0) {
-		rc = id[0] ? fail(oc, EXIT_NO_TARGET, 0, "no process of container %s found: no "
+		rc = id[0] ? cli_fail(oc, EXIT_NO_TARGET, 0, "no process of container %s found: no "
 				  "/proc/PID/cgroup names it. Check that the container is running "
 				  "on this node and that aiprof runs in the host's pid namespace "
 				  "(hostPID: true)", id) :
-			     fail(oc, EXIT_NO_TARGET, 0, "container %s: no process visible outside "
+			     cli_fail(oc, EXIT_NO_TARGET, 0, "container %s: no process visible outside "
 				  "our own cgroup. An ephemeral container must target it "
 				  "(targetContainerName) or the pod must share its process namespace",
 				  name);
@@ -389,7 +361,7 @@ static int resolve_container(struct outcome *oc, const char *id, const char *nam
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d '%.48s'",
 				 i ? ", " : "", all[i], cmd);
 		}
-		rc = fail(oc, EXIT_NO_TARGET, 0, match ?
+		rc = cli_fail(oc, EXIT_NO_TARGET, 0, match ?
 			  "container %s: none of its %zu processes has a command line matching "
 			  "--match '%s' (they are: %s); correct the expression or leave it out" :
 			  "container %s: its %zu processes exited while we looked%s(%s)", what, n,
@@ -445,7 +417,136 @@ static size_t events_budget(size_t ntargets, uint64_t *ret_limit)
 	return (size_t)n;
 }
 
-static int profile_run(int argc, char **argv, struct outcome *oc)
+/* What `aiprof profile` was asked to do: its options, checked. */
+struct profile_opts {
+	pid_t pids[MAX_TARGETS];
+	size_t npids;
+	uint64_t duration;
+	uint32_t collectors;            /* AIPROF_COLLECT_*: the library's; 0 = eBPF only */
+	struct inject_opts io;
+	struct ebpf_opts eo;
+	bool no_ebpf, uprobe_method;
+	char lib[PATH_MAX], outdir[PATH_MAX], s3url[PATH_MAX];
+	char container_id[CONTAINER_ID_MAX + 1];
+	const char *container_name, *match;
+	bool help;                      /* --help was given: usage is printed, nothing else */
+};
+
+/* One run: the targets, what recorded them, and the window. */
+struct run {
+	struct profile_opts *o;
+	struct cli_result *oc;
+	struct target *targets;         /* o->npids of them */
+	size_t nok, n_exited;           /* recorded without error; of those, exited */
+	int first_err;                  /* the first target's error, for the exit code */
+	uint64_t mem_limit;
+	uint64_t cut_realtime_ns;       /* when every target had exited, cutting the window */
+	struct ebpf *ebpf;
+	char ebpf_why[256];
+	struct profile prof;
+	struct timeline_stats tl_stats;
+	char report[PATH_MAX + 32];
+};
+
+/* One option into o; returns EXIT_OK or the usage error's exit code. */
+static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, const char *arg)
+{
+	char why[512];
+	int r;
+
+	switch (c) {
+	case 'p':
+		r = parse_pids(arg, o->pids, MAX_TARGETS, &o->npids);
+		if (r < 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--pid '%s' is not a comma-separated list of "
+				    "process ids%s", arg, r == -E2BIG ? " (at most 256)" : "");
+		return EXIT_OK;
+	case 'I':
+		if (container_id__parse(arg, o->container_id, sizeof(o->container_id), why,
+					sizeof(why)) < 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "%s", why);
+		return EXIT_OK;
+	case 'K':
+		if (!*arg)
+			return cli_fail(oc, EXIT_USAGE, 0, "--container-name needs the name of the "
+				    "container to profile");
+		o->container_name = arg;
+		return EXIT_OK;
+	case 'X':
+		o->match = arg;
+		return EXIT_OK;
+	case 'W':
+		return EXIT_OK;  /* taken before parsing, so that usage errors are reported too */
+	case 'd':
+		r = parse_duration_ns(arg, &o->duration);
+		if (r < 0 || o->duration == 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--duration '%s' is not a duration such as "
+				    "5s, 500ms, 2m or 1h30m", arg);
+		return EXIT_OK;
+	case 'o':
+		snprintf(o->outdir, sizeof(o->outdir), "%s", arg);
+		return EXIT_OK;
+	case 'C':
+		if (parse_collectors(arg, &o->collectors, &o->eo.collectors) < 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--collectors '%s': use a comma-separated "
+				    "list of cuda, nccl, rdma, cupti, cpu, offcpu, syscalls, python, "
+				    "or all", arg);
+		return EXIT_OK;
+	case 'F': {
+		char *end;
+		unsigned long hz;
+
+		errno = 0;
+		hz = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || hz == 0 || hz > EBPF_MAX_FREQUENCY)
+			return cli_fail(oc, EXIT_USAGE, 0, "--frequency '%s' is not a sampling rate "
+				    "from 1 to %d Hz", arg, EBPF_MAX_FREQUENCY);
+		o->eo.frequency_hz = (uint32_t)hz;
+		return EXIT_OK;
+	}
+	case 'M':
+	case 'S':
+		if (parse_duration_ns(arg, c == 'M' ? &o->eo.offcpu_min_ns :
+				      &o->eo.slow_syscall_ns) < 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--%s '%s' is not a duration such as 1ms "
+				    "or 500us", c == 'M' ? "offcpu-min" : "slow-syscall", arg);
+		return EXIT_OK;
+	case 'N':
+		o->no_ebpf = true;
+		return EXIT_OK;
+	case 'm':
+		if (strcmp(arg, "ebpf") != 0 && strcmp(arg, "ptrace") != 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--method '%s': use ptrace or ebpf", arg);
+		o->uprobe_method = strcmp(arg, "ebpf") == 0;
+		return EXIT_OK;
+	case 'L':
+		snprintf(o->lib, sizeof(o->lib), "%s", arg);
+		o->io.lib_path = o->lib;
+		return EXIT_OK;
+	case 'T':
+		if (parse_duration_ns(arg, &o->io.timeout_ns) < 0 || o->io.timeout_ns == 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--inject-timeout '%s' is not a duration such "
+				    "as 5s", arg);
+		return EXIT_OK;
+	case 'v':
+		log_set_max_level(LOG_DEBUG);
+		return EXIT_OK;
+	case 'q':
+		log_set_max_level(LOG_ERR);
+		return EXIT_OK;
+	case 'h':
+		usage(stdout);
+		o->help = true;
+		return EXIT_OK;
+	default:
+		usage(stderr);
+		return cli_fail(oc, EXIT_USAGE, 0, "bad command line for aiprof profile (see 'aiprof "
+			    "profile --help')");
+	}
+}
+
+/* The command line into o, every option checked; returns an exit code. */
+static int parse_options(int argc, char **argv, struct cli_result *oc, struct profile_opts *o)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -468,478 +569,427 @@ static int profile_run(int argc, char **argv, struct outcome *oc)
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	pid_t pids[MAX_TARGETS];
-	size_t npids = 0, nok = 0, n_exited = 0;
-	uint64_t duration = 5 * NSEC_PER_SEC, next_alive_check = 0, cut_realtime_ns = 0;
-	uint32_t collectors = AIPROF_COLLECT_ALL;
-	struct inject_opts io = { .timeout_ns = 5 * NSEC_PER_SEC };
-	char lib[PATH_MAX], outdir[PATH_MAX] = "", path[PATH_MAX + 32], s3url[PATH_MAX] = "";
-	struct profile prof = { 0 };
-	struct timeline_stats tl_stats = { 0 };
-	struct target *targets = NULL;
-	uint64_t mem_limit = UINT64_MAX;
-	size_t max_events;
-	struct sigaction sa = { .sa_handler = on_stop_signal };
-	struct ebpf_opts eo = {
-		.collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
-		.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
-	};
-	struct ebpf *ebpf = NULL;
-	char ebpf_why[256] = "";
-	bool no_ebpf = false, uprobe_method = false;
-	char container_id[CONTAINER_ID_MAX + 1] = "", why[512];
-	const char *container_name = NULL, *match = NULL;
-	int c, r, first_err = 0, rc;
+	int c, rc;
 
+	*o = (struct profile_opts){
+		.duration = 5 * NSEC_PER_SEC,
+		.collectors = AIPROF_COLLECT_ALL,
+		.io = { .timeout_ns = 5 * NSEC_PER_SEC },
+		.eo = { .collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
+			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC },
+	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:d:o:vqh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			r = parse_pids(optarg, pids, MAX_TARGETS, &npids);
-			if (r < 0)
-				return fail(oc, EXIT_USAGE, 0, "--pid '%s' is not a comma-separated list "
-					    "of process ids%s", optarg, r == -E2BIG ? " (at most 256)" : "");
-			break;
-		case 'I':
-			if (container_id__parse(optarg, container_id, sizeof(container_id), why,
-						sizeof(why)) < 0)
-				return fail(oc, EXIT_USAGE, 0, "%s", why);
-			break;
-		case 'K':
-			if (!*optarg)
-				return fail(oc, EXIT_USAGE, 0, "--container-name needs the name of the "
-					    "container to profile");
-			container_name = optarg;
-			break;
-		case 'X':
-			match = optarg;
-			break;
-		case 'W':
-			break;  /* taken before parsing, so that usage errors are reported too */
-		case 'd':
-			r = parse_duration_ns(optarg, &duration);
-			if (r < 0 || duration == 0)
-				return fail(oc, EXIT_USAGE, 0, "--duration '%s' is not a duration such as "
-					    "5s, 500ms, 2m or 1h30m", optarg);
-			break;
-		case 'o':
-			snprintf(outdir, sizeof(outdir), "%s", optarg);
-			break;
-		case 'C':
-			if (parse_collectors(optarg, &collectors, &eo.collectors) < 0)
-				return fail(oc, EXIT_USAGE, 0, "--collectors '%s': use a comma-separated "
-					    "list of cuda, nccl, rdma, cupti, cpu, offcpu, syscalls, python, "
-					    "or all", optarg);
-			break;
-		case 'F': {
-			char *end;
-			unsigned long hz;
-
-			errno = 0;
-			hz = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || hz == 0 || hz > EBPF_MAX_FREQUENCY)
-				return fail(oc, EXIT_USAGE, 0, "--frequency '%s' is not a sampling rate "
-					    "from 1 to %d Hz", optarg, EBPF_MAX_FREQUENCY);
-			eo.frequency_hz = (uint32_t)hz;
-			break;
-		}
-		case 'M':
-		case 'S':
-			if (parse_duration_ns(optarg, c == 'M' ? &eo.offcpu_min_ns :
-					      &eo.slow_syscall_ns) < 0)
-				return fail(oc, EXIT_USAGE, 0, "--%s '%s' is not a duration such as 1ms "
-					    "or 500us", c == 'M' ? "offcpu-min" : "slow-syscall", optarg);
-			break;
-		case 'N':
-			no_ebpf = true;
-			break;
-		case 'm':
-			if (strcmp(optarg, "ebpf") != 0 && strcmp(optarg, "ptrace") != 0)
-				return fail(oc, EXIT_USAGE, 0, "--method '%s': use ptrace or ebpf", optarg);
-			uprobe_method = strcmp(optarg, "ebpf") == 0;
-			break;
-		case 'L':
-			snprintf(lib, sizeof(lib), "%s", optarg);
-			io.lib_path = lib;
-			break;
-		case 'T':
-			if (parse_duration_ns(optarg, &io.timeout_ns) < 0 || io.timeout_ns == 0)
-				return fail(oc, EXIT_USAGE, 0, "--inject-timeout '%s' is not a duration "
-					    "such as 5s", optarg);
-			break;
-		case 'v':
-			log_set_max_level(LOG_DEBUG);
-			break;
-		case 'q':
-			log_set_max_level(LOG_ERR);
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			usage(stderr);
-			return fail(oc, EXIT_USAGE, 0, "bad command line for aiprof profile (see "
-				    "'aiprof profile --help')");
-		}
+		rc = parse_option(oc, o, c, optarg);
+		if (rc != EXIT_OK || o->help)
+			return rc;
 	}
 	if (optind < argc)
-		return fail(oc, EXIT_USAGE, 0, "unexpected argument '%s'", argv[optind]);
-	if ((npids > 0) + !!container_id[0] + !!container_name > 1)
-		return fail(oc, EXIT_USAGE, 0, "give one of --pid, --container-id and "
+		return cli_fail(oc, EXIT_USAGE, 0, "unexpected argument '%s'", argv[optind]);
+	if ((o->npids > 0) + !!o->container_id[0] + !!o->container_name > 1)
+		return cli_fail(oc, EXIT_USAGE, 0, "give one of --pid, --container-id and "
 			    "--container-name");
-	if (match && !container_id[0] && !container_name)
-		return fail(oc, EXIT_USAGE, 0, "--match chooses among a container's processes: "
+	if (o->match && !o->container_id[0] && !o->container_name)
+		return cli_fail(oc, EXIT_USAGE, 0, "--match chooses among a container's processes: "
 			    "use it with --container-id or --container-name");
-	if (container_id[0] || container_name) {
-		rc = resolve_container(oc, container_id, container_name, match, pids, MAX_TARGETS,
-				       &npids);
+	return EXIT_OK;
+}
+
+/* The processes (a container's, chosen), the output folder and the library; an exit code. */
+static int resolve_inputs(struct cli_result *oc, struct profile_opts *o)
+{
+	if (o->container_id[0] || o->container_name) {
+		int rc = resolve_container(oc, o->container_id, o->container_name, o->match,
+					   o->pids, MAX_TARGETS, &o->npids);
+
 		if (rc != EXIT_OK)
 			return rc;
 	}
-	if (npids == 0)
-		return fail(oc, EXIT_USAGE, 0, "no target: give the processes to profile with "
+	if (o->npids == 0)
+		return cli_fail(oc, EXIT_USAGE, 0, "no target: give the processes to profile with "
 			    "--pid PID[,PID...], --container-id ID or --container-name NAME");
-	if (strncmp(outdir, "s3://", 5) == 0) {
+	if (strncmp(o->outdir, "s3://", 5) == 0) {
 		/* artifacts are built in a local staging folder, kept until the upload is confirmed */
-		snprintf(s3url, sizeof(s3url), "%s", outdir);
-		outdir[0] = 0;
+		snprintf(o->s3url, sizeof(o->s3url), "%s", o->outdir);
+		o->outdir[0] = 0;
 		oc->to_s3 = true;
 	}
-	if (strncmp(outdir, "file://", 7) == 0)
-		memmove(outdir, outdir + 7, strlen(outdir + 7) + 1);
-	if (!outdir[0])
-		default_outdir(outdir, sizeof(outdir));
-	if (!io.lib_path) {
-		default_lib_path(lib, sizeof(lib));
-		io.lib_path = lib;
+	if (strncmp(o->outdir, "file://", 7) == 0)
+		memmove(o->outdir, o->outdir + 7, strlen(o->outdir + 7) + 1);
+	if (!o->outdir[0])
+		default_outdir(o->outdir, sizeof(o->outdir));
+	if (!o->io.lib_path) {
+		default_lib_path(o->lib, sizeof(o->lib));
+		o->io.lib_path = o->lib;
 	}
-	if (!uprobe_method && access(io.lib_path, R_OK) < 0)
-		return fail(oc, EXIT_FAILURE_, -errno, "cannot read the interception library %s: "
+	if (!o->uprobe_method && access(o->io.lib_path, R_OK) < 0)
+		return cli_fail(oc, EXIT_FAILURE_, -errno, "cannot read the interception library %s: "
 			    "%m (build it with 'make', or point --lib / AIPROF_LIB at libaiprof.so)",
-			    io.lib_path);
+			    o->io.lib_path);
+	return EXIT_OK;
+}
 
-	targets = calloc(npids, sizeof(*targets));
-	if (!targets)
-		return fail(oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
-	max_events = events_budget(npids, &mem_limit);
-	for (size_t i = 0; i < npids; i++)
-		targets[i].store.max_events = max_events;
-	for (size_t i = 0; i < npids; i++) {
+/* Every target checked and held (pidfd, start time), the output folder made; an exit code. */
+static int prepare_targets(struct run *run)
+{
+	const struct profile_opts *o = run->o;
+	size_t max_events;
+	int r;
+
+	run->targets = calloc(o->npids, sizeof(*run->targets));
+	if (!run->targets)
+		return cli_fail(run->oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
+	max_events = events_budget(o->npids, &run->mem_limit);
+	for (size_t i = 0; i < o->npids; i++) {
+		struct target *t = &run->targets[i];
 		char msg[512];
 
-		targets[i].pid = pids[i];
-		r = target_preflight(pids[i], msg, sizeof(msg));
-		if (r == -ENOEXEC && uprobe_method)
+		t->store.max_events = max_events;
+		t->pid = o->pids[i];
+		r = target_preflight(t->pid, msg, sizeof(msg));
+		if (r == -ENOEXEC && o->uprobe_method)
 			r = 0;  /* static binary: nothing to dlopen into, but uprobes need nothing */
-		if (r < 0) {
-			rc = fail(oc, exit_code_for(r), 0, "%s", msg);
-			goto out;
-		}
-		target_read_identity(&targets[i]);
+		if (r < 0)
+			return cli_fail(run->oc, exit_code_for(r), 0, "%s", msg);
+		target_read_identity(t);
 	}
-	r = mkdir_p(outdir);
-	if (r < 0) {
-		rc = fail(oc, EXIT_OUTPUT, r, "cannot create the output folder %s: %m", outdir);
-		goto out;
+	r = mkdir_p(o->outdir);
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot create the output folder %s: %m",
+			    o->outdir);
+	return EXIT_OK;
+}
+
+/* Loads the library into t (or puts uprobes on it): 0, or a negative errno in t->message. */
+static int attach_one(struct target *t, const struct profile_opts *o)
+{
+	int r;
+
+	if (!target_same_process(t)) {
+		snprintf(t->message, sizeof(t->message), "the process chosen exited before we "
+			 "attached%s", target_exited(t->pid) ? "" :
+			 " (its pid now names another process, which is left alone)");
+		return -ESRCH;
 	}
+	r = o->uprobe_method ? attach_target_uprobes(t, o->collectors) : attach_target(t, &o->io);
+	if (r >= 0 && !target_same_process(t)) {
+		/* it exited while we attached, and its pid was taken at once: what we reached is
+		 * not what was chosen; record nothing of it */
+		snprintf(t->message, sizeof(t->message), "the process chosen exited while we "
+			 "attached and its pid was reused; nothing of the newcomer is recorded");
+		return -ESRCH;
+	}
+	return r;
+}
 
-	/* a ^C ends the window early; artifacts are still written */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+/* Attaches to every target; a target that fails is left out. An exit code. */
+static int attach_all(struct run *run)
+{
+	const struct profile_opts *o = run->o;
 
-	for (size_t i = 0; i < npids; i++) {
-		struct target *t = &targets[i];
+	for (size_t i = 0; i < o->npids; i++) {
+		struct target *t = &run->targets[i];
+		int r;
 
-		if (!collectors) {
+		if (!o->collectors) {
 			/* eBPF collectors only: nothing to inject */
 			snprintf(t->cupti_reason, sizeof(t->cupti_reason), "the interception library "
 				 "was not injected (--collectors asked for eBPF collectors only)");
 			target_refresh_threads(t);
-			nok++;
+			run->nok++;
 			continue;
 		}
-		if (!target_same_process(t)) {
-			r = -ESRCH;
-			snprintf(t->message, sizeof(t->message), "the process chosen exited before we "
-				 "attached%s", target_exited(t->pid) ? "" :
-				 " (its pid now names another process, which is left alone)");
-		} else {
-			r = uprobe_method ? attach_target_uprobes(t, collectors) : attach_target(t, &io);
-			if (r >= 0 && !target_same_process(t)) {
-				/* it exited while we attached, and its pid was taken at once: what we
-				 * reached is not what was chosen; record nothing of it */
-				r = -ESRCH;
-				snprintf(t->message, sizeof(t->message), "the process chosen exited while "
-					 "we attached and its pid was reused; nothing of the newcomer is "
-					 "recorded");
-			}
-		}
+		r = attach_one(t, o);
 		if (r < 0) {
 			t->error = r;
-			fail(oc, 0, 0, "pid %d: %s", t->pid, t->message);
-			if (!first_err)
-				first_err = r;
+			cli_fail(run->oc, 0, 0, "pid %d: %s", t->pid, t->message);
+			if (!run->first_err)
+				run->first_err = r;
 			continue;
 		}
 		target_refresh_threads(t);
-		nok++;
+		run->nok++;
 	}
-	if (nok == 0) {
-		rc = exit_code_for(first_err);
-		goto out;
-	}
-	if (no_ebpf || !eo.collectors) {
-		snprintf(ebpf_why, sizeof(ebpf_why), no_ebpf ? "disabled by --no-ebpf" :
+	return run->nok ? EXIT_OK : exit_code_for(run->first_err);
+}
+
+/* The eBPF collectors for the targets attached, or why not (run->ebpf_why). An exit code. */
+static int start_ebpf(struct run *run)
+{
+	const struct profile_opts *o = run->o;
+	char desc[1024];
+	int r;
+
+	if (o->no_ebpf || !o->eo.collectors) {
+		snprintf(run->ebpf_why, sizeof(run->ebpf_why), o->no_ebpf ? "disabled by --no-ebpf" :
 			 "not requested (--collectors has no cpu, offcpu, syscalls or python)");
 	} else if (!in_host_pid_namespace()) {
-		snprintf(ebpf_why, sizeof(ebpf_why), "aiprof runs in a pid namespace other than "
-			 "the host's (an ephemeral container, say), and the eBPF collectors pick "
-			 "their processes by host pid: run it with hostPID (--container-id) for "
-			 "CPU, off-CPU and syscall data");
-		log_notice("eBPF collectors off: %s", ebpf_why);
+		snprintf(run->ebpf_why, sizeof(run->ebpf_why), "aiprof runs in a pid namespace "
+			 "other than the host's (an ephemeral container, say), and the eBPF "
+			 "collectors pick their processes by host pid: run it with hostPID "
+			 "(--container-id) for CPU, off-CPU and syscall data");
+		log_notice("eBPF collectors off: %s", run->ebpf_why);
 	} else {
 		pid_t ok_pids[MAX_TARGETS];
 		size_t n_ok = 0;
 
-		for (size_t i = 0; i < npids; i++)
-			if (!targets[i].error)
-				ok_pids[n_ok++] = targets[i].pid;
-		r = ebpf__new(&eo, ok_pids, n_ok, &ebpf, ebpf_why, sizeof(ebpf_why));
+		for (size_t i = 0; i < o->npids; i++)
+			if (!run->targets[i].error)
+				ok_pids[n_ok++] = run->targets[i].pid;
+		r = ebpf__new(&o->eo, ok_pids, n_ok, &run->ebpf, run->ebpf_why,
+			      sizeof(run->ebpf_why));
 		if (r < 0)
-			log_notice("eBPF collectors off: %s", ebpf_why);
+			log_notice("eBPF collectors off: %s", run->ebpf_why);
 		else
-			log_info("eBPF collectors on: %s", ebpf__describe(ebpf, path, sizeof(path)));
+			log_info("eBPF collectors on: %s", ebpf__describe(run->ebpf, desc, sizeof(desc)));
 	}
-	if (!collectors && !ebpf) {
-		rc = fail(oc, EXIT_INJECT, 0, "nothing to record: the eBPF collectors are off (%s) "
-			  "and --collectors asked for no library collector", ebpf_why);
-		goto out;
-	}
+	if (!o->collectors && !run->ebpf)
+		return cli_fail(run->oc, EXIT_INJECT, 0, "nothing to record: the eBPF collectors are "
+			    "off (%s) and --collectors asked for no library collector", run->ebpf_why);
+	return EXIT_OK;
+}
 
-	prof.start_realtime_ns = now_realtime_ns();
-	prof.start_ns = now_monotonic_ns();
-	for (size_t i = 0; i < npids; i++)
-		if (targets[i].session)
-			session__start(targets[i].session, collectors);
-	if (ebpf)
-		ebpf__start(ebpf);
-	log_info("recording %zu process%s for %.3gs", nok, nok == 1 ? "" : "es",
-		 (double)duration / 1e9);
-	while (!stop_requested && now_monotonic_ns() - prof.start_ns < duration) {
+/* The window: drains every source until it ends, a signal stops it or every target exited. */
+static void record_window(struct run *run)
+{
+	const struct profile_opts *o = run->o;
+	uint64_t next_alive_check = 0;
+
+	run->prof.start_realtime_ns = now_realtime_ns();
+	run->prof.start_ns = now_monotonic_ns();
+	for (size_t i = 0; i < o->npids; i++)
+		if (run->targets[i].session)
+			session__start(run->targets[i].session, o->collectors);
+	if (run->ebpf)
+		ebpf__start(run->ebpf);
+	log_info("recording %zu process%s for %.3gs", run->nok, run->nok == 1 ? "" : "es",
+		 (double)o->duration / 1e9);
+	while (!stop_requested && now_monotonic_ns() - run->prof.start_ns < o->duration) {
 		if (now_monotonic_ns() >= next_alive_check) {
 			/* every process we record has exited (its pod deleted, say): nothing more
 			 * will come, so the window ends here and what it holds is written */
 			next_alive_check = now_monotonic_ns() + 100 * NSEC_PER_MSEC;
-			n_exited = count_exited(targets, npids);
-			if (n_exited == nok) {
-				cut_realtime_ns = now_realtime_ns();
+			run->n_exited = count_exited(run->targets, o->npids);
+			if (run->n_exited == run->nok) {
+				run->cut_realtime_ns = now_realtime_ns();
 				break;
 			}
 		}
-		for (size_t i = 0; i < npids; i++) {
-			if (targets[i].uprobes)
-				uprobe_session__drain(targets[i].uprobes, &targets[i].store);
-			if (!targets[i].session)
+		for (size_t i = 0; i < o->npids; i++) {
+			struct target *t = &run->targets[i];
+
+			if (t->uprobes)
+				uprobe_session__drain(t->uprobes, &t->store);
+			if (!t->session)
 				continue;
-			session__drain(targets[i].session, &targets[i].store);
-			session__heartbeat(targets[i].session);
+			session__drain(t->session, &t->store);
+			session__heartbeat(t->session);
 		}
-		ebpf__poll(ebpf);
+		ebpf__poll(run->ebpf);
 		sleep_ns(5 * NSEC_PER_MSEC);
 	}
-	ebpf__stop(ebpf);
-	for (size_t i = 0; i < npids; i++) {
-		struct target *t = &targets[i];
+}
+
+/* Stops recording, takes the last events, and reads what the artifacts need of each target. */
+static void stop_window(struct run *run)
+{
+	const struct profile_opts *o = run->o;
+
+	ebpf__stop(run->ebpf);
+	for (size_t i = 0; i < o->npids; i++) {
+		struct target *t = &run->targets[i];
 
 		if (t->uprobes) {
 			uprobe_session__stop(t->uprobes, &t->store);
-			target_refresh_threads(t);
-			if (proc_syms__new(t->pid, &t->syms) < 0)
-				t->syms = NULL;
-			continue;
-		}
-		if (!t->session) {
+		} else if (t->session) {
+			session__stop(t->session, &t->store);
+			copy_lib_status(t);
+		} else {
 			if (!t->error)
 				target_refresh_threads(t);
 			continue;
 		}
-		session__stop(t->session, &t->store);
-		copy_lib_status(t);
 		target_refresh_threads(t);
 		if (proc_syms__new(t->pid, &t->syms) < 0)
 			t->syms = NULL;
 	}
-	for (size_t i = 0; i < npids; i++)
-		event_store__demangle(&targets[i].store);
-	prof.end_ns = now_monotonic_ns();
+	for (size_t i = 0; i < o->npids; i++)
+		event_store__demangle(&run->targets[i].store);
+	run->prof.end_ns = now_monotonic_ns();
 	if (stop_requested)
 		log_notice("window ended early by a signal");
-	if (cut_realtime_ns)
+	if (run->cut_realtime_ns)
 		log_notice("window cut after %.3gs of %.3gs: the %zu process%s we recorded exited; "
-			   "writing what was recorded until then", (double)(prof.end_ns - prof.start_ns) /
-			   1e9, (double)duration / 1e9, nok, nok == 1 ? "" : "es");
+			   "writing what was recorded until then",
+			   (double)(run->prof.end_ns - run->prof.start_ns) / 1e9,
+			   (double)o->duration / 1e9, run->nok, run->nok == 1 ? "" : "es");
 	else
-		n_exited = count_exited(targets, npids);
-	prof.targets = targets;
-	prof.ntargets = npids;
-	prof.requested_ns = duration;
-	prof.outdir = outdir;
-	prof.ebpf = ebpf;
-	snprintf(prof.ebpf_reason, sizeof(prof.ebpf_reason), "%s", ebpf_why);
-	prof.timeline = &tl_stats;
+		run->n_exited = count_exited(run->targets, o->npids);
+	run->prof.targets = run->targets;
+	run->prof.ntargets = o->npids;
+	run->prof.requested_ns = o->duration;
+	run->prof.outdir = o->outdir;
+	run->prof.ebpf = run->ebpf;
+	snprintf(run->prof.ebpf_reason, sizeof(run->prof.ebpf_reason), "%s", run->ebpf_why);
+	run->prof.timeline = &run->tl_stats;
+}
+
+/* The diagnosis, then every artifact into the output folder; an exit code. */
+static int write_artifacts(struct run *run)
+{
+	const char *outdir = run->o->outdir;
+	char *path = run->report;
+	size_t len = sizeof(run->report);
+	int r;
+
 	/* analysis and findings, read by the summary and the report; artifacts without them
 	 * are still worth writing */
-	r = diagnosis__new(&prof, &prof.diag);
+	r = diagnosis__new(&run->prof, &run->prof.diag);
 	if (r < 0)
 		log_warning_errno(r, "no diagnosis for this window: %m");
+	snprintf(path, len, "%s/timeline.json.gz", outdir);
+	r = timeline_write(&run->prof, path);
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
+	snprintf(path, len, "%s/summary.json", outdir);
+	r = summary_write(&run->prof, path);
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
+	r = ebpf_folded_write(run->ebpf, outdir);
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write the folded stacks into %s: %m",
+			    outdir);
+	r = report_write(&run->prof, outdir, path, len);
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write the flame graphs and report "
+			    "into %s: %m", outdir);
+	run->oc->outdir = outdir;
+	return EXIT_OK;
+}
 
-	rc = first_err ? exit_code_for(first_err) : EXIT_OK;
-	snprintf(path, sizeof(path), "%s/timeline.json.gz", outdir);
-	r = timeline_write(&prof, path);
-	if (r < 0) {
-		rc = fail(oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
-		goto out;
-	}
-	snprintf(path, sizeof(path), "%s/summary.json", outdir);
-	r = summary_write(&prof, path);
-	if (r < 0) {
-		rc = fail(oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
-		goto out;
-	}
-	r = ebpf_folded_write(ebpf, outdir);
-	if (r < 0) {
-		rc = fail(oc, EXIT_OUTPUT, r, "cannot write the folded stacks into %s: %m", outdir);
-		goto out;
-	}
-	r = report_write(&prof, outdir, path, sizeof(path));
-	if (r < 0) {
-		rc = fail(oc, EXIT_OUTPUT, r, "cannot write the flame graphs and report into %s: %m",
-			  outdir);
-		goto out;
-	}
-	oc->outdir = outdir;
-	for (size_t i = 0; prof.diag && i < prof.diag->findings->n; i++) {
-		const struct finding *f = &prof.diag->findings->v[i];
+/* The findings and counts, on stderr and into the termination message. */
+static void report_results(struct run *run)
+{
+	const struct diagnosis *d = run->prof.diag;
+	struct termination *term = run->oc->term;
+	uint64_t events = 0, dropped = 0;
+
+	for (size_t i = 0; d && i < d->findings->n; i++) {
+		const struct finding *f = &d->findings->v[i];
 
 		log_notice("finding: %s (%s): %s", f->category, finding_severity_name(f->severity),
 			   f->summary);
-		if (oc->term && termlog_finding(oc->term, f->category,
-						finding_severity_name(f->severity)) < 0)
-			termlog_count(oc->term, "findings_omitted",
-				      prof.diag->findings->n - TERM_MAX_FINDINGS);
+		if (term && termlog_finding(term, f->category, finding_severity_name(f->severity)) < 0)
+			termlog_count(term, "findings_omitted", d->findings->n - TERM_MAX_FINDINGS);
 	}
-	log_notice("report: %s", path);
-	{
-		uint64_t events = 0, dropped = 0;
+	log_notice("report: %s", run->report);
+	for (size_t i = 0; i < run->o->npids; i++) {
+		const struct target *t = &run->targets[i];
 
-		for (size_t i = 0; i < npids; i++) {
-			const struct target *t = &targets[i];
-
-			if (t->error)
-				continue;
-			log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
-				 (unsigned long long)(t->store.drops + t->store.store_drops));
-			if (t->store.max_events && t->store.n >= t->store.max_events)
-				log_warning("pid %d: kept the first %zu events, the most one process "
-					    "may keep%s; the later ones are counted as dropped. Use a "
-					    "shorter --duration to see all of them", t->pid, t->store.n,
-					    mem_limit == UINT64_MAX ? "" : " within half of aiprof's "
-					    "memory limit");
-			events += t->store.n;
-			dropped += t->store.drops + t->store.store_drops;
-		}
-		if (oc->term) {
-			termlog_count(oc->term, "processes", nok);
-			termlog_count(oc->term, "processes_failed", npids - nok);
-			termlog_count(oc->term, "events", events);
-			termlog_count(oc->term, "dropped", dropped);
-			termlog_count(oc->term, "findings", prof.diag ? prof.diag->findings->n : 0);
-			termlog_count(oc->term, "window_ms", (prof.end_ns - prof.start_ns) /
-				      NSEC_PER_MSEC);
-			if (n_exited)
-				termlog_count(oc->term, "processes_exited", n_exited);
-			if (cut_realtime_ns) {
-				termlog_count(oc->term, "window_cut", 1);
-				termlog_count(oc->term, "window_end_unix_ms",
-					      cut_realtime_ns / NSEC_PER_MSEC);
-			}
-		}
+		if (t->error)
+			continue;
+		log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
+			 (unsigned long long)(t->store.drops + t->store.store_drops));
+		if (t->store.max_events && t->store.n >= t->store.max_events)
+			log_warning("pid %d: kept the first %zu events, the most one process may "
+				    "keep%s; the later ones are counted as dropped. Use a shorter "
+				    "--duration to see all of them", t->pid, t->store.n,
+				    run->mem_limit == UINT64_MAX ? "" : " within half of aiprof's "
+				    "memory limit");
+		events += t->store.n;
+		dropped += t->store.drops + t->store.store_drops;
 	}
-	if (s3url[0]) {
-		char msg[2048];
-		struct upload_opts uo;
-
-		upload_opts__init(&uo);
-		uo.quiet = log_get_max_level() < LOG_INFO;
-		r = upload_artifacts(outdir, s3url, &uo, msg, sizeof(msg));
-		if (r < 0) {
-			rc = fail(oc, EXIT_OUTPUT, 0, "%s", msg);
-			goto out;
-		}
-		oc->uploaded = true;
-		log_info("%s", msg);
-		printf("%s\n", s3url);
+	if (!term)
+		return;
+	termlog_count(term, "processes", run->nok);
+	termlog_count(term, "processes_failed", run->o->npids - run->nok);
+	termlog_count(term, "events", events);
+	termlog_count(term, "dropped", dropped);
+	termlog_count(term, "findings", d ? d->findings->n : 0);
+	termlog_count(term, "window_ms", (run->prof.end_ns - run->prof.start_ns) / NSEC_PER_MSEC);
+	if (run->n_exited)
+		termlog_count(term, "processes_exited", run->n_exited);
+	if (run->cut_realtime_ns) {
+		termlog_count(term, "window_cut", 1);
+		termlog_count(term, "window_end_unix_ms", run->cut_realtime_ns / NSEC_PER_MSEC);
 	}
-	printf("%s\n", outdir);
+}
+
+/* -o s3://: the folder to object storage, manifest last; an exit code. */
+static int upload_results(struct run *run)
+{
+	char msg[2048];
+	struct upload_opts uo;
+	int r;
+
+	upload_opts__init(&uo);
+	uo.quiet = log_get_max_level() < LOG_INFO;
+	r = upload_artifacts(run->o->outdir, run->o->s3url, &uo, msg, sizeof(msg));
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, 0, "%s", msg);
+	run->oc->uploaded = true;
+	log_info("%s", msg);
+	printf("%s\n", run->o->s3url);
+	return EXIT_OK;
+}
+
+/* The stages of one window, from the attached targets to the uploaded artifacts. */
+static int run_window(struct run *run)
+{
+	int rc;
+
+	rc = attach_all(run);
+	if (rc == EXIT_OK)
+		rc = start_ebpf(run);
+	if (rc != EXIT_OK)
+		return rc;
+	record_window(run);
+	stop_window(run);
+	rc = write_artifacts(run);
+	if (rc != EXIT_OK)
+		return rc;
+	report_results(run);
+	if (run->o->s3url[0]) {
+		rc = upload_results(run);
+		if (rc != EXIT_OK)
+			return rc;
+	}
+	printf("%s\n", run->o->outdir);
+	return run->first_err ? exit_code_for(run->first_err) : EXIT_OK;
+}
+
+static int profile_run(int argc, char **argv, struct cli_result *oc)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct profile_opts *o;
+	struct run run = { .oc = oc, .mem_limit = UINT64_MAX };
+	int rc;
+
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return cli_fail(oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
+	run.o = o;
+	rc = parse_options(argc, argv, oc, o);
+	if (rc == EXIT_OK && !o->help)
+		rc = resolve_inputs(oc, o);
+	if (rc != EXIT_OK || o->help)
+		goto out;
+	rc = prepare_targets(&run);
+	if (rc != EXIT_OK)
+		goto out;
+	/* a ^C ends the window early; artifacts are still written */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	rc = run_window(&run);
 out:
-	diagnosis__free(prof.diag);
-	ebpf__free(ebpf);
-	free_targets(targets, npids);
+	diagnosis__free(run.prof.diag);
+	ebpf__free(run.ebpf);
+	free_targets(run.targets, o->npids);
+	free(o);
 	return rc;
-}
-
-/* --termination-log's value, taken before the options are parsed (NULL when not given). */
-static const char *find_termination_log(int argc, char **argv)
-{
-	const char *path = NULL;
-
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0)
-			break;
-		if (strcmp(argv[i], "--termination-log") == 0 && i + 1 < argc)
-			path = argv[++i];
-		else if (strncmp(argv[i], "--termination-log=", 18) == 0)
-			path = argv[i] + 18;
-	}
-	return path && *path ? path : NULL;
-}
-
-/* The last act of `aiprof profile --termination-log PATH`: what happened, for Kubernetes. */
-static void write_termination_log(const char *path, struct outcome *oc, int rc)
-{
-	struct termination *t = oc->term;
-	int r = 0;
-
-	if (oc->outdir && oc->uploaded)
-		r = termlog_uploaded_artifacts(t, oc->outdir);
-	else if (oc->outdir && !oc->to_s3)
-		r = termlog_local_artifacts(t, oc->outdir);
-	if (r < 0)
-		log_warning_errno(r, "the termination message lists no artifacts: cannot read "
-				  "them back from %s: %m", oc->outdir);
-	termlog_count(t, "exit_code", (uint64_t)rc);
-	if (rc != EXIT_OK && !oc->error[0])
-		snprintf(oc->error, sizeof(oc->error), "aiprof profile exited with code %d", rc);
-	snprintf(t->error, sizeof(t->error), "%s", oc->error);
-	r = termlog_write(path, t);
-	if (r < 0)
-		log_error_errno(r, "cannot write the termination message to %s: %m", path);
 }
 
 int cmd_profile(int argc, char **argv)
 {
-	const char *termlog = find_termination_log(argc, argv);
-	struct outcome oc = { .term = NULL };
-	int rc;
-
-	if (termlog) {
-		oc.term = calloc(1, sizeof(*oc.term));
-		if (!oc.term)
-			return log_error_errno(ENOMEM, "out of memory"), EXIT_FAILURE_;
-	}
-	rc = profile_run(argc, argv, &oc);
-	if (termlog)
-		write_termination_log(termlog, &oc, rc);
-	free(oc.term);
-	return rc;
+	return cli_run(argc, argv, "profile", profile_run);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "blobtab.h"
 #include "u64map.h"
 
 enum stack_kind {
@@ -22,15 +23,6 @@ enum stack_kind {
 };
 
 #define STACK_MAX_FRAMES 256
-
-struct blobtab {                  /* bytes -> dense id; internal to ebpf_stacks.c */
-	uint32_t *slots;          /* id + 1, 0 = empty */
-	size_t nslots;
-	struct blob { size_t off, len; uint64_t hash; } *items;
-	size_t n, cap;
-	uint8_t *data;
-	size_t data_len, data_cap;
-};
 
 struct stack_store {
 	struct blobtab frames;    /* NUL-terminated names */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "event.h"
+#include "u64map.h"
 #include "bpf/gpuprobes.h"
 #include "model/names.h"
 #include "model/profile.h"
@@ -38,18 +39,12 @@ struct comm_info {
 	int32_t rank, nranks;
 };
 
-struct label {
-	uint64_t func;             /* 0: free slot */
-	uint32_t id;
-};
-
 struct uprobe_decoder {
 	struct range *pinned;      /* sorted by start, disjoint as the runtime keeps them */
 	size_t npinned, cap_pinned;
 	struct comm_info *comms;
 	size_t ncomms, cap_comms;
-	struct label *labels;      /* open addressing by CUfunction */
-	size_t nlabels, cap_labels;
+	struct u64map labels;      /* CUfunction -> string id */
 	uint32_t next_id;
 	uint64_t unknown_rank;
 };
@@ -71,7 +66,7 @@ void uprobe_decoder__free(struct uprobe_decoder *d)
 		return;
 	free(d->pinned);
 	free(d->comms);
-	free(d->labels);
+	u64map_clear(&d->labels);
 	free(d);
 }
 
@@ -183,62 +178,24 @@ static void comm_forget(struct uprobe_decoder *d, uint64_t comm)
 		*c = d->comms[--d->ncomms];
 }
 
-static size_t label_slot(uint64_t func, size_t cap)
-{
-	return (size_t)((func * 0x9e3779b97f4a7c15ULL) >> 20) & (cap - 1);
-}
-
 /*
- * The string id naming a driver kernel; 0 if it cannot be had. *fresh says the id is new
- * and its AIPROF_EV_STRING must go out before the launch that uses it.
+ * The string id naming a driver kernel; 0 if it cannot be had (past MAX_LABELS kernels, or
+ * out of memory). *fresh says the id is new and its AIPROF_EV_STRING must go out before the
+ * launch that uses it.
  */
 static uint32_t label_id(struct uprobe_decoder *d, uint64_t func, bool *fresh)
 {
-	size_t i;
+	uint64_t id;
 
 	*fresh = false;
 	if (!func)
 		return 0;
-	if ((d->nlabels + 1) * 2 > d->cap_labels) {
-		size_t ncap = d->cap_labels ? d->cap_labels * 2 : 256;
-		struct label *nv;
-
-		if (d->nlabels >= MAX_LABELS)
-			goto lookup_only;
-		nv = calloc(ncap, sizeof(*nv));
-		if (!nv)
-			goto lookup_only;
-		for (size_t k = 0; k < d->cap_labels; k++) {
-			if (!d->labels[k].func)
-				continue;
-			for (i = label_slot(d->labels[k].func, ncap); nv[i].func; i = (i + 1) & (ncap - 1))
-				;
-			nv[i] = d->labels[k];
-		}
-		free(d->labels);
-		d->labels = nv;
-		d->cap_labels = ncap;
-	}
-	for (i = label_slot(func, d->cap_labels);; i = (i + 1) & (d->cap_labels - 1)) {
-		if (d->labels[i].func == func)
-			return d->labels[i].id;
-		if (!d->labels[i].func)
-			break;
-	}
-	d->labels[i].func = func;
-	d->labels[i].id = d->next_id++;
-	d->nlabels++;
-	*fresh = true;
-	return d->labels[i].id;
-
-lookup_only:
-	if (!d->cap_labels)
+	if (u64map_get(&d->labels, func, &id))
+		return (uint32_t)id;
+	if (d->labels.n >= MAX_LABELS || u64map_put(&d->labels, func, d->next_id) < 0)
 		return 0;
-	for (i = label_slot(func, d->cap_labels); d->labels[i].func;
-	     i = (i + 1) & (d->cap_labels - 1))
-		if (d->labels[i].func == func)
-			return d->labels[i].id;
-	return 0;
+	*fresh = true;
+	return d->next_id++;
 }
 
 static uint32_t u32(uint64_t v)
@@ -356,275 +313,295 @@ static void add_label(struct event_store *store, const struct gp_rec *r, uint32_
 	event_store__add(store, &s);
 }
 
-int uprobe_decoder__convert(struct uprobe_decoder *d, const struct gp_rec *r,
-			    struct event_store *store)
+/* Launches: the runtime's (dim3 by value), by handle (nvcc 13's <<<>>>), the driver's. */
+static void decode_launch(struct uprobe_decoder *d, const struct gp_rec *r,
+			  struct event_store *store, struct aiprof_event *e, int *added)
 {
 	const __u64 *a = r->arg;
-	int32_t res = i32(r->ret);
 	bool stack_ok = r->flags & GP_REC_F_ARGS;
-	uint64_t out = (r->flags & GP_REC_F_RD0) && res == 0 ? r->rd[0] : 0;
-	struct aiprof_event e;
-	int added = 0;
 
-	if (r->fn == GP_FN_NONE || r->fn >= GP_FN__MAX)
-		return -EINVAL;
-
-	switch (r->fn) {
-	/* ---- launches ---- */
-	case GP_FN_cudaLaunchKernel:
-	case GP_FN_cudaLaunchKernelByHandle:
-		event_init(&e, r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
-		e.u.launch.func = a[0];
-		if (r->fn == GP_FN_cudaLaunchKernelByHandle) {
-			/* a handle means nothing to us: the stub that called is the kernel's */
-			e.u.launch.func = (r->flags & GP_REC_F_RD0) ? r->rd[0] : 0;
-			e.flags |= AIPROF_EV_F_LAUNCH_CALLER;
-		}
-		/* dim3 by value: 12 bytes, two INTEGER eightbytes each (x | y << 32, z) */
-		e.u.launch.grid[0] = u32(a[1]);
-		e.u.launch.grid[1] = u32(a[1] >> 32);
-		e.u.launch.grid[2] = u32(a[2]);
-		e.u.launch.block[0] = u32(a[3]);
-		e.u.launch.block[1] = u32(a[3] >> 32);
-		e.u.launch.block[2] = u32(a[4]);
-		e.u.launch.shmem = stack_ok ? u32(a[6]) : 0;
-		e.u.launch.stream = stack_ok ? a[7] : 0;
-		e.u.launch.result = res;
-		break;
-	case GP_FN_cuLaunchKernel: {
+	if (r->fn == GP_FN_cuLaunchKernel) {
 		bool fresh;
 		uint32_t id = label_id(d, a[0], &fresh);
 
 		if (fresh) {
 			add_label(store, r, id, a[0]);
-			added++;
+			(*added)++;
 		}
-		event_init(&e, r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cuLaunchKernel);
-		e.u.launch.func = a[0];
-		e.u.launch.grid[0] = u32(a[1]);
-		e.u.launch.grid[1] = u32(a[2]);
-		e.u.launch.grid[2] = u32(a[3]);
-		e.u.launch.block[0] = u32(a[4]);
-		e.u.launch.block[1] = u32(a[5]);
-		e.u.launch.block[2] = stack_ok ? u32(a[6]) : 0;
-		e.u.launch.shmem = stack_ok ? u32(a[7]) : 0;
-		e.u.launch.stream = stack_ok ? a[8] : 0;
-		e.u.launch.name_id = id;
-		e.u.launch.result = res;
-		break;
+		event_init(e, r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cuLaunchKernel);
+		e->u.launch.func = a[0];
+		e->u.launch.grid[0] = u32(a[1]);
+		e->u.launch.grid[1] = u32(a[2]);
+		e->u.launch.grid[2] = u32(a[3]);
+		e->u.launch.block[0] = u32(a[4]);
+		e->u.launch.block[1] = u32(a[5]);
+		e->u.launch.block[2] = stack_ok ? u32(a[6]) : 0;
+		e->u.launch.shmem = stack_ok ? u32(a[7]) : 0;
+		e->u.launch.stream = stack_ok ? a[8] : 0;
+		e->u.launch.name_id = id;
+		e->u.launch.result = i32(r->ret);
+		return;
 	}
+	event_init(e, r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
+	e->u.launch.func = a[0];
+	if (r->fn == GP_FN_cudaLaunchKernelByHandle) {
+		/* a handle means nothing to us: the stub that called is the kernel's */
+		e->u.launch.func = (r->flags & GP_REC_F_RD0) ? r->rd[0] : 0;
+		e->flags |= AIPROF_EV_F_LAUNCH_CALLER;
+	}
+	/* dim3 by value: 12 bytes, two INTEGER eightbytes each (x | y << 32, z) */
+	e->u.launch.grid[0] = u32(a[1]);
+	e->u.launch.grid[1] = u32(a[1] >> 32);
+	e->u.launch.grid[2] = u32(a[2]);
+	e->u.launch.block[0] = u32(a[3]);
+	e->u.launch.block[1] = u32(a[3] >> 32);
+	e->u.launch.block[2] = u32(a[4]);
+	e->u.launch.shmem = stack_ok ? u32(a[6]) : 0;
+	e->u.launch.stream = stack_ok ? a[7] : 0;
+	e->u.launch.result = i32(r->ret);
+}
 
-	/* ---- copies and memsets ---- */
-	case GP_FN_cudaMemcpy:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cudaMemcpy);
-		fill_memcpy(d, &e, a[0], a[1], a[2], u32(a[3]), 0, false, res);
-		break;
-	case GP_FN_cudaMemcpyAsync:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cudaMemcpyAsync);
-		fill_memcpy(d, &e, a[0], a[1], a[2], u32(a[3]), a[4], true, res);
-		break;
-	case GP_FN_cuMemcpy:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpy);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_DEFAULT, 0, false, res);
-		break;
-	case GP_FN_cuMemcpyAsync:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyAsync);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_DEFAULT, a[3], true, res);
-		break;
-	case GP_FN_cuMemcpyHtoD_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyHtoD_v2);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_H2D, 0, false, res);
-		break;
-	case GP_FN_cuMemcpyDtoH_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyDtoH_v2);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_D2H, 0, false, res);
-		break;
-	case GP_FN_cuMemcpyDtoD_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyDtoD_v2);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_D2D, 0, false, res);
-		break;
-	case GP_FN_cuMemcpyHtoDAsync_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyHtoDAsync_v2);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_H2D, a[3], true, res);
-		break;
-	case GP_FN_cuMemcpyDtoHAsync_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyDtoHAsync_v2);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_D2H, a[3], true, res);
-		break;
-	case GP_FN_cuMemcpyDtoDAsync_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cuMemcpyDtoDAsync_v2);
-		fill_memcpy(d, &e, a[0], a[1], a[2], AIPROF_MEMCPY_D2D, a[3], true, res);
-		break;
-	case GP_FN_cudaMemset:
-	case GP_FN_cudaMemsetAsync: {
+#define ARG_NONE  (-1)
+#define KIND_ARG3 UINT32_MAX  /* the copy's kind is its fourth argument */
+
+/* Copies (dst, src, bytes, ...): where the kind and the stream are. */
+static const struct copy_fn {
+	uint16_t fn, api;
+	uint32_t kind;
+	int8_t stream_arg;
+} copy_fns[] = {
+	{ GP_FN_cudaMemcpy, AIPROF_API_cudaMemcpy, KIND_ARG3, ARG_NONE },
+	{ GP_FN_cudaMemcpyAsync, AIPROF_API_cudaMemcpyAsync, KIND_ARG3, 4 },
+	{ GP_FN_cuMemcpy, AIPROF_API_cuMemcpy, AIPROF_MEMCPY_DEFAULT, ARG_NONE },
+	{ GP_FN_cuMemcpyAsync, AIPROF_API_cuMemcpyAsync, AIPROF_MEMCPY_DEFAULT, 3 },
+	{ GP_FN_cuMemcpyHtoD_v2, AIPROF_API_cuMemcpyHtoD_v2, AIPROF_MEMCPY_H2D, ARG_NONE },
+	{ GP_FN_cuMemcpyDtoH_v2, AIPROF_API_cuMemcpyDtoH_v2, AIPROF_MEMCPY_D2H, ARG_NONE },
+	{ GP_FN_cuMemcpyDtoD_v2, AIPROF_API_cuMemcpyDtoD_v2, AIPROF_MEMCPY_D2D, ARG_NONE },
+	{ GP_FN_cuMemcpyHtoDAsync_v2, AIPROF_API_cuMemcpyHtoDAsync_v2, AIPROF_MEMCPY_H2D, 3 },
+	{ GP_FN_cuMemcpyDtoHAsync_v2, AIPROF_API_cuMemcpyDtoHAsync_v2, AIPROF_MEMCPY_D2H, 3 },
+	{ GP_FN_cuMemcpyDtoDAsync_v2, AIPROF_API_cuMemcpyDtoDAsync_v2, AIPROF_MEMCPY_D2D, 3 },
+};
+
+enum mem_ptr { PTR_OUT, PTR_ARG0 };   /* the pointer: written through arg 0, or arg 0 itself */
+
+/* Allocations and frees: which event, where the pointer and size are, pinned bookkeeping. */
+static const struct mem_fn {
+	uint16_t fn, type, api;
+	uint8_t ptr;                    /* enum mem_ptr */
+	int8_t bytes_arg;
+	uint32_t kind;                  /* AIPROF_MEM_* */
+	int8_t pinned;                  /* +1: host memory now pinned, -1: no longer, 0 */
+} mem_fns[] = {
+	{ GP_FN_cudaMalloc, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaMalloc, PTR_OUT, 1,
+	  AIPROF_MEM_DEVICE, 0 },
+	{ GP_FN_cuMemAlloc_v2, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cuMemAlloc_v2, PTR_OUT, 1,
+	  AIPROF_MEM_DEVICE, 0 },
+	{ GP_FN_cudaFree, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFree, PTR_ARG0, ARG_NONE,
+	  AIPROF_MEM_DEVICE, 0 },
+	{ GP_FN_cuMemFree_v2, AIPROF_EV_CUDA_FREE, AIPROF_API_cuMemFree_v2, PTR_ARG0, ARG_NONE,
+	  AIPROF_MEM_DEVICE, 0 },
+	{ GP_FN_cudaMallocHost, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaMallocHost, PTR_OUT, 1,
+	  AIPROF_MEM_HOST_PINNED, +1 },
+	{ GP_FN_cudaHostAlloc, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaHostAlloc, PTR_OUT, 1,
+	  AIPROF_MEM_HOST_PINNED, +1 },
+	{ GP_FN_cudaFreeHost, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFreeHost, PTR_ARG0, ARG_NONE,
+	  AIPROF_MEM_HOST_PINNED, -1 },
+	{ GP_FN_cudaHostRegister, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaHostRegister, PTR_ARG0, 1,
+	  AIPROF_MEM_HOST_REGISTERED, +1 },
+	{ GP_FN_cudaHostUnregister, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaHostUnregister, PTR_ARG0,
+	  ARG_NONE, AIPROF_MEM_HOST_REGISTERED, -1 },
+};
+
+/* Synchronisations: the kind, and the argument that is its handle (none: 0). */
+static const struct sync_fn {
+	uint16_t fn, api;
+	uint32_t kind;
+	int8_t handle_arg;
+} sync_fns[] = {
+	{ GP_FN_cudaStreamSynchronize, AIPROF_API_cudaStreamSynchronize, AIPROF_SYNC_STREAM, 0 },
+	{ GP_FN_cudaDeviceSynchronize, AIPROF_API_cudaDeviceSynchronize, AIPROF_SYNC_DEVICE,
+	  ARG_NONE },
+	{ GP_FN_cudaEventSynchronize, AIPROF_API_cudaEventSynchronize, AIPROF_SYNC_EVENT, 0 },
+	{ GP_FN_cuCtxSynchronize, AIPROF_API_cuCtxSynchronize, AIPROF_SYNC_CTX, ARG_NONE },
+	{ GP_FN_cuCtxSynchronize_v2, AIPROF_API_cuCtxSynchronize, AIPROF_SYNC_CTX, 0 },
+	{ GP_FN_cuStreamSynchronize, AIPROF_API_cuStreamSynchronize, AIPROF_SYNC_STREAM, 0 },
+};
+
+#define FIND(table, f) ({ \
+	const __typeof__((table)[0]) *found_ = NULL; \
+	for (size_t i_ = 0; i_ < sizeof(table) / sizeof((table)[0]); i_++) \
+		if ((table)[i_].fn == (f)) { \
+			found_ = &(table)[i_]; \
+			break; \
+		} \
+	found_; })
+
+/* A copy, memset, allocation, free or synchronisation into e; false if r is none of them. */
+static bool decode_memory(struct uprobe_decoder *d, const struct gp_rec *r, struct aiprof_event *e)
+{
+	const __u64 *a = r->arg;
+	int32_t res = i32(r->ret);
+	const struct copy_fn *cf = FIND(copy_fns, r->fn);
+	const struct mem_fn *mf = FIND(mem_fns, r->fn);
+	const struct sync_fn *sf = FIND(sync_fns, r->fn);
+
+	if (cf) {
+		event_init(e, r, AIPROF_EV_CUDA_MEMCPY, cf->api);
+		fill_memcpy(d, e, a[0], a[1], a[2], cf->kind == KIND_ARG3 ? u32(a[3]) : cf->kind,
+			    cf->stream_arg == ARG_NONE ? 0 : a[cf->stream_arg],
+			    cf->stream_arg != ARG_NONE, res);
+	} else if (mf) {
+		uint64_t ptr = mf->ptr == PTR_ARG0 ? a[0] :
+			       (r->flags & GP_REC_F_RD0) && res == 0 ? r->rd[0] : 0;
+		uint64_t bytes = mf->bytes_arg == ARG_NONE ? 0 : a[mf->bytes_arg];
+
+		event_init(e, r, mf->type, mf->api);
+		fill_mem(e, ptr, bytes, mf->kind, res);
+		if (res == 0 && mf->pinned > 0)
+			pinned_add(d, ptr, bytes);
+		else if (res == 0 && mf->pinned < 0)
+			pinned_del(d, ptr);
+	} else if (sf) {
+		event_init(e, r, AIPROF_EV_CUDA_SYNC, sf->api);
+		fill_sync(e, sf->handle_arg == ARG_NONE ? 0 : a[sf->handle_arg], sf->kind, res);
+	} else if (r->fn == GP_FN_cudaMemset || r->fn == GP_FN_cudaMemsetAsync) {
 		bool async = r->fn == GP_FN_cudaMemsetAsync;
 
-		event_init(&e, r, AIPROF_EV_CUDA_MEMSET,
+		event_init(e, r, AIPROF_EV_CUDA_MEMSET,
 			   async ? AIPROF_API_cudaMemsetAsync : AIPROF_API_cudaMemset);
-		e.u.memcpy.bytes = a[2];
-		e.u.memcpy.dst = a[0];
-		e.u.memcpy.stream = async ? a[3] : 0;
-		e.u.memcpy.kind = AIPROF_MEMCPY_D2D;
-		e.u.memcpy.flags = async ? AIPROF_MEMCPY_F_ASYNC : 0;
-		e.u.memcpy.result = res;
-		break;
+		e->u.memcpy.bytes = a[2];
+		e->u.memcpy.dst = a[0];
+		e->u.memcpy.stream = async ? a[3] : 0;
+		e->u.memcpy.kind = AIPROF_MEMCPY_D2D;
+		e->u.memcpy.flags = async ? AIPROF_MEMCPY_F_ASYNC : 0;
+		e->u.memcpy.result = res;
+	} else {
+		return false;
 	}
+	return true;
+}
 
-	/* ---- allocations ---- */
-	case GP_FN_cudaMalloc:
-		event_init(&e, r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaMalloc);
-		fill_mem(&e, out, a[1], AIPROF_MEM_DEVICE, res);
-		break;
-	case GP_FN_cuMemAlloc_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cuMemAlloc_v2);
-		fill_mem(&e, out, a[1], AIPROF_MEM_DEVICE, res);
-		break;
-	case GP_FN_cudaFree:
-		event_init(&e, r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFree);
-		fill_mem(&e, a[0], 0, AIPROF_MEM_DEVICE, res);
-		break;
-	case GP_FN_cuMemFree_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_FREE, AIPROF_API_cuMemFree_v2);
-		fill_mem(&e, a[0], 0, AIPROF_MEM_DEVICE, res);
-		break;
-	case GP_FN_cudaMallocHost:
-	case GP_FN_cudaHostAlloc:
-		event_init(&e, r, AIPROF_EV_CUDA_ALLOC, r->fn == GP_FN_cudaMallocHost ?
-			   AIPROF_API_cudaMallocHost : AIPROF_API_cudaHostAlloc);
-		fill_mem(&e, out, a[1], AIPROF_MEM_HOST_PINNED, res);
-		if (res == 0)
-			pinned_add(d, out, a[1]);
-		break;
-	case GP_FN_cudaFreeHost:
-		event_init(&e, r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFreeHost);
-		fill_mem(&e, a[0], 0, AIPROF_MEM_HOST_PINNED, res);
-		if (res == 0)
-			pinned_del(d, a[0]);
-		break;
-	case GP_FN_cudaHostRegister:
-		event_init(&e, r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaHostRegister);
-		fill_mem(&e, a[0], a[1], AIPROF_MEM_HOST_REGISTERED, res);
-		if (res == 0)
-			pinned_add(d, a[0], a[1]);
-		break;
-	case GP_FN_cudaHostUnregister:
-		event_init(&e, r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaHostUnregister);
-		fill_mem(&e, a[0], 0, AIPROF_MEM_HOST_REGISTERED, res);
-		if (res == 0)
-			pinned_del(d, a[0]);
-		break;
+/* An NCCL call into e: 1, 0 when it records no event (a comm destroyed), -1 if not NCCL. */
+static int decode_nccl(struct uprobe_decoder *d, const struct gp_rec *r, struct aiprof_event *e)
+{
+	const __u64 *a = r->arg;
+	int32_t res = i32(r->ret);
+	bool stack_ok = r->flags & GP_REC_F_ARGS;
+	uint64_t out = (r->flags & GP_REC_F_RD0) && res == 0 ? r->rd[0] : 0;
 
-	/* ---- synchronisation ---- */
-	case GP_FN_cudaStreamSynchronize:
-		event_init(&e, r, AIPROF_EV_CUDA_SYNC, AIPROF_API_cudaStreamSynchronize);
-		fill_sync(&e, a[0], AIPROF_SYNC_STREAM, res);
-		break;
-	case GP_FN_cudaDeviceSynchronize:
-		event_init(&e, r, AIPROF_EV_CUDA_SYNC, AIPROF_API_cudaDeviceSynchronize);
-		fill_sync(&e, 0, AIPROF_SYNC_DEVICE, res);
-		break;
-	case GP_FN_cudaEventSynchronize:
-		event_init(&e, r, AIPROF_EV_CUDA_SYNC, AIPROF_API_cudaEventSynchronize);
-		fill_sync(&e, a[0], AIPROF_SYNC_EVENT, res);
-		break;
-	case GP_FN_cuCtxSynchronize:
-		event_init(&e, r, AIPROF_EV_CUDA_SYNC, AIPROF_API_cuCtxSynchronize);
-		fill_sync(&e, 0, AIPROF_SYNC_CTX, res);
-		break;
-	case GP_FN_cuCtxSynchronize_v2:
-		event_init(&e, r, AIPROF_EV_CUDA_SYNC, AIPROF_API_cuCtxSynchronize);
-		fill_sync(&e, a[0], AIPROF_SYNC_CTX, res);
-		break;
-	case GP_FN_cuStreamSynchronize:
-		event_init(&e, r, AIPROF_EV_CUDA_SYNC, AIPROF_API_cuStreamSynchronize);
-		fill_sync(&e, a[0], AIPROF_SYNC_STREAM, res);
-		break;
-
-	/* ---- NCCL ---- */
+	switch (r->fn) {
 	case GP_FN_ncclCommInitRank:
 	case GP_FN_ncclCommInitRankConfig:
 		/* (comm *, nranks, id on the stack, rank[, config]) */
-		event_init(&e, r, AIPROF_EV_NCCL_INIT, AIPROF_API_ncclCommInitRank);
-		e.u.nccl.comm = out;
-		e.u.nccl.datatype = -1;
-		e.u.nccl.redop = -1;
-		e.u.nccl.peer = -1;
-		e.u.nccl.rank = i32(a[2]);
-		e.u.nccl.nranks = i32(a[1]);
-		e.u.nccl.result = res;
+		event_init(e, r, AIPROF_EV_NCCL_INIT, AIPROF_API_ncclCommInitRank);
+		e->u.nccl.comm = out;
+		e->u.nccl.datatype = -1;
+		e->u.nccl.redop = -1;
+		e->u.nccl.peer = -1;
+		e->u.nccl.rank = i32(a[2]);
+		e->u.nccl.nranks = i32(a[1]);
+		e->u.nccl.result = res;
 		if (res == 0)
 			comm_remember(d, out, i32(a[2]), i32(a[1]));
-		break;
+		return 1;
 	case GP_FN_ncclCommDestroy:
 	case GP_FN_ncclCommAbort:
 		comm_forget(d, a[0]);          /* the address may come back as another comm */
-		return added;
+		return 0;
 	case GP_FN_ncclAllReduce:     /* (sbuf, rbuf, count, dt, op, comm | stream) */
-		event_init(&e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclAllReduce);
-		fill_nccl(d, &e, a[2], i32(a[3]), i32(a[4]), -1, a[5], stack_ok ? a[6] : 0, res);
-		break;
+		event_init(e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclAllReduce);
+		fill_nccl(d, e, a[2], i32(a[3]), i32(a[4]), -1, a[5], stack_ok ? a[6] : 0, res);
+		return 1;
 	case GP_FN_ncclAllGather:     /* (sbuf, rbuf, sendcount, dt, comm, stream) */
-		event_init(&e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclAllGather);
-		fill_nccl(d, &e, a[2], i32(a[3]), -1, -1, a[4], a[5], res);
-		break;
+		event_init(e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclAllGather);
+		fill_nccl(d, e, a[2], i32(a[3]), -1, -1, a[4], a[5], res);
+		return 1;
 	case GP_FN_ncclReduceScatter: /* (sbuf, rbuf, recvcount, dt, op, comm | stream) */
-		event_init(&e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclReduceScatter);
-		fill_nccl(d, &e, a[2], i32(a[3]), i32(a[4]), -1, a[5], stack_ok ? a[6] : 0, res);
-		break;
+		event_init(e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclReduceScatter);
+		fill_nccl(d, e, a[2], i32(a[3]), i32(a[4]), -1, a[5], stack_ok ? a[6] : 0, res);
+		return 1;
 	case GP_FN_ncclBroadcast:     /* (sbuf, rbuf, count, dt, root, comm | stream) */
-		event_init(&e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclBroadcast);
-		fill_nccl(d, &e, a[2], i32(a[3]), -1, i32(a[4]), a[5], stack_ok ? a[6] : 0, res);
-		break;
+		event_init(e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclBroadcast);
+		fill_nccl(d, e, a[2], i32(a[3]), -1, i32(a[4]), a[5], stack_ok ? a[6] : 0, res);
+		return 1;
 	case GP_FN_ncclReduce:        /* (sbuf, rbuf, count, dt, op, root | comm, stream) */
-		event_init(&e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclReduce);
-		fill_nccl(d, &e, a[2], i32(a[3]), i32(a[4]), i32(a[5]), stack_ok ? a[6] : 0,
+		event_init(e, r, AIPROF_EV_NCCL_COLL, AIPROF_API_ncclReduce);
+		fill_nccl(d, e, a[2], i32(a[3]), i32(a[4]), i32(a[5]), stack_ok ? a[6] : 0,
 			  stack_ok ? a[7] : 0, res);
-		break;
+		return 1;
 	case GP_FN_ncclSend:          /* (sbuf, count, dt, peer, comm, stream) */
 	case GP_FN_ncclRecv:
-		event_init(&e, r, AIPROF_EV_NCCL_COLL, r->fn == GP_FN_ncclSend ?
+		event_init(e, r, AIPROF_EV_NCCL_COLL, r->fn == GP_FN_ncclSend ?
 			   AIPROF_API_ncclSend : AIPROF_API_ncclRecv);
-		fill_nccl(d, &e, a[1], i32(a[2]), -1, i32(a[3]), a[4], a[5], res);
-		break;
+		fill_nccl(d, e, a[1], i32(a[2]), -1, i32(a[3]), a[4], a[5], res);
+		return 1;
 	case GP_FN_ncclGroupStart:
-		event_init(&e, r, AIPROF_EV_NCCL_GROUP, AIPROF_API_ncclGroupStart);
-		fill_group(&e, AIPROF_NCCL_GROUP_START, res);
-		break;
-	case GP_FN_ncclGroupEnd:
-		event_init(&e, r, AIPROF_EV_NCCL_GROUP, AIPROF_API_ncclGroupEnd);
-		fill_group(&e, AIPROF_NCCL_GROUP_END, res);
-		break;
+	case GP_FN_ncclGroupEnd: {
+		bool start = r->fn == GP_FN_ncclGroupStart;
 
-	/* ---- ibverbs ---- */
+		event_init(e, r, AIPROF_EV_NCCL_GROUP, start ? AIPROF_API_ncclGroupStart :
+			   AIPROF_API_ncclGroupEnd);
+		fill_group(e, start ? AIPROF_NCCL_GROUP_START : AIPROF_NCCL_GROUP_END, res);
+		return 1;
+	}
+	default:
+		return -1;
+	}
+}
+
+/* An ibverbs call into e; false if r is not one. */
+static bool decode_ibv(const struct gp_rec *r, struct aiprof_event *e)
+{
+	const __u64 *a = r->arg;
+
+	switch (r->fn) {
 	case GP_FN_ibv_reg_mr:        /* (pd, addr, length, access) -> mr */
 	case GP_FN_ibv_reg_mr_iova:   /* (pd, addr, length, iova, access) -> mr */
 	case GP_FN_ibv_reg_mr_iova2:
-		event_init(&e, r, AIPROF_EV_IBV, AIPROF_API_ibv_reg_mr);
-		e.u.ibv.handle = r->ret;
-		e.u.ibv.addr = a[1];
-		e.u.ibv.length = a[2];
-		e.u.ibv.attr = u32(r->fn == GP_FN_ibv_reg_mr ? a[3] : a[4]);
-		e.u.ibv.result = r->ret ? 0 : -1;
-		break;
+		event_init(e, r, AIPROF_EV_IBV, AIPROF_API_ibv_reg_mr);
+		e->u.ibv.handle = r->ret;
+		e->u.ibv.addr = a[1];
+		e->u.ibv.length = a[2];
+		e->u.ibv.attr = u32(r->fn == GP_FN_ibv_reg_mr ? a[3] : a[4]);
+		e->u.ibv.result = r->ret ? 0 : -1;
+		return true;
 	case GP_FN_ibv_dereg_mr:      /* (mr); addr and length read before the free */
-		event_init(&e, r, AIPROF_EV_IBV, AIPROF_API_ibv_dereg_mr);
-		e.u.ibv.handle = a[0];
-		e.u.ibv.addr = (r->flags & GP_REC_F_RD0) ? r->rd[0] : 0;
-		e.u.ibv.length = (r->flags & GP_REC_F_RD1) ? r->rd[1] : 0;
-		e.u.ibv.result = res;
-		break;
+		event_init(e, r, AIPROF_EV_IBV, AIPROF_API_ibv_dereg_mr);
+		e->u.ibv.handle = a[0];
+		e->u.ibv.addr = (r->flags & GP_REC_F_RD0) ? r->rd[0] : 0;
+		e->u.ibv.length = (r->flags & GP_REC_F_RD1) ? r->rd[1] : 0;
+		e->u.ibv.result = i32(r->ret);
+		return true;
 	case GP_FN_ibv_modify_qp:     /* (qp, attr, attr_mask) */
-		event_init(&e, r, AIPROF_EV_IBV, AIPROF_API_ibv_modify_qp);
-		e.u.ibv.handle = a[0];
-		e.u.ibv.qp_num = (r->flags & GP_REC_F_RD0) ? u32(r->rd[0]) : 0;
-		e.u.ibv.attr = u32(a[2]);
+		event_init(e, r, AIPROF_EV_IBV, AIPROF_API_ibv_modify_qp);
+		e->u.ibv.handle = a[0];
+		e->u.ibv.qp_num = (r->flags & GP_REC_F_RD0) ? u32(r->rd[0]) : 0;
+		e->u.ibv.attr = u32(a[2]);
 		/* UINT32_MAX: the call did not change the state (as the library reports it) */
-		e.u.ibv.state = (u32(a[2]) & IBV_QP_STATE_BIT) && (r->flags & GP_REC_F_RD1) ?
-				u32(r->rd[1]) : UINT32_MAX;
-		e.u.ibv.result = res;
-		break;
+		e->u.ibv.state = (u32(a[2]) & IBV_QP_STATE_BIT) && (r->flags & GP_REC_F_RD1) ?
+				 u32(r->rd[1]) : UINT32_MAX;
+		e->u.ibv.result = i32(r->ret);
+		return true;
 	default:
-		return added;
+		return false;
+	}
+}
+
+int uprobe_decoder__convert(struct uprobe_decoder *d, const struct gp_rec *r,
+			    struct event_store *store)
+{
+	struct aiprof_event e;
+	int added = 0, k;
+
+	if (r->fn == GP_FN_NONE || r->fn >= GP_FN__MAX)
+		return -EINVAL;
+	if (r->fn == GP_FN_cudaLaunchKernel || r->fn == GP_FN_cudaLaunchKernelByHandle ||
+	    r->fn == GP_FN_cuLaunchKernel) {
+		decode_launch(d, r, store, &e, &added);
+	} else if (!decode_memory(d, r, &e) && !decode_ibv(r, &e)) {
+		k = decode_nccl(d, r, &e);
+		if (k <= 0)
+			return added;   /* no event: a comm forgotten, or a function not decoded */
 	}
 	event_store__add(store, &e);
 	return added + 1;

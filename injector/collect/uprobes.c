@@ -397,12 +397,6 @@ static bool uprobe_multi_usable(void)
 	return cached;
 }
 
-/* Opens the file behind a mapping as the target has it (common/targetfile.h). */
-static int open_mapped(pid_t pid, const struct maps_entry *e)
-{
-	return target_file__open_mapped(pid, e);
-}
-
 /* File offset of vaddr inside an executable PT_LOAD (what uprobes take). */
 static int vaddr_to_offset(const struct elf_info *info, uint64_t vaddr, uint64_t *ret)
 {
@@ -434,7 +428,7 @@ static int attach_module(struct uprobe_session *s, const struct maps_entry *e, u
 	size_t nplan = 0;
 	int fd, r, err = 0, attached = 0;
 
-	fd = open_mapped(s->pid, e);
+	fd = target_file__open_mapped(s->pid, e);   /* inside its root (targetfile.h) */
 	if (fd < 0)
 		return fd;
 	r = elf_file__open_fd(fd, &elf);

@@ -31,7 +31,6 @@
 #define AIPROF_VERSION "0.1.0"
 #endif
 
-#define MAX_SOURCES 256
 #define PID_SHIFT 22           /* merged pid = (source index + 1) << 22 | original pid */
 
 /* Rule thresholds (README "Multi-rank merge"). */
@@ -1101,28 +1100,6 @@ static int write_local_manifest(const char *dir)
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: aiprof merge -o DIR|s3://BUCKET/PREFIX [--termination-log FILE] [OPTIONS] SRC...\n\n"
-		"Merges the artifacts of the ranks of one distributed job, each profiled on its own\n"
-		"(SRC: a rank's `aiprof profile` output folder or s3:// prefix), into one timeline on\n"
-		"one clock: each rank's clock offset is estimated from the end times of its NCCL\n"
-		"collectives (a blocking collective ends at one moment on every rank). Writes\n"
-		"timeline.json.gz (a process group per rank), summary.json (schema aiprof.merge/v1:\n"
-		"offsets, residual skew, lateness per rank, Straggler and NcclHang findings) and\n"
-		"manifest.json.\n\n"
-		"  -o, --output DIR|s3://  where to write (s3://: built in a local folder ./aiprof-out/\n"
-		"                          merged-<UTC time>, or under $TMPDIR when . is read-only,\n"
-		"                          uploaded with manifest.json last, kept)\n"
-		"  --termination-log FILE  write the aiprof.termination/v1 result there on exit\n"
-		"  -q, --quiet / -v        fewer / more messages\n"
-		"S3 options (for s3:// sources and output):\n%s\n"
-		"Exit codes: 0 ok, 1 a source is missing or unreadable or the sources do not belong\n"
-		"together, 2 usage, 7 the output could not be written or uploaded.\n",
-		upload_options_help);
-}
-
 /* Checks that the loaded sources belong together, aligns and analyses them. Returns 0,
  * -EINVAL (msg says why), -ENOMEM. */
 static int merge_prepare(struct merge *m, char *msg, size_t len)
@@ -1146,7 +1123,7 @@ static int merge_prepare(struct merge *m, char *msg, size_t len)
 	return 0;
 }
 
-static void merge__free(struct merge *m);
+static void merge_clear(struct merge *m);
 
 int merge_analyse(struct merge_source *srcs, size_t n, json_t **ret, char *msg, size_t msglen)
 {
@@ -1166,11 +1143,11 @@ int merge_analyse(struct merge_source *srcs, size_t n, json_t **ret, char *msg, 
 			r = *ret ? 0 : -ENOMEM;
 		}
 	}
-	merge__free(&m);
+	merge_clear(&m);
 	return r;
 }
 
-static void merge__free(struct merge *m)
+static void merge_clear(struct merge *m)
 {
 	for (size_t i = 0; i < m->n; i++) {
 		merge_source__clear(&m->r[i].s);
@@ -1181,235 +1158,75 @@ static void merge__free(struct merge *m)
 	json_decref(m->warnings);
 }
 
-struct run {
-	char error[1024];
-	char outdir[4096];
-	bool uploaded;
-	struct termination *term;
-	size_t findings;
-};
-
-static int fail(struct run *run, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct run *run, int rc, const char *fmt, ...)
+void merge__free(struct merge *m)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(run->error, sizeof(run->error), fmt, ap);
-	va_end(ap);
-	log_error("%s", run->error);
-	return rc;
+	if (!m)
+		return;
+	merge_clear(m);
+	free(m);
 }
 
-static int merge_run(int argc, char **argv, struct run *run)
+int merge__load(char *const *srcs, size_t n, struct s3_client *s3, struct merge **ret,
+		char *msg, size_t len)
 {
-	enum { O_TERMLOG = UPLOAD_OPT_LAST + 1 };
-	static const struct option longopts[] = {
-		UPLOAD_LONG_OPTIONS,
-		{ "output", required_argument, NULL, 'o' },
-		{ "termination-log", required_argument, NULL, O_TERMLOG },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct upload_opts uo;
-	struct merge m = { 0 };
-	struct s3_config cfg = { 0 };
-	struct s3_client *s3 = NULL;
-	const char *out = NULL;
-	char msg[2048], s3url[1100] = "";
-	bool need_s3 = false;
-	int c, r, rc = EXIT_OK;
+	struct merge *m = calloc(1, sizeof(*m));
+	int r;
 
-	upload_opts__init(&uo);
-	signal(SIGPIPE, SIG_IGN);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:vqh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case O_TERMLOG: break;   /* taken before parsing */
-		case 'v': log_set_max_level(LOG_DEBUG); break;
-		case 'q':
-			uo.quiet = true;
-			log_set_max_level(LOG_WARNING);
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			msg[0] = 0;
-			r = upload_opts__parse_option(&uo, c, optarg, msg, sizeof(msg));
-			if (r == 0)
-				break;
-			return fail(run, EXIT_USAGE, "%s", r == -EINVAL ? msg : "see 'aiprof merge --help' for the options");
-		}
-	}
-	if (!out)
-		return fail(run, EXIT_USAGE, "merge needs -o DIR or -o s3://BUCKET/PREFIX; see 'aiprof merge --help'");
-	if (optind >= argc)
-		return fail(run, EXIT_USAGE, "merge needs at least one SRC (a rank's artifact folder or s3:// prefix)");
-	if (argc - optind > MAX_SOURCES)
-		return fail(run, EXIT_USAGE, "at most %d sources", MAX_SOURCES);
-	if (s3url_is_s3(out)) {
-		struct s3_location loc;
+	*ret = m;
+	if (!m)
+		goto nomem;
+	m->findings = json_array();
+	m->warnings = json_array();
+	m->r = calloc(n, sizeof(*m->r));
+	if (!m->r || !m->findings || !m->warnings)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		const struct merge_source *src = &m->r[m->n].s;
 
-		if (s3_location__parse(out, &loc) < 0)
-			return fail(run, EXIT_USAGE, "-o %s: not a valid s3://BUCKET/PREFIX", out);
-		s3_location__clear(&loc);
-		snprintf(s3url, sizeof(s3url), "%s", out);
-		need_s3 = true;
-	}
-	for (int i = optind; i < argc; i++)
-		need_s3 |= s3url_is_s3(argv[i]);
-	if (need_s3) {
-		r = s3_config__load(&cfg, &uo.s3, msg, sizeof(msg));
-		if (r < 0)
-			return fail(run, EXIT_USAGE, "S3: %s", msg);
-		s3 = s3_client__new(&cfg, &uo.client, NULL);
-		if (!s3) {
-			rc = fail(run, EXIT_FAILURE_, "cannot create the S3 client");
-			goto out;
-		}
-	}
-
-	m.findings = json_array();
-	m.warnings = json_array();
-	m.r = calloc((size_t)(argc - optind), sizeof(*m.r));
-	if (!m.r || !m.findings || !m.warnings) {
-		rc = fail(run, EXIT_FAILURE_, "out of memory");
-		goto out;
-	}
-	for (int i = optind; i < argc; i++) {
 		msg[0] = 0;
-		r = merge_source__load(&m.r[m.n].s, argv[i], s3, msg, sizeof(msg));
-		m.n++;
+		r = merge_source__load(&m->r[m->n].s, srcs[i], s3, msg, len);
+		m->n++;
 		if (r < 0) {
-			rc = fail(run, EXIT_FAILURE_, "%s", msg[0] ? msg : strerror(-r));
-			goto out;
+			if (!msg[0])
+				snprintf(msg, len, "%s", strerror(-r));
+			return r;
 		}
-		log_info("%s: rank %d of %d, %zu collectives, %zu events", argv[i], m.r[m.n - 1].s.rank,
-			 m.r[m.n - 1].s.nranks, m.r[m.n - 1].s.ncoll, m.r[m.n - 1].s.nev);
+		log_info("%s: rank %d of %d, %zu collectives, %zu events", srcs[i], src->rank,
+			 src->nranks, src->ncoll, src->nev);
 	}
-	r = merge_prepare(&m, msg, sizeof(msg));
-	if (r < 0) {
-		rc = fail(run, EXIT_FAILURE_, "%s", msg);
-		goto out;
-	}
+	return merge_prepare(m, msg, len);
+nomem:
+	snprintf(msg, len, "out of memory");
+	return -ENOMEM;
+}
 
-	if (s3url[0]) {
-		time_t now = time(NULL);
-		struct tm tm;
-		char stamp[32];
+int merge__write(struct merge *m, const char *dir, bool local_manifest)
+{
+	int r = write_timeline(m, dir);
 
-		gmtime_r(&now, &tm);
-		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-		/* the staging folder: ./aiprof-out, or under $TMPDIR (/tmp) where the working
-		 * folder is read-only, as a container's may be */
-		if (mkdir("aiprof-out", 0755) == 0 || (errno == EEXIST && access("aiprof-out", W_OK) == 0)) {
-			snprintf(run->outdir, sizeof(run->outdir), "aiprof-out/merged-%s", stamp);
-		} else {
-			const char *tmp = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
-
-			snprintf(run->outdir, sizeof(run->outdir), "%s/aiprof-out", tmp);
-			mkdir(run->outdir, 0755);
-			snprintf(run->outdir, sizeof(run->outdir), "%s/aiprof-out/merged-%s", tmp, stamp);
-		}
-	} else {
-		snprintf(run->outdir, sizeof(run->outdir), "%s", out);
-	}
-	if (mkdir(run->outdir, 0755) < 0 && errno != EEXIST) {
-		rc = fail(run, EXIT_OUTPUT, "cannot create %s: %s", run->outdir, strerror(errno));
-		goto out;
-	}
-	r = write_timeline(&m, run->outdir);
 	if (r == 0)
-		r = write_summary(&m, run->outdir);
-	if (r == 0 && !s3url[0])
-		r = write_local_manifest(run->outdir);
-	if (r < 0) {
-		rc = fail(run, EXIT_OUTPUT, "cannot write the merged artifacts into %s: %s", run->outdir, strerror(-r));
-		goto out;
-	}
-	if (m.ref < m.n)
-		log_info("merged %zu ranks on rank %d's clock (aligned on %s): residual skew p50 %.1f us, max %.1f us "
-			 "over %zu collectives", m.n, m.r[m.ref].s.rank, basis(&m), (double)m.skew_p50 / 1e3,
-			 (double)m.skew_max / 1e3, m.skew_n);
-	run->findings = json_array_size(m.findings);
-	if (run->term) {
-		size_t i;
-		json_t *f;
-
-		termlog_count(run->term, "ranks", m.n);
-		termlog_count(run->term, "ranks_aligned", m.aligned);
-		termlog_count(run->term, "residual_skew_p50_ns", m.skew_p50);
-		termlog_count(run->term, "residual_skew_max_ns", m.skew_max);
-		termlog_count(run->term, "findings", run->findings);
-		json_array_foreach(m.findings, i, f)
-			if (termlog_finding(run->term, json_string_value(json_object_get(f, "category")),
-					    json_string_value(json_object_get(f, "severity"))) < 0)
-				termlog_count(run->term, "findings_omitted", run->findings - i);
-	}
-	if (s3url[0]) {
-		r = upload_artifacts(run->outdir, s3url, &uo, msg, sizeof(msg));
-		if (r < 0) {
-			rc = fail(run, EXIT_OUTPUT, "%s", msg);
-			goto out;
-		}
-		run->uploaded = true;
-		log_info("%s", msg);
-		printf("%s\n", s3url);
-	}
-	printf("%s\n", run->outdir);
-out:
-	merge__free(&m);
-	s3_client__free(s3);
-	s3_config__clear(&cfg);
-	return rc;
+		r = write_summary(m, dir);
+	if (r == 0 && local_manifest)
+		r = write_local_manifest(dir);
+	return r;
 }
 
-static const char *find_termination_log(int argc, char **argv)
+void merge__stats(const struct merge *m, struct merge_stats *ret)
 {
-	const char *path = NULL;
-
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			break;
-		if (!strcmp(argv[i], "--termination-log") && i + 1 < argc)
-			path = argv[++i];
-		else if (!strncmp(argv[i], "--termination-log=", 18))
-			path = argv[i] + 18;
-	}
-	return path && *path ? path : NULL;
+	*ret = (struct merge_stats){
+		.ranks = m->n, .aligned = m->aligned, .findings = json_array_size(m->findings),
+		.ref_rank = m->ref < m->n ? m->r[m->ref].s.rank : -1, .basis = basis(m),
+		.skew_p50 = m->skew_p50, .skew_max = m->skew_max, .skew_n = m->skew_n,
+	};
 }
 
-int cmd_merge(int argc, char **argv)
+bool merge__finding(const struct merge *m, size_t i, const char **category, const char **severity)
 {
-	const char *termlog = find_termination_log(argc, argv);
-	struct run run = { .term = NULL };
-	int rc, r = 0;
+	json_t *f = json_array_get(m->findings, i);
 
-	if (termlog) {
-		run.term = calloc(1, sizeof(*run.term));
-		if (!run.term)
-			return log_error_errno(ENOMEM, "out of memory"), EXIT_FAILURE_;
-	}
-	rc = merge_run(argc, argv, &run);
-	if (run.term) {
-		if (run.outdir[0] && run.uploaded)
-			r = termlog_uploaded_artifacts(run.term, run.outdir);
-		else if (run.outdir[0] && rc == EXIT_OK)
-			r = termlog_local_artifacts(run.term, run.outdir);
-		if (r < 0)
-			log_warning_errno(r, "the termination message lists no artifacts: %m");
-		termlog_count(run.term, "exit_code", (uint64_t)rc);
-		if (rc != EXIT_OK && !run.error[0])
-			snprintf(run.error, sizeof(run.error), "aiprof merge exited with code %d", rc);
-		snprintf(run.term->error, sizeof(run.term->error), "%s", run.error);
-		r = termlog_write(termlog, run.term);
-		if (r < 0)
-			log_error_errno(r, "cannot write the termination message to %s: %m", termlog);
-		free(run.term);
-	}
-	return rc;
+	if (!f)
+		return false;
+	*category = json_string_value(json_object_get(f, "category"));
+	*severity = json_string_value(json_object_get(f, "severity"));
+	return true;
 }

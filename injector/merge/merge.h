@@ -19,7 +19,7 @@
  *
  * Layout: merge_align.c (the estimator, pure), merge_read.c (reading one rank's artifacts:
  * the parser of outside input, fuzzed by tests/fuzz/fuzz_merge.c), merge.c (analysis,
- * merged artifacts, the command).
+ * merged artifacts); the command is cli/merge.c.
  */
 #ifndef AIPROF_MERGE_H
 #define AIPROF_MERGE_H
@@ -163,6 +163,31 @@ void merge_source__clear(struct merge_source *s);
 int merge_analyse(struct merge_source *srcs, size_t n, json_t **ret, char *msg, size_t msglen);
 
 /* `aiprof merge` */
-int cmd_merge(int argc, char **argv);
+/* ---- a merge, for the command ---------------------------------------------------------- */
+
+struct merge;
+
+/*
+ * Loads every source (a rank's folder or s3:// prefix; s3 may be NULL without s3://), checks
+ * that they belong together, aligns their clocks and runs the cross-rank rules. 0, or a
+ * negative errno with msg set. *ret is set either way: free it with merge__free().
+ */
+int merge__load(char *const *srcs, size_t n, struct s3_client *s3, struct merge **ret,
+		char *msg, size_t len);
+/* timeline.json.gz and summary.json into dir, and manifest.json when local_manifest. */
+int merge__write(struct merge *m, const char *dir, bool local_manifest);
+void merge__free(struct merge *m);   /* NULL-safe */
+
+/* What the log and the termination message say of a merge. */
+struct merge_stats {
+	size_t ranks, aligned, findings;
+	int ref_rank;                 /* the clock everything is on; -1: no rank had collectives */
+	const char *basis;            /* what the clocks were aligned on */
+	uint64_t skew_p50, skew_max;  /* residual skew, ns */
+	size_t skew_n;                /* collectives it was measured over */
+};
+void merge__stats(const struct merge *m, struct merge_stats *ret);
+/* The i-th cross-rank finding; false past the last. */
+bool merge__finding(const struct merge *m, size_t i, const char **category, const char **severity);
 
 #endif

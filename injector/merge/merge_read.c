@@ -68,6 +68,12 @@ static size_t skip_value(const char *b, size_t n, size_t i)
 	return SIZE_MAX;
 }
 
+/* The end of the value at i when it starts with first, else SIZE_MAX. */
+static size_t value_at(const char *b, size_t n, size_t i, char first)
+{
+	return i < n && b[i] == first ? skip_value(b, n, i) : SIZE_MAX;
+}
+
 int merge_json_members(const char *b, size_t n, int (*fn)(void *ctx, const struct merge_member *m), void *ctx)
 {
 	size_t i = skip_ws(b, n, 0);
@@ -82,9 +88,7 @@ int merge_json_members(const char *b, size_t n, int (*fn)(void *ctx, const struc
 		size_t e;
 		int r;
 
-		if (i >= n || b[i] != '"')
-			return -EBADMSG;
-		e = skip_value(b, n, i);
+		e = value_at(b, n, i, '"');
 		if (e == SIZE_MAX)
 			return -EBADMSG;
 		m.key = b + i + 1;
@@ -336,9 +340,7 @@ static int scan_events(struct scan *sc)
 		size_t e;
 		int r;
 
-		if (i >= n || b[i] != '{')
-			return -EBADMSG;
-		e = skip_value(b, n, i);
+		e = value_at(b, n, i, '{');
 		if (e == SIZE_MAX)
 			return -EBADMSG;
 		r = scan_event(sc, sc->events_off + i, e - i);

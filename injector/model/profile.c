@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Lookups over a recorded target: its threads' host tids, its kernels' names. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "elfsym.h"
 #include "procsyms.h"
+#include "u64map.h"
 #include "profile.h"
 
 uint32_t target_host_tid(const struct target *t, uint32_t ns_tid)
@@ -18,68 +20,52 @@ uint32_t target_host_tid(const struct target *t, uint32_t ns_tid)
 
 /* ---- kernel names from host stubs, cached per (pid, address) ------------------------- */
 
+/* Names by address, each address's names chained across processes (pid). */
 struct kname {
 	pid_t pid;
 	uint64_t addr;
 	char *name;
+	size_t next;                  /* index + 1 of the next name at this address; 0: none */
 };
 
-static struct kname *kcache;
-static size_t kcache_cap, kcache_n;
-
-static size_t khash(pid_t pid, uint64_t addr)
-{
-	uint64_t h = (addr ^ ((uint64_t)pid << 32)) * 0x9e3779b97f4a7c15ULL;
-
-	return (size_t)(h >> 17);
-}
+static struct kname *knames;
+static size_t nknames, capknames;
+static struct u64map kheads;      /* address -> index + 1 of its latest name */
 
 static const char *kcache_get(pid_t pid, uint64_t addr)
 {
-	if (!kcache_cap)
+	uint64_t i;
+
+	if (!u64map_get(&kheads, addr, &i))
 		return NULL;
-	for (size_t i = khash(pid, addr) & (kcache_cap - 1);; i = (i + 1) & (kcache_cap - 1)) {
-		if (!kcache[i].name)
-			return NULL;
-		if (kcache[i].pid == pid && kcache[i].addr == addr)
-			return kcache[i].name;
-	}
+	for (; i; i = knames[i - 1].next)
+		if (knames[i - 1].pid == pid)
+			return knames[i - 1].name;
+	return NULL;
 }
 
-static void kcache_put(pid_t pid, uint64_t addr, char *name)
+/* Keeps name (taken over, freed on failure); 0 or -ENOMEM. */
+static int kcache_put(pid_t pid, uint64_t addr, char *name)
 {
-	if ((kcache_n + 1) * 2 > kcache_cap) {
-		size_t ncap = kcache_cap ? kcache_cap * 2 : 256;
-		struct kname *nv = calloc(ncap, sizeof(*nv));
+	uint64_t head = 0;
 
-		if (!nv) {
-			free(name);
-			return;
-		}
-		for (size_t i = 0; i < kcache_cap; i++) {
-			if (!kcache[i].name)
-				continue;
-			for (size_t j = khash(kcache[i].pid, kcache[i].addr) & (ncap - 1);;
-			     j = (j + 1) & (ncap - 1)) {
-				if (!nv[j].name) {
-					nv[j] = kcache[i];
-					break;
-				}
-			}
-		}
-		free(kcache);
-		kcache = nv;
-		kcache_cap = ncap;
+	if (nknames == capknames) {
+		size_t ncap = capknames ? capknames * 2 : 256;
+		struct kname *nv = realloc(knames, ncap * sizeof(*nv));
+
+		if (!nv)
+			goto fail;
+		knames = nv;
+		capknames = ncap;
 	}
-	for (size_t i = khash(pid, addr) & (kcache_cap - 1);; i = (i + 1) & (kcache_cap - 1)) {
-		if (!kcache[i].name) {
-			kcache[i].pid = pid;
-			kcache[i].addr = addr;
-			kcache[i].name = name;
-			kcache_n++;
-			return;
-		}
-	}
+	(void)u64map_get(&kheads, addr, &head);
+	if (u64map_put(&kheads, addr, nknames + 1) < 0)
+		goto fail;
+	knames[nknames++] = (struct kname){ pid, addr, name, (size_t)head };
+	return 0;
+fail:
+	free(name);
+	return -ENOMEM;
 }
 
 const char *launch_kernel_name(const struct target *t, const struct aiprof_event *e)
@@ -121,7 +107,6 @@ const char *launch_kernel_name(const struct target *t, const struct aiprof_event
 
 		if (!copy)
 			return "[unknown]";
-		kcache_put(t->pid, e->u.launch.func, copy);
-		return copy;
+		return kcache_put(t->pid, e->u.launch.func, copy) < 0 ? "[unknown]" : copy;
 	}
 }

@@ -3,7 +3,7 @@
  * Folded stacks come from the target (frame names are the target's symbols and Python
  * function names): the parser and the SVG writer must survive any bytes.
  *
- * FUZZ_SOURCES: injector/artifacts/flamegraph.c injector/artifacts/membuf.c
+ * FUZZ_SOURCES: injector/artifacts/flamegraph.c injector/artifacts/membuf.c common/blobtab.c common/u64map.c
  * FUZZ_ARGS: -max_len=65536
  */
 #include <stddef.h>

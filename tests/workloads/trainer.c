@@ -105,7 +105,7 @@ struct config {
 	bool cupti_subscribe;    /* ... and subscribe to it for the whole run */
 	unsigned int faults;
 	int fault_rank;          /* -1: not given */
-	int fault_step;          /* -1: not given */
+	int fault_step;          /* -1: not given; FAULT_STEP_USR2: after SIGUSR2 */
 	double run_seconds;      /* 0: run --steps steps */
 	int only_rank;           /* --rank: this process runs only this rank; -1: all, as threads */
 	const char *nccl_id_file; /* --nccl-id-file: where the ranks' processes meet */
@@ -327,6 +327,17 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* --fault-step usr2: the fault strikes at the first step after SIGUSR2, so that a test can
+ * place it inside a window however slow the machine is. */
+#define FAULT_STEP_USR2 (-2)
+static volatile sig_atomic_t usr2_seen;
+
+static void on_sigusr2(int sig)
+{
+	(void)sig;
+	usr2_seen = 1;
 }
 
 static void sleep_ns(uint64_t ns)
@@ -814,7 +825,8 @@ __attribute__((noinline)) static int train_step(struct rank *rk, int step)
 				    LABEL_FLOATS * sizeof(float), (CUstream)rk->stream)));
 
 	/* Gradient all-reduce. */
-	if ((rk->faults & FAULT_NCCL_HANG) && step == cfg->fault_step) {
+	if ((rk->faults & FAULT_NCCL_HANG) && (step == cfg->fault_step ||
+					       (cfg->fault_step == FAULT_STEP_USR2 && usr2_seen))) {
 		fprintf(stderr, "trainer: rank %d never enters the all-reduce of step %d (fault nccl-hang)\n", rk->id,
 			step);
 		for (;;)
@@ -1056,7 +1068,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"  --fault-rank R        rank affected by straggler/nccl-hang (default: the last); restricts the\n"
 		"                        other faults to that rank\n"
-		"  --fault-step S        step at which nccl-hang strikes (default: half of --steps, or 10)\n"
+		"  --fault-step S        step at which nccl-hang strikes (default: half of --steps, or 10);\n"
+		"                        usr2: the first step after the process gets SIGUSR2\n"
 		"  --help                this text\n\n"
 		"Prints \"ready pid=<pid>\" once initialised, then \"steps=<n>\" and \"checksum=<hex>\" at exit,\n"
 		"and step_ms_mean=<ms> on stderr.\n");
@@ -1151,7 +1164,12 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 		case O_CUPTI: cfg->cupti = true; break;
 		case O_CUPTI_SUBSCRIBE: cfg->cupti = cfg->cupti_subscribe = true; break;
 		case O_FAULT_RANK: bad = parse_int(optarg, 0, MAX_RANKS - 1, &cfg->fault_rank); break;
-		case O_FAULT_STEP: bad = parse_int(optarg, 0, 100000000, &cfg->fault_step); break;
+		case O_FAULT_STEP:
+			if (strcmp(optarg, "usr2") == 0)
+				cfg->fault_step = FAULT_STEP_USR2;
+			else
+				bad = parse_int(optarg, 0, 100000000, &cfg->fault_step);
+			break;
 		case O_RUN_SECONDS: {
 			char *end;
 
@@ -1210,7 +1228,7 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 		fprintf(stderr, "trainer: --fault-rank must be below --ranks\n");
 		return -EINVAL;
 	}
-	if (cfg->fault_step < 0)
+	if (cfg->fault_step == -1)
 		cfg->fault_step = cfg->run_seconds > 0 ? 10 : cfg->steps / 2;
 	if ((cfg->faults & FAULT_SYNC_CHECKPOINT) && cfg->checkpoint_every == 0)
 		cfg->checkpoint_every = 5;
@@ -1356,6 +1374,11 @@ int main(int argc, char **argv)
 	if (r != 0)
 		return r > 0 ? 0 : 2;
 	signal(SIGPIPE, SIG_IGN);
+	if (cfg.fault_step == FAULT_STEP_USR2) {
+		struct sigaction usr2 = { .sa_handler = on_sigusr2, .sa_flags = SA_RESTART };
+
+		sigaction(SIGUSR2, &usr2, NULL);
+	}
 	if (cfg.cupti && cupti_load(&cfg) < 0)
 		return 1;
 
