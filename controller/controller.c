@@ -15,7 +15,7 @@
 #include "ktime.h"
 #include "kubeclient.h"
 #include "kworker.h"
-#include "policy.h"
+#include "policy_ctl.h"
 #include "timeutil.h"
 #include "workqueue.h"
 
@@ -72,7 +72,7 @@ struct controller {
 	struct memo *memo[MEMO_BUCKETS];
 	struct informer_ops session_ops, pod_ops;
 	struct informer *sessions, *pods;
-	struct policy_ctl *policies;        /* ProfilingPolicies (policy.c) */
+	struct policy_ctl *policies;        /* ProfilingPolicies (policy_ctl.c) */
 	struct workqueue *queue;
 	pthread_t *workers;
 	unsigned n_workers;
@@ -580,12 +580,78 @@ static struct kpod *fetch_pod(struct controller *c, struct kube_client *kc, cons
 	return store__get(informer__store(c->pods), key);
 }
 
+/* spec.targets.podName as the target, if the cache has that pod. */
+static int pod_name_target(struct store *pods, const struct session *s, struct gather *g)
+{
+	char key[600];
+	struct kpod *p;
+
+	snprintf(key, sizeof(key), "%s/%s", s->ns, s->spec.pod_name);
+	p = store__get(pods, key);
+	if (!p)
+		return 0;
+	g->names = calloc(1, sizeof(char *));
+	if (!g->names || !(g->names[0] = strdup(kpod__name(p)))) {
+		kpod__unref(p);
+		return -ENOMEM;
+	}
+	g->n_names = 1;
+	kpod__unref(p);
+	return 0;
+}
+
+/* Target i of g: its pod, injector pod and RuntimeClass handler from the cache; one that the
+ * status says is in flight but that the cache lacks is read from the API server. */
+static void observe_target(struct controller *c, struct kube_client *kc,
+			   const struct session *s, struct gather *g, size_t i)
+{
+	struct store *pods = informer__store(c->pods);
+	struct target_obs *o = &g->targets[i];
+	char inj[INJECTOR_POD_NAME_MAX + 1], ename[32], key[600];
+	const json_t *old = NULL, *e;
+	const char *state = NULL;
+	struct kcontainer ec;
+	size_t k;
+
+	o->name = g->names[i];
+	snprintf(key, sizeof(key), "%s/%s", s->ns, o->name);
+	g->pods[i] = store__get(pods, key);
+	json_array_foreach(json_object_get(s->status, "targets"), k, e)
+		if (kj_str(e, "pod") && strcmp(kj_str(e, "pod"), o->name) == 0)
+			old = e;
+	state = kj_str(old, "state");
+	injspec__pod_name(s, o->name, inj);
+	snprintf(key, sizeof(key), "%s/%s", s->ns, inj);
+	g->injs[i] = store__get(pods, key);
+	if (g->pods[i])
+		runtime_handler(c, kc, kpod__runtime_class(g->pods[i]), g->handlers[i],
+				sizeof(g->handlers[i]));
+	/* in flight per the status, but not in the cache: ask the API server */
+	if (state && (!strcmp(state, "Injecting") || !strcmp(state, "Profiling") ||
+		      !strcmp(state, "Uploading"))) {
+		bool ephemeral = s->spec.mode == INJ_EPHEMERAL ||
+				 (s->spec.mode == INJ_AUTO && runtime_is_kata(g->handlers[i]));
+
+		if (!ephemeral && !g->injs[i])
+			g->injs[i] = fetch_pod(c, kc, s->ns, inj);
+		injspec__ephemeral_name(s, ename);
+		if (ephemeral && (!g->pods[i] || !kpod__ephemeral(g->pods[i], ename, &ec))) {
+			kpod__unref(g->pods[i]);
+			g->pods[i] = fetch_pod(c, kc, s->ns, o->name);
+		}
+	}
+	o->pod = g->pods[i];
+	o->injector = g->injs[i];
+	if (o->pod)
+		o->need_sys_admin = node_needs_sys_admin(c, kc, kpod__node(o->pod));
+	o->runtime_handler = g->handlers[i];
+}
+
 static int gather(struct controller *c, struct kube_client *kc, const struct session *s,
 		  struct gather *g)
 {
 	struct store *pods = informer__store(c->pods);
 	struct ns_scan sc = { .s = s, .g = g };
-	char key[600];
 	int r;
 
 	memset(g, 0, sizeof(*g));
@@ -594,82 +660,27 @@ static int gather(struct controller *c, struct kube_client *kc, const struct ses
 		return r;
 	store__foreach(pods, scan_pod, &sc);
 	if (sc.err) {
-		free_strv(sc.names, sc.n);
-		return sc.err;
+		r = sc.err;
+	} else if (!g->names && s->spec.pod_name) {
+		r = pod_name_target(pods, s, g);
+	} else if (!g->names) {
+		qsort(sc.names, sc.n, sizeof(char *), cmp_str);
+		g->names = sc.names;
+		g->n_names = sc.n;
+		sc.names = NULL;
+		sc.n = 0;
 	}
-	if (!g->names) {
-		if (s->spec.pod_name) {
-			free_strv(sc.names, sc.n);
-			snprintf(key, sizeof(key), "%s/%s", s->ns, s->spec.pod_name);
-			struct kpod *p = store__get(pods, key);
-
-			if (p) {
-				g->names = calloc(1, sizeof(char *));
-				if (!g->names || !(g->names[0] = strdup(kpod__name(p)))) {
-					kpod__unref(p);
-					return -ENOMEM;
-				}
-				g->n_names = 1;
-				kpod__unref(p);
-			}
-		} else {
-			qsort(sc.names, sc.n, sizeof(char *), cmp_str);
-			g->names = sc.names;
-			g->n_names = sc.n;
-		}
-	} else {
-		free_strv(sc.names, sc.n);
-	}
-	if (!g->n_names)
-		return 0;
+	free_strv(sc.names, sc.n);
+	if (r < 0 || !g->n_names)
+		return r;
 	g->targets = calloc(g->n_names, sizeof(*g->targets));
 	g->pods = calloc(g->n_names, sizeof(*g->pods));
 	g->injs = calloc(g->n_names, sizeof(*g->injs));
 	g->handlers = calloc(g->n_names, sizeof(*g->handlers));
 	if (!g->targets || !g->pods || !g->injs || !g->handlers)
 		return -ENOMEM;
-	for (size_t i = 0; i < g->n_names; i++) {
-		struct target_obs *o = &g->targets[i];
-		char inj[INJECTOR_POD_NAME_MAX + 1], ename[32];
-		const json_t *old = NULL, *e;
-		const char *state = NULL;
-		size_t k;
-
-		o->name = g->names[i];
-		snprintf(key, sizeof(key), "%s/%s", s->ns, o->name);
-		g->pods[i] = store__get(pods, key);
-		json_array_foreach(json_object_get(s->status, "targets"), k, e)
-			if (kj_str(e, "pod") && strcmp(kj_str(e, "pod"), o->name) == 0)
-				old = e;
-		state = kj_str(old, "state");
-		injspec__pod_name(s, o->name, inj);
-		snprintf(key, sizeof(key), "%s/%s", s->ns, inj);
-		g->injs[i] = store__get(pods, key);
-		if (g->pods[i])
-			runtime_handler(c, kc, kpod__runtime_class(g->pods[i]), g->handlers[i],
-					sizeof(g->handlers[i]));
-		/* in flight per the status, but not in the cache: ask the API server */
-		if (state && (!strcmp(state, "Injecting") || !strcmp(state, "Profiling") ||
-			      !strcmp(state, "Uploading"))) {
-			bool ephemeral = s->spec.mode == INJ_EPHEMERAL ||
-					 (s->spec.mode == INJ_AUTO && runtime_is_kata(g->handlers[i]));
-
-			if (!ephemeral && !g->injs[i])
-				g->injs[i] = fetch_pod(c, kc, s->ns, inj);
-			injspec__ephemeral_name(s, ename);
-			struct kcontainer ec;
-
-			if (ephemeral && (!g->pods[i] || !kpod__ephemeral(g->pods[i], ename, &ec))) {
-				kpod__unref(g->pods[i]);
-				g->pods[i] = fetch_pod(c, kc, s->ns, o->name);
-			}
-		}
-		o->pod = g->pods[i];
-		o->injector = g->injs[i];
-		if (o->pod)
-			o->need_sys_admin = node_needs_sys_admin(c, kc, kpod__node(o->pod));
-		o->runtime_handler = g->handlers[i];
-	}
+	for (size_t i = 0; i < g->n_names; i++)
+		observe_target(c, kc, s, g, i);
 	return 0;
 }
 
@@ -964,181 +975,230 @@ static int do_delete(struct kube_client *kc, const char *path, struct kube_statu
 	return r == -ENOENT ? 0 : r;
 }
 
+/* Adds or removes SESSION_FINALIZER; a conflict re-reads the session. Returns 1 after an
+ * add (plan again with the fresh object), 0, -errno. */
+static int do_finalizer(struct controller *c, struct kube_client *kc, struct session **s,
+			bool add)
+{
+	struct kube_status st;
+	json_t *patch = json_pack("{s:{s:o}}", "metadata", "finalizers", finalizers_with(*s, add));
+	int r;
+
+	if (!patch)
+		return -ENOMEM;
+	r = patch_session(c, kc, s, NULL, patch, &st);
+	json_decref(patch);
+	if (r == -ENOENT && !add)
+		r = 0;
+	if (r == -ESTALE)
+		r = refresh_session(c, kc, s);
+	if (r < 0) {
+		ctl_log(c, 1, "session %s: cannot update finalizers: %s", (*s)->key, st.message);
+		return r;
+	}
+	return add;
+}
+
+/* One pass of a reconcile: the input gathered from the caches, and its plan. */
+struct pass {
+	struct gather g;
+	struct kpod *merge_pod;         /* a reference, or NULL */
+	struct reconcile_input in;
+	struct reconcile_plan plan;
+};
+
+static void pass_release(struct pass *ps)
+{
+	gather_release(&ps->g);
+	kpod__unref(ps->merge_pod);
+	ps->merge_pod = NULL;
+	reconcile_plan__release(&ps->plan);
+}
+
+/* Gathers the session's input (from the caches, and the API server where they lag) and
+ * plans. */
+static int plan_pass(struct controller *c, struct kube_client *kc, const struct session *s,
+		     struct pass *ps)
+{
+	int r;
+
+	pass_release(ps);
+	r = gather(c, kc, s, &ps->g);
+	if (r < 0)
+		return r;
+	ps->merge_pod = find_merge_pod(c, kc, s, &ps->g);
+	ps->in = (struct reconcile_input){
+		.s = s, .targets = ps->g.targets, .n_targets = ps->g.n_names,
+		.injectors = (const struct kpod *const *)ps->g.all_inj,
+		.n_injectors = ps->g.n_all_inj, .merge_pod = ps->merge_pod,
+		.now_ns = (int64_t)now_realtime_ns(), .cfg = &c->cfg.rc,
+	};
+	return reconcile__plan(&ps->in, &ps->plan);
+}
+
+/* One action of the plan. Returns 0, 1 when the plan must be made again (the finalizer
+ * added, or a create refused for good: its error is in ps->in now), -errno. */
+static int do_action(struct controller *c, struct kube_client *kc, struct session **s,
+		     struct pass *ps, const struct action *a)
+{
+	struct target_obs *o;
+	struct kube_status st;
+	char path[700];
+	int r;
+
+	switch (a->kind) {
+	case ACT_ADD_FINALIZER:
+	case ACT_REMOVE_FINALIZER:
+		return do_finalizer(c, kc, s, a->kind == ACT_ADD_FINALIZER);
+	case ACT_CREATE_POD:
+		o = &ps->g.targets[a->target];
+		return do_create_pod(c, kc, *s, a, "injector pod", &o->create_err, o->create_msg,
+				     sizeof(o->create_msg));
+	case ACT_CREATE_MERGE_POD:
+		return do_create_pod(c, kc, *s, a, "merge pod", &ps->in.merge_create_err,
+				     ps->in.merge_create_msg, sizeof(ps->in.merge_create_msg));
+	case ACT_ADD_EPHEMERAL:
+		return do_add_ephemeral(c, kc, *s, a, &ps->g.targets[a->target]);
+	case ACT_DELETE_POD:
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", (*s)->ns, a->name);
+		r = do_delete(kc, path, &st);
+		if (r < 0) {
+			ctl_log(c, 1, "session %s: cannot delete injector pod %s: %s", (*s)->key,
+				a->name, st.message);
+			return r;
+		}
+		ctl_log(c, 3, "session %s: deleted injector pod %s", (*s)->key, a->name);
+		return 0;
+	case ACT_DELETE_SESSION:
+		session_path(*s, path, sizeof(path), NULL);
+		r = do_delete(kc, path, &st);
+		if (r < 0)
+			return r;
+		ctl_log(c, 3, "session %s: deleted %lds after it finished "
+			"(ttlSecondsAfterFinished)", (*s)->key, (long)(*s)->spec.ttl_s);
+		return 0;
+	}
+	return 0;
+}
+
+/* The plan's actions in order, up to the first that asks for a new plan. Returns 0, 1 (plan
+ * again), -errno. */
+static int carry_out(struct controller *c, struct kube_client *kc, struct session **s,
+		     struct pass *ps)
+{
+	for (size_t i = 0; i < ps->plan.n_actions; i++) {
+		int r = do_action(c, kc, s, ps, &ps->plan.actions[i]);
+
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+static bool create_refused(const struct pass *ps)
+{
+	bool errs = ps->in.merge_create_err != 0;
+
+	for (size_t i = 0; i < ps->g.n_names; i++)
+		errs |= ps->g.targets[i].create_err != 0;
+	return errs;
+}
+
+/* A create failed for good: plan again with the error in the input, and keep only the
+ * status and Events of that plan (no new actions). */
+static int replan_refused(struct pass *ps)
+{
+	int r;
+
+	reconcile_plan__release(&ps->plan);
+	r = reconcile__plan(&ps->in, &ps->plan);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ps->plan.n_actions; i++)
+		json_decref(ps->plan.actions[i].body);
+	ps->plan.n_actions = 0;
+	return 0;
+}
+
+/* Writes the plan's status, unless the memo says this one was written before (then its
+ * Events go too). Returns 0, -ESTALE on a conflict, -ENOENT when the session is gone,
+ * -errno. */
+static int write_status(struct controller *c, struct kube_client *kc, struct session **s,
+			struct reconcile_plan *p)
+{
+	struct kube_status st;
+	json_t *patch;
+	uint64_t h;
+	int r;
+
+	if (p->status && memo_same(c, (*s)->key, (*s)->rv, status_hash(p->status))) {
+		json_decref(p->status);          /* written before; the server pruned some */
+		p->status = NULL;
+		p->n_events = 0;
+	}
+	if (!p->status)
+		return 0;
+	h = status_hash(p->status);
+	patch = json_pack("{s:O}", "status", p->status);
+	if (!patch)
+		return -ENOMEM;
+	r = patch_session(c, kc, s, "/status", patch, &st);
+	json_decref(patch);
+	if (r == -ESTALE || r == -ENOENT)
+		return r;
+	if (r < 0) {
+		ctl_log(c, 1, "session %s: cannot write status: %s", (*s)->key, st.message);
+		return r;
+	}
+	atomic_fetch_add(&c->status_writes, 1);
+	memo_put(c, (*s)->key, (*s)->rv, h);
+	ctl_log(c, 4, "session %s: %s", (*s)->key, session_phase_name((*s)->phase));
+	return 0;
+}
+
 /* One reconcile of key. Returns 0 and *requeue_at (wall clock ns, 0 = none), or -errno. */
 static int reconcile_key(struct controller *c, struct kube_client *kc, const char *key,
 			 int64_t *requeue_at)
 {
 	struct session *s = store__get(informer__store(c->sessions), key);
-	struct kpod *merge_pod = NULL;
-	struct gather g = { 0 };
-	struct reconcile_plan p = { 0 };
-	struct kube_status st;
-	char path[700];
+	struct pass ps = { 0 };
 	int r = 0;
 
 	*requeue_at = 0;
 	if (!s)
 		return 0;               /* deleted; its finalizer ran before */
-	for (int pass = 0; pass < MAX_PASSES; pass++) {
-		struct reconcile_input in;
-		bool replan = false;
-
-		gather_release(&g);
-		reconcile_plan__release(&p);
-		r = gather(c, kc, s, &g);
+	for (int n = 0; n < MAX_PASSES; n++) {
+		r = plan_pass(c, kc, s, &ps);
 		if (r < 0)
 			goto out;
-		kpod__unref(merge_pod);
-		merge_pod = find_merge_pod(c, kc, s, &g);
-		in = (struct reconcile_input){
-			.s = s, .targets = g.targets, .n_targets = g.n_names,
-			.injectors = (const struct kpod *const *)g.all_inj,
-			.n_injectors = g.n_all_inj, .merge_pod = merge_pod,
-			.now_ns = (int64_t)now_realtime_ns(), .cfg = &c->cfg.rc,
-		};
-		/* create errors found in the previous pass carry over */
-		r = reconcile__plan(&in, &p);
+		r = carry_out(c, kc, &s, &ps);
 		if (r < 0)
 			goto out;
-
-		for (size_t i = 0; i < p.n_actions && !replan; i++) {
-			struct action *a = &p.actions[i];
-			json_t *patch;
-
-			switch (a->kind) {
-			case ACT_ADD_FINALIZER:
-			case ACT_REMOVE_FINALIZER:
-				patch = json_pack("{s:{s:o}}", "metadata", "finalizers",
-						  finalizers_with(s, a->kind == ACT_ADD_FINALIZER));
-				if (!patch) {
-					r = -ENOMEM;
-					goto out;
-				}
-				r = patch_session(c, kc, &s, NULL, patch, &st);
-				json_decref(patch);
-				if (r == -ENOENT && a->kind == ACT_REMOVE_FINALIZER)
-					r = 0;
-				if (r == -ESTALE)
-					r = refresh_session(c, kc, &s);
-				if (r < 0) {
-					ctl_log(c, 1, "session %s: cannot update finalizers: %s", key,
-					     st.message);
-					goto out;
-				}
-				replan = a->kind == ACT_ADD_FINALIZER;
-				break;
-			case ACT_CREATE_POD: {
-				struct target_obs *o = &g.targets[a->target];
-
-				r = do_create_pod(c, kc, s, a, "injector pod", &o->create_err,
-						  o->create_msg, sizeof(o->create_msg));
-				if (r < 0)
-					goto out;
-				replan |= r > 0;        /* the error goes into the next plan's input */
-				break;
-			}
-			case ACT_CREATE_MERGE_POD:
-				r = do_create_pod(c, kc, s, a, "merge pod", &in.merge_create_err,
-						  in.merge_create_msg, sizeof(in.merge_create_msg));
-				if (r < 0)
-					goto out;
-				replan |= r > 0;
-				break;
-			case ACT_ADD_EPHEMERAL:
-				r = do_add_ephemeral(c, kc, s, a, &g.targets[a->target]);
-				if (r < 0)
-					goto out;
-				replan |= r > 0;
-				break;
-			case ACT_DELETE_POD:
-				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", s->ns, a->name);
-				r = do_delete(kc, path, &st);
-				if (r < 0) {
-					ctl_log(c, 1, "session %s: cannot delete injector pod %s: %s", key,
-					     a->name, st.message);
-					goto out;
-				}
-				ctl_log(c, 3, "session %s: deleted injector pod %s", key, a->name);
-				break;
-			case ACT_DELETE_SESSION:
-				session_path(s, path, sizeof(path), NULL);
-				r = do_delete(kc, path, &st);
-				if (r < 0)
-					goto out;
-				ctl_log(c, 3, "session %s: deleted %lds after it finished "
-				     "(ttlSecondsAfterFinished)", key, (long)s->spec.ttl_s);
-				break;
-			}
-		}
-		if (replan) {
-			/* a create failed for good: plan again with the error in the input */
-			bool errs = false;
-
-			errs = in.merge_create_err != 0;
-			for (size_t i = 0; i < g.n_names; i++)
-				errs |= g.targets[i].create_err != 0;
-			if (errs) {
-				struct target_obs *saved = g.targets;
-				struct reconcile_input in2 = in;
-
-				in2.targets = saved;
-				reconcile_plan__release(&p);
-				r = reconcile__plan(&in2, &p);
-				if (r < 0)
-					goto out;
-				/* only the status and events of this plan: no new actions */
-				for (size_t i = 0; i < p.n_actions; i++)
-					json_decref(p.actions[i].body);
-				p.n_actions = 0;
-			} else {
-				continue;       /* finalizer added: plan with the fresh object */
-			}
-		}
-		if (p.status && memo_same(c, key, s->rv, status_hash(p.status))) {
-			json_decref(p.status);          /* written before; the server pruned some */
-			p.status = NULL;
-			p.n_events = 0;
-		}
-		if (p.status) {
-			uint64_t h = status_hash(p.status);
-			json_t *patch = json_pack("{s:O}", "status", p.status);
-
-			if (!patch) {
-				r = -ENOMEM;
+		if (r > 0 && !create_refused(&ps))
+			continue;       /* finalizer added: plan with the fresh object */
+		if (r > 0 && (r = replan_refused(&ps)) < 0)
+			goto out;
+		r = write_status(c, kc, &s, &ps.plan);
+		if (r == -ESTALE) {
+			atomic_fetch_add(&c->conflicts, 1);
+			r = refresh_session(c, kc, &s);
+			if (r < 0)
 				goto out;
-			}
-			r = patch_session(c, kc, &s, "/status", patch, &st);
-			json_decref(patch);
-			if (r == -ESTALE) {
-				atomic_fetch_add(&c->conflicts, 1);
-				r = refresh_session(c, kc, &s);
-				if (r < 0)
-					goto out;
-				continue;       /* plan again on the fresh object */
-			}
-			if (r == -ENOENT) {
-				r = 0;
-				goto out;
-			}
-			if (r < 0) {
-				ctl_log(c, 1, "session %s: cannot write status: %s", key, st.message);
-				goto out;
-			}
-			atomic_fetch_add(&c->status_writes, 1);
-			memo_put(c, key, s->rv, h);
-			ctl_log(c, 4, "session %s: %s", key, session_phase_name(s->phase));
+			continue;       /* plan again on the fresh object */
 		}
-		for (size_t i = 0; i < p.n_events; i++)
-			emit_event(c, s, &p.events[i]);
-		*requeue_at = p.requeue_at_ns;
-		r = 0;
+		if (r < 0) {
+			if (r == -ENOENT)
+				r = 0;  /* deleted meanwhile */
+			goto out;
+		}
+		for (size_t i = 0; i < ps.plan.n_events; i++)
+			emit_event(c, s, &ps.plan.events[i]);
+		*requeue_at = ps.plan.requeue_at_ns;
 		goto out;
 	}
 	r = -EAGAIN;                    /* too many conflicts: later */
 out:
-	kpod__unref(merge_pod);
-	gather_release(&g);
-	reconcile_plan__release(&p);
+	pass_release(&ps);
 	session__unref(s);
 	return r;
 }

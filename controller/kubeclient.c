@@ -351,77 +351,52 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 	return x->c->stop && atomic_load(x->c->stop) ? 1 : 0;
 }
 
-static int perform(struct kube_client *c, const char *method, const char *path,
-		   const char *content_type, const char *body, size_t body_len, struct xfer *x,
-		   long idle_s, bool force_token, struct kube_status *st)
+static int add_header(struct curl_slist **hdrs, const char *line)
 {
-	struct curl_slist *hdrs = NULL, *h;
-	char errbuf[CURL_ERROR_SIZE] = "";
-	char *url = NULL, *auth = NULL, *ctype = NULL;
-	const char *token = NULL;
-	CURL *e = c->curl;
-	CURLcode rc;
-	int err;
+	struct curl_slist *h = curl_slist_append(*hdrs, line);
 
-	memset(st, 0, sizeof(*st));
-	err = current_token(c, force_token, &token);
-	if (err < 0) {
-		snprintf(st->message, sizeof(st->message), "cannot read the token file %.200s: %s",
-			 c->cfg->token_file, strerror(-err));
-		return err;
-	}
-	err = -ENOMEM;
-	if (asprintf(&url, "%s%s", c->base, path) < 0) {
-		url = NULL;
-		goto fail;
-	}
+	if (!h)
+		return -ENOMEM;
+	*hdrs = h;
+	return 0;
+}
+
+/* Accept, Content-Type (with a body), Authorization (with a token), and no Expect. The list
+ * holds copies: the caller frees it with curl_slist_free_all() whatever this returns. */
+static int request_headers(const char *token, const char *content_type, bool with_body,
+			   struct curl_slist **hdrs)
+{
+	char *auth = NULL, *ctype = NULL;
+	int err = -ENOMEM;
+
 	if (token && token[0] && asprintf(&auth, "Authorization: Bearer %s", token) < 0) {
 		auth = NULL;
-		goto fail;
+		goto out;
 	}
 	if (asprintf(&ctype, "Content-Type: %s", content_type ? content_type : "application/json") < 0) {
 		ctype = NULL;
-		goto fail;
+		goto out;
 	}
-	if (!(h = curl_slist_append(hdrs, "Accept: application/json")))
-		goto fail;
-	hdrs = h;
-	if (body) {
-		if (!(h = curl_slist_append(hdrs, ctype)))
-			goto fail;
-		hdrs = h;
-	}
+	if (add_header(hdrs, "Accept: application/json") < 0 ||
+	    (with_body && add_header(hdrs, ctype) < 0) ||
+	    (auth && add_header(hdrs, auth) < 0) ||
+	    add_header(hdrs, "Expect:") < 0)
+		goto out;
+	err = 0;
+out:
 	if (auth) {
-		if (!(h = curl_slist_append(hdrs, auth)))
-			goto fail;
-		hdrs = h;
+		explicit_bzero(auth, strlen(auth));
+		free(auth);
 	}
-	if (!(h = curl_slist_append(hdrs, "Expect:")))
-		goto fail;
-	hdrs = h;
+	free(ctype);
+	return err;
+}
 
-	curl_easy_reset(e);
-	curl_easy_setopt(e, CURLOPT_URL, url);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "aiprof-controller/0.1");
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
-	if (idle_s > 0) {
-		curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, idle_s);
-	} else {
-		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-	}
-	if (c->connect_to)
-		curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+/* The TLS settings of the configuration: verification, CA, client certificate and key. */
+static void set_tls(struct kube_client *c)
+{
+	CURL *e = c->curl;
+
 	if (c->cfg->insecure) {
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -455,48 +430,103 @@ static int perform(struct kube_client *c, const char *method, const char *path,
 	} else if (c->cfg->key_file) {
 		curl_easy_setopt(e, CURLOPT_SSLKEY, c->cfg->key_file);
 	}
-	if (strcmp(method, "GET") != 0)
-		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-	if (body) {
-		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-	}
+}
 
-	rc = curl_easy_perform(e);
+/* The handle, reset, for one transfer into x: idle_s > 0 allows a stream to run as long as
+ * bytes keep coming (a watch), else the client's timeout bounds the whole request. */
+static void set_transfer(struct kube_client *c, const char *url, struct curl_slist *hdrs,
+			 char *errbuf, struct xfer *x, long idle_s)
+{
+	CURL *e = c->curl;
+
+	curl_easy_reset(e);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "aiprof-controller/0.1");
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
+	if (idle_s > 0) {
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, idle_s);
+	} else {
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	}
+	if (c->connect_to)
+		curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+	set_tls(c);
+}
+
+/* What the transfer came to: 0 for a 2xx answer, else -errno and st says why. */
+static int transfer_result(struct kube_client *c, struct xfer *x, CURLcode rc,
+			   const char *errbuf, struct kube_status *st)
+{
+	const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+	int err;
+
 	if (!x->code)
-		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->code);
+		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &x->code);
 	if (x->fn_err && x->fn_err != -E2BIG) {
-		err = x->fn_err;
-		snprintf(st->message, sizeof(st->message), "%s", strerror(-err));
+		snprintf(st->message, sizeof(st->message), "%s", strerror(-x->fn_err));
 		st->code = (int)x->code;
-		goto fail;
+		return x->fn_err;
 	}
 	if (rc != CURLE_OK) {
 		err = x->fn_err == -E2BIG ? -E2BIG : transport_errno(rc);
-		if (x->c->stop && atomic_load(x->c->stop))
+		if (c->stop && atomic_load(c->stop))
 			err = -ECANCELED;
-		copy_printable(st->message, sizeof(st->message),
-			       errbuf[0] ? errbuf : curl_easy_strerror(rc),
-			       strlen(errbuf[0] ? errbuf : curl_easy_strerror(rc)));
-		goto fail;
+		copy_printable(st->message, sizeof(st->message), why, strlen(why));
+		return err;
 	}
 	if (x->code >= 200 && x->code < 300) {
 		st->code = (int)x->code;
-		err = 0;
-	} else {
-		err = kube_status__parse(x->buf, x->len, (int)x->code, st);
-		if (err == 0)
-			err = -EPROTO;
+		return 0;
 	}
-fail:
+	err = kube_status__parse(x->buf, x->len, (int)x->code, st);
+	return err == 0 ? -EPROTO : err;
+}
+
+static int perform(struct kube_client *c, const char *method, const char *path,
+		   const char *content_type, const char *body, size_t body_len, struct xfer *x,
+		   long idle_s, bool force_token, struct kube_status *st)
+{
+	struct curl_slist *hdrs = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	const char *token = NULL;
+	char *url = NULL;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	err = current_token(c, force_token, &token);
+	if (err < 0) {
+		snprintf(st->message, sizeof(st->message), "cannot read the token file %.200s: %s",
+			 c->cfg->token_file, strerror(-err));
+		return err;
+	}
+	if (asprintf(&url, "%s%s", c->base, path) < 0)
+		return -ENOMEM;
+	err = request_headers(token, content_type, body != NULL, &hdrs);
+	if (err < 0)
+		goto out;
+	set_transfer(c, url, hdrs, errbuf, x, idle_s);
+	if (strcmp(method, "GET") != 0)
+		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+	if (body) {
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	}
+	err = transfer_result(c, x, curl_easy_perform(c->curl), errbuf, st);
+out:
 	/* libcurl keeps no pointer to these once the transfer is over */
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(hdrs);
-	if (auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
-	free(ctype);
 	free(url);
 	return err;
 }

@@ -140,6 +140,78 @@ enum {
 	OPT_S3_REGION, OPT_S3_SECRET,
 };
 
+static const struct option long_opts[] = {
+	{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
+	{ "context", required_argument, NULL, OPT_CONTEXT },
+	{ "namespace", required_argument, NULL, OPT_NAMESPACE },
+	{ "metrics-addr", required_argument, NULL, OPT_METRICS },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "injector-image", required_argument, NULL, OPT_IMAGE },
+	{ "image-pull-policy", required_argument, NULL, OPT_PULL },
+	{ "priority-class", required_argument, NULL, OPT_PRIORITY },
+	{ "grace", required_argument, NULL, OPT_GRACE },
+	{ "target-wait", required_argument, NULL, OPT_TARGET_WAIT },
+	{ "leader-elect", no_argument, NULL, OPT_LE },
+	{ "no-leader-elect", no_argument, NULL, OPT_NO_LE },
+	{ "lease-namespace", required_argument, NULL, OPT_LEASE_NS },
+	{ "lease-name", required_argument, NULL, OPT_LEASE_NAME },
+	{ "lease-duration", required_argument, NULL, OPT_LEASE_DUR },
+	{ "renew-deadline", required_argument, NULL, OPT_RENEW },
+	{ "retry-period", required_argument, NULL, OPT_RETRY },
+	{ "identity", required_argument, NULL, OPT_IDENTITY },
+	{ "watch-timeout", required_argument, NULL, OPT_WATCH_TIMEOUT },
+	{ "service-account-dir", required_argument, NULL, OPT_SA_DIR },
+	{ "merge-node-selector", required_argument, NULL, OPT_MERGE_SEL },
+	{ "merge-toleration", required_argument, NULL, OPT_MERGE_TOL },
+	{ "default-s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT },
+	{ "default-s3-bucket", required_argument, NULL, OPT_S3_BUCKET },
+	{ "default-s3-prefix", required_argument, NULL, OPT_S3_PREFIX },
+	{ "default-s3-region", required_argument, NULL, OPT_S3_REGION },
+	{ "default-s3-secret", required_argument, NULL, OPT_S3_SECRET },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* The command line. The strings point into argv; merge_sel and merge_tol are owned (freed
+ * by options_free()) and lent to cc.rc.inj once the options are checked. */
+struct options {
+	const char *kubeconfig, *context, *ns, *metrics, *sa_dir;
+	const char *lease_ns, *lease_name, *identity;   /* identity: NULL for hostname_pid */
+	bool leader_elect;
+	struct controller_config cc;
+	struct leader_config lc;
+	struct session_s3_defaults s3d;
+	json_t *merge_sel, *merge_tol;
+};
+
+static void options_init(struct options *o)
+{
+	*o = (struct options){
+		.metrics = ":8080", .lease_name = "aiprof-controller", .leader_elect = true,
+		.cc = {
+			.workers = 4,
+			.rc = {
+				.inj = { .image = "aiprof/aiprof:latest",
+					 .grace_ns = 120 * NSEC_PER_SEC },
+				.target_wait_ns = 60 * NSEC_PER_SEC,
+			},
+		},
+		.lc = {
+			.lease_duration_ns = 15 * NSEC_PER_SEC,
+			.renew_deadline_ns = 10 * NSEC_PER_SEC, .retry_period_ns = 2 * NSEC_PER_SEC,
+		},
+		.merge_sel = json_object(), .merge_tol = json_array(),
+	};
+}
+
+static void options_free(struct options *o)
+{
+	json_decref(o->merge_sel);
+	json_decref(o->merge_tol);
+}
+
 static int duration_opt(const char *name, const char *v, uint64_t *ret)
 {
 	if (parse_duration_ns(v, ret) < 0 || *ret == 0) {
@@ -149,271 +221,285 @@ static int duration_opt(const char *name, const char *v, uint64_t *ret)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static int workers_opt(const char *v, unsigned *ret)
 {
-	static const struct option opts[] = {
-		{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
-		{ "context", required_argument, NULL, OPT_CONTEXT },
-		{ "namespace", required_argument, NULL, OPT_NAMESPACE },
-		{ "metrics-addr", required_argument, NULL, OPT_METRICS },
-		{ "workers", required_argument, NULL, OPT_WORKERS },
-		{ "injector-image", required_argument, NULL, OPT_IMAGE },
-		{ "image-pull-policy", required_argument, NULL, OPT_PULL },
-		{ "priority-class", required_argument, NULL, OPT_PRIORITY },
-		{ "grace", required_argument, NULL, OPT_GRACE },
-		{ "target-wait", required_argument, NULL, OPT_TARGET_WAIT },
-		{ "leader-elect", no_argument, NULL, OPT_LE },
-		{ "no-leader-elect", no_argument, NULL, OPT_NO_LE },
-		{ "lease-namespace", required_argument, NULL, OPT_LEASE_NS },
-		{ "lease-name", required_argument, NULL, OPT_LEASE_NAME },
-		{ "lease-duration", required_argument, NULL, OPT_LEASE_DUR },
-		{ "renew-deadline", required_argument, NULL, OPT_RENEW },
-		{ "retry-period", required_argument, NULL, OPT_RETRY },
-		{ "identity", required_argument, NULL, OPT_IDENTITY },
-		{ "watch-timeout", required_argument, NULL, OPT_WATCH_TIMEOUT },
-		{ "service-account-dir", required_argument, NULL, OPT_SA_DIR },
-		{ "merge-node-selector", required_argument, NULL, OPT_MERGE_SEL },
-		{ "merge-toleration", required_argument, NULL, OPT_MERGE_TOL },
-		{ "default-s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT },
-		{ "default-s3-bucket", required_argument, NULL, OPT_S3_BUCKET },
-		{ "default-s3-prefix", required_argument, NULL, OPT_S3_PREFIX },
-		{ "default-s3-region", required_argument, NULL, OPT_S3_REGION },
-		{ "default-s3-secret", required_argument, NULL, OPT_S3_SECRET },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *kubeconfig = NULL, *context = NULL, *ns = NULL, *metrics = ":8080";
-	const char *lease_ns = NULL, *lease_name = "aiprof-controller", *identity_opt = NULL;
-	const char *sa_dir = NULL;
-	struct controller_config cc = {
-		.workers = 4,
-		.rc = {
-			.inj = { .image = "aiprof/aiprof:latest", .grace_ns = 120 * NSEC_PER_SEC },
-			.target_wait_ns = 60 * NSEC_PER_SEC,
-		},
-	};
-	struct leader_config lc = {
-		.lease_duration_ns = 15 * NSEC_PER_SEC, .renew_deadline_ns = 10 * NSEC_PER_SEC,
-		.retry_period_ns = 2 * NSEC_PER_SEC,
-	};
-	struct app app = { .leader_elect = true };
-	struct kube_config *kcfg = NULL;
-	struct httpd_handlers hh = {
-		.ready = http_ready, .metrics = http_metrics, .snapshot = http_snapshot,
-		.log = hook_log, .ctx = &app,
-	};
-	struct session_s3_defaults s3d = { 0 };
-	json_t *merge_sel = json_object(), *merge_tol = json_array();
-	char msg[512], identity[300], host[256] = "localhost";
+	char *end;
+	long n = strtol(v, &end, 10);
+
+	if (*end || n < 1 || n > 64) {
+		log_error("--workers '%s' is not a number from 1 to 64", v);
+		return -EINVAL;
+	}
+	*ret = (unsigned)n;
+	return 0;
+}
+
+/* --merge-node-selector / --merge-toleration: one more entry of the merge pods'. */
+static int merge_placement_opt(struct options *o, int c, const char *v)
+{
+	char msg[512];
+	int r = c == OPT_MERGE_SEL ? injspec__add_node_selector(o->merge_sel, v, msg, sizeof(msg)) :
+		injspec__add_toleration(o->merge_tol, v, msg, sizeof(msg));
+
+	if (r < 0) {
+		log_error("%s", r == -ENOMEM ? "out of memory" : msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* One option from getopt_long() (not --help) into o. Returns 0, or -EINVAL once the error
+ * is logged. */
+static int parse_option(struct options *o, int c, const char *arg)
+{
 	uint64_t wt = 0;
-	int c, r, ret = 1;
-	struct sigaction sa = { .sa_handler = on_signal };
 
-	log_set_prefix("aiprof-controller");
-	while ((c = getopt_long(argc, argv, "vqh", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_KUBECONFIG: kubeconfig = optarg; break;
-		case OPT_CONTEXT: context = optarg; break;
-		case OPT_NAMESPACE: ns = optarg; break;
-		case OPT_METRICS: metrics = optarg; break;
-		case OPT_WORKERS: {
-			char *end;
-			long n = strtol(optarg, &end, 10);
+	switch (c) {
+	case OPT_KUBECONFIG: o->kubeconfig = arg; break;
+	case OPT_CONTEXT: o->context = arg; break;
+	case OPT_NAMESPACE: o->ns = arg; break;
+	case OPT_METRICS: o->metrics = arg; break;
+	case OPT_WORKERS: return workers_opt(arg, &o->cc.workers);
+	case OPT_IMAGE: o->cc.rc.inj.image = arg; break;
+	case OPT_PULL:
+		if (strcmp(arg, "Always") && strcmp(arg, "IfNotPresent") && strcmp(arg, "Never")) {
+			log_error("--image-pull-policy: use Always, IfNotPresent or Never");
+			return -EINVAL;
+		}
+		o->cc.rc.inj.pull_policy = arg;
+		break;
+	case OPT_PRIORITY: o->cc.rc.inj.priority_class = arg; break;
+	case OPT_GRACE: return duration_opt("grace", arg, &o->cc.rc.inj.grace_ns);
+	case OPT_TARGET_WAIT: return duration_opt("target-wait", arg, &o->cc.rc.target_wait_ns);
+	case OPT_LE: o->leader_elect = true; break;
+	case OPT_NO_LE: o->leader_elect = false; break;
+	case OPT_LEASE_NS: o->lease_ns = arg; break;
+	case OPT_LEASE_NAME: o->lease_name = arg; break;
+	case OPT_LEASE_DUR: return duration_opt("lease-duration", arg, &o->lc.lease_duration_ns);
+	case OPT_RENEW: return duration_opt("renew-deadline", arg, &o->lc.renew_deadline_ns);
+	case OPT_RETRY: return duration_opt("retry-period", arg, &o->lc.retry_period_ns);
+	case OPT_IDENTITY: o->identity = arg; break;
+	case OPT_WATCH_TIMEOUT:
+		if (duration_opt("watch-timeout", arg, &wt) < 0)
+			return -EINVAL;
+		o->cc.watch_timeout_s = (long)((wt + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
+		break;
+	case OPT_SA_DIR: o->sa_dir = arg; break;
+	case OPT_MERGE_SEL:
+	case OPT_MERGE_TOL: return merge_placement_opt(o, c, arg);
+	case OPT_S3_ENDPOINT: o->s3d.endpoint = arg; break;
+	case OPT_S3_BUCKET: o->s3d.bucket = arg; break;
+	case OPT_S3_PREFIX: o->s3d.prefix = arg; break;
+	case OPT_S3_REGION: o->s3d.region = arg; break;
+	case OPT_S3_SECRET: o->s3d.secret = arg; break;
+	case 'v': log_set_max_level(LOG_DEBUG); break;
+	case 'q': log_set_max_level(LOG_WARNING); break;
+	default: usage(stderr); return -EINVAL;
+	}
+	return 0;
+}
 
-			if (*end || n < 1 || n > 64) {
-				log_error("--workers '%s' is not a number from 1 to 64", optarg);
-				return 2;
-			}
-			cc.workers = (unsigned)n;
-			break;
+/*
+ * The command line into o (release with options_free() whatever this returns), checked, and
+ * the --default-s3-* values set for every session (session__set_s3_defaults()). Returns 1 to
+ * run, 0 when --help said all there is to do, -EINVAL for a usage error, already logged
+ * (exit 2).
+ */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	char msg[512];
+	int c, r;
+
+	options_init(o);
+	while ((c = getopt_long(argc, argv, "vqh", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
 		}
-		case OPT_IMAGE: cc.rc.inj.image = optarg; break;
-		case OPT_PULL:
-			if (strcmp(optarg, "Always") && strcmp(optarg, "IfNotPresent") &&
-			    strcmp(optarg, "Never")) {
-				log_error("--image-pull-policy: use Always, IfNotPresent or Never");
-				return 2;
-			}
-			cc.rc.inj.pull_policy = optarg;
-			break;
-		case OPT_PRIORITY: cc.rc.inj.priority_class = optarg; break;
-		case OPT_GRACE:
-			if (duration_opt("grace", optarg, &cc.rc.inj.grace_ns) < 0)
-				return 2;
-			break;
-		case OPT_TARGET_WAIT:
-			if (duration_opt("target-wait", optarg, &cc.rc.target_wait_ns) < 0)
-				return 2;
-			break;
-		case OPT_LE: app.leader_elect = true; break;
-		case OPT_NO_LE: app.leader_elect = false; break;
-		case OPT_LEASE_NS: lease_ns = optarg; break;
-		case OPT_LEASE_NAME: lease_name = optarg; break;
-		case OPT_LEASE_DUR:
-			if (duration_opt("lease-duration", optarg, &lc.lease_duration_ns) < 0)
-				return 2;
-			break;
-		case OPT_RENEW:
-			if (duration_opt("renew-deadline", optarg, &lc.renew_deadline_ns) < 0)
-				return 2;
-			break;
-		case OPT_RETRY:
-			if (duration_opt("retry-period", optarg, &lc.retry_period_ns) < 0)
-				return 2;
-			break;
-		case OPT_IDENTITY: identity_opt = optarg; break;
-		case OPT_WATCH_TIMEOUT:
-			if (duration_opt("watch-timeout", optarg, &wt) < 0)
-				return 2;
-			cc.watch_timeout_s = (long)((wt + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
-			break;
-		case OPT_SA_DIR: sa_dir = optarg; break;
-		case OPT_MERGE_SEL:
-		case OPT_MERGE_TOL:
-			r = c == OPT_MERGE_SEL ?
-			    injspec__add_node_selector(merge_sel, optarg, msg, sizeof(msg)) :
-			    injspec__add_toleration(merge_tol, optarg, msg, sizeof(msg));
-			if (r < 0) {
-				log_error("%s", r == -ENOMEM ? "out of memory" : msg);
-				goto usage_err;
-			}
-			break;
-		case OPT_S3_ENDPOINT: s3d.endpoint = optarg; break;
-		case OPT_S3_BUCKET: s3d.bucket = optarg; break;
-		case OPT_S3_PREFIX: s3d.prefix = optarg; break;
-		case OPT_S3_REGION: s3d.region = optarg; break;
-		case OPT_S3_SECRET: s3d.secret = optarg; break;
-		case 'v': log_set_max_level(LOG_DEBUG); break;
-		case 'q': log_set_max_level(LOG_WARNING); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
+		if (parse_option(o, c, optarg) < 0)
+			return -EINVAL;
 	}
 	if (optind < argc) {
 		log_error("unexpected argument '%s'", argv[optind]);
 		usage(stderr);
-		return 2;
+		return -EINVAL;
 	}
-	if (lc.renew_deadline_ns >= lc.lease_duration_ns || lc.retry_period_ns >= lc.renew_deadline_ns) {
+	if (o->lc.renew_deadline_ns >= o->lc.lease_duration_ns ||
+	    o->lc.retry_period_ns >= o->lc.renew_deadline_ns) {
 		log_error("leader election needs retry-period < renew-deadline < lease-duration");
-		goto usage_err;
+		return -EINVAL;
 	}
-	if (!merge_sel || !merge_tol) {
+	if (!o->merge_sel || !o->merge_tol) {
 		log_error("out of memory");
-		goto usage_err;
+		return -EINVAL;
 	}
-	r = session__set_s3_defaults(&s3d, msg, sizeof(msg));
+	r = session__set_s3_defaults(&o->s3d, msg, sizeof(msg));
 	if (r < 0) {
 		log_error("%s", r == -ENOMEM ? "out of memory" : msg);
-		goto usage_err;
+		return -EINVAL;
 	}
 	if (session__s3_defaults_url())
 		log_info("sessions without spec.output.s3 upload to %s%s%s%s%s",
-			 session__s3_defaults_url(), s3d.endpoint ? " at " : "",
-			 s3d.endpoint ? s3d.endpoint : "", s3d.secret ? " with Secret " : "",
-			 s3d.secret ? s3d.secret : "");
-	cc.rc.inj.merge_node_selector = merge_sel;
-	cc.rc.inj.merge_tolerations = merge_tol;
+			 session__s3_defaults_url(), o->s3d.endpoint ? " at " : "",
+			 o->s3d.endpoint ? o->s3d.endpoint : "", o->s3d.secret ? " with Secret " : "",
+			 o->s3d.secret ? o->s3d.secret : "");
+	o->cc.rc.inj.merge_node_selector = o->merge_sel;
+	o->cc.rc.inj.merge_tolerations = o->merge_tol;
+	return 1;
+}
+
+static void setup_process(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
 
 	/* two malloc arenas: many threads, a small steady footprint */
 	mallopt(M_ARENA_MAX, 2);
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+}
 
-	if (!kubeconfig)
-		kubeconfig = getenv("KUBECONFIG");
+/* --kubeconfig, else $KUBECONFIG, else the in-cluster service account. Logs either way. */
+static int load_kube_config(const struct options *o, struct kube_config **ret)
+{
+	const char *kubeconfig = o->kubeconfig ? o->kubeconfig : getenv("KUBECONFIG");
+	char msg[512];
+	int r;
+
 	if (kubeconfig && kubeconfig[0])
-		r = kube_config__load_kubeconfig(kubeconfig, context, &kcfg, msg, sizeof(msg));
+		r = kube_config__load_kubeconfig(kubeconfig, o->context, ret, msg, sizeof(msg));
 	else
-		r = kube_config__in_cluster(sa_dir, NULL, NULL, &kcfg, msg, sizeof(msg));
-	if (r < 0) {
-		log_error_errno(r, "Cannot configure the Kubernetes client: %s", msg);
-		ret = 2;
-		goto out;
-	}
-	log_info("API server %s (%s)%s", kcfg->server, kcfg->source,
-		 kcfg->insecure ? ": TLS verification OFF (insecure-skip-tls-verify)" : "");
+		r = kube_config__in_cluster(o->sa_dir, NULL, NULL, ret, msg, sizeof(msg));
+	if (r < 0)
+		return log_error_errno(r, "Cannot configure the Kubernetes client: %s", msg);
+	log_info("API server %s (%s)%s", (*ret)->server, (*ret)->source,
+		 (*ret)->insecure ? ": TLS verification OFF (insecure-skip-tls-verify)" : "");
+	return 0;
+}
+
+/* --identity, else hostname_pid. */
+static void make_identity(const char *identity_opt, char *out, size_t outlen)
+{
+	char host[256] = "localhost";
 
 	gethostname(host, sizeof(host) - 1);
-	snprintf(identity, sizeof(identity), "%s", identity_opt ? identity_opt : "");
+	snprintf(out, outlen, "%s", identity_opt ? identity_opt : "");
 	if (!identity_opt)
-		snprintf(identity, sizeof(identity), "%.200s_%d", host, (int)getpid());
-	cc.kube = kcfg;
-	cc.namespace = ns;
-	cc.identity = identity;
-	cc.hooks = (struct controller_hooks){ .log = hook_log, .feed = hook_feed, .ctx = &app };
+		snprintf(out, outlen, "%.200s_%d", host, (int)getpid());
+}
 
-	r = httpd__new(metrics, &hh, &app.http);
-	if (r < 0) {
-		log_error_errno(r, "Cannot listen on %s: %m", metrics);
-		goto out;
-	}
-	r = controller__new(&cc, &app.ctl);
-	if (r < 0) {
-		log_error_errno(r, "Cannot set up the controller: %m");
-		goto out;
-	}
-	r = httpd__start(app.http);
-	if (r < 0) {
-		log_error_errno(r, "Cannot start the HTTP server: %m");
-		goto out;
-	}
-	log_info("serving /healthz /readyz /metrics /ws/sessions on %s (port %d)", metrics,
-		 httpd__port(app.http));
+/* The HTTP endpoint and the controller (not started yet). Logs what failed. */
+static int start_serving(struct options *o, const struct kube_config *kcfg,
+			 const char *identity, struct app *app)
+{
+	struct httpd_handlers hh = {
+		.ready = http_ready, .metrics = http_metrics, .snapshot = http_snapshot,
+		.log = hook_log, .ctx = app,
+	};
+	int r;
 
-	if (app.leader_elect) {
-		lc.kube = kcfg;
-		lc.namespace = lease_ns ? lease_ns : ns ? ns : kcfg->namespace;
-		lc.name = lease_name;
-		lc.identity = identity;
-		lc.log = hook_log;
-		r = leader__new(&lc, &app.leader);
-		if (r == 0)
-			r = leader__start(app.leader);
-		if (r < 0) {
-			log_error_errno(r, "Cannot start leader election: %m");
-			goto out;
-		}
-		log_info("waiting for the lease %s/%s as %s", lc.namespace, lc.name, identity);
-		while (!stop_signal && !leader__is_leader(app.leader))
-			sleep_ns(50 * NSEC_PER_MSEC);
-		if (stop_signal) {
-			ret = 0;
-			goto out;
-		}
-	}
-	r = controller__start(app.ctl);
+	o->cc.kube = kcfg;
+	o->cc.namespace = o->ns;
+	o->cc.identity = identity;
+	o->cc.hooks = (struct controller_hooks){ .log = hook_log, .feed = hook_feed, .ctx = app };
+	r = httpd__new(o->metrics, &hh, &app->http);
+	if (r < 0)
+		return log_error_errno(r, "Cannot listen on %s: %m", o->metrics);
+	r = controller__new(&o->cc, &app->ctl);
+	if (r < 0)
+		return log_error_errno(r, "Cannot set up the controller: %m");
+	r = httpd__start(app->http);
+	if (r < 0)
+		return log_error_errno(r, "Cannot start the HTTP server: %m");
+	log_info("serving /healthz /readyz /metrics /ws/sessions on %s (port %d)", o->metrics,
+		 httpd__port(app->http));
+	return 0;
+}
+
+/* Leader election: returns 0 once this replica leads, 1 when a signal came first, -errno. */
+static int wait_for_lease(struct options *o, const struct kube_config *kcfg,
+			  const char *identity, struct app *app)
+{
+	struct leader_config *lc = &o->lc;
+	int r;
+
+	lc->kube = kcfg;
+	lc->namespace = o->lease_ns ? o->lease_ns : o->ns ? o->ns : kcfg->namespace;
+	lc->name = o->lease_name;
+	lc->identity = identity;
+	lc->log = hook_log;
+	r = leader__new(lc, &app->leader);
+	if (r == 0)
+		r = leader__start(app->leader);
+	if (r < 0)
+		return log_error_errno(r, "Cannot start leader election: %m");
+	log_info("waiting for the lease %s/%s as %s", lc->namespace, lc->name, identity);
+	while (!stop_signal && !leader__is_leader(app->leader))
+		sleep_ns(50 * NSEC_PER_MSEC);
+	return stop_signal ? 1 : 0;
+}
+
+/* Starts the controller and runs until a signal (exit 0) or lost leadership (exit 1). */
+static int run(const struct options *o, struct app *app)
+{
+	int r = controller__start(app->ctl);
+
 	if (r < 0) {
 		log_error_errno(r, "Cannot start the controller: %m");
-		goto out;
+		return 1;
 	}
-	atomic_store(&app.started, true);
-	log_info("reconciling ProfilingSessions in %s with %u workers", ns ? ns : "all namespaces",
-		 cc.workers);
+	atomic_store(&app->started, true);
+	log_info("reconciling ProfilingSessions in %s with %u workers",
+		 o->ns ? o->ns : "all namespaces", o->cc.workers);
 	while (!stop_signal) {
-		if (app.leader && leader__lost(app.leader)) {
+		if (app->leader && leader__lost(app->leader)) {
 			log_error("lost leadership: stopping so that a fresh start can stand by");
-			goto out;
+			return 1;
 		}
 		sleep_ns(100 * NSEC_PER_MSEC);
 	}
 	log_info("signal %d: stopping", (int)stop_signal);
-	ret = 0;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct app app = { 0 };
+	struct kube_config *kcfg = NULL;
+	char identity[300], msg[512];
+	int r, ret = 1;
+
+	log_set_prefix("aiprof-controller");
+	r = parse_options(argc, argv, &o);
+	if (r <= 0) {
+		options_free(&o);
+		return r < 0 ? 2 : 0;
+	}
+	app.leader_elect = o.leader_elect;
+	setup_process();
+	if (load_kube_config(&o, &kcfg) < 0) {
+		ret = 2;
+		goto out;
+	}
+	make_identity(o.identity, identity, sizeof(identity));
+	if (start_serving(&o, kcfg, identity, &app) < 0)
+		goto out;
+	if (app.leader_elect) {
+		r = wait_for_lease(&o, kcfg, identity, &app);
+		if (r != 0) {
+			ret = r > 0 ? 0 : 1;
+			goto out;
+		}
+	}
+	ret = run(&o, &app);
 out:
 	controller__stop(app.ctl);
 	leader__free(app.leader);     /* releases the lease after the workers stopped */
 	controller__free(app.ctl);
 	httpd__free(app.http);
 	kube_config__free(kcfg);
-	json_decref(merge_sel);
-	json_decref(merge_tol);
+	options_free(&o);
 	session__set_s3_defaults(NULL, msg, sizeof(msg));
 	return ret;
-usage_err:
-	json_decref(merge_sel);
-	json_decref(merge_tol);
-	return 2;
 }

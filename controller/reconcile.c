@@ -311,21 +311,17 @@ static int target_gone(const struct reconcile_input *in, struct tres *t, const c
 	return 0;
 }
 
-static int eval_target(const struct reconcile_input *in, size_t idx, bool started,
-		       int64_t deadline, struct tres *t, struct reconcile_plan *p)
+/* What the target's entry says whatever its injector does: runtime, node, container, mode
+ * and the injector's name (what the status recorded, once the pod is gone). Returns whether
+ * the injector is an ephemeral container. */
+static bool describe_target(const struct reconcile_input *in, const struct target_obs *o,
+			    struct tres *t)
 {
 	const struct session *s = in->s;
-	const struct target_obs *o = &in->targets[idx];
 	const struct kpod *pod = o->pod;
-	const struct kcontainer *tc = NULL;
-	enum session_phase prev = old_target_state(s, o->name);
-	bool inflight = prev == PHASE_INJECTING || prev == PHASE_PROFILING || prev == PHASE_UPLOADING;
-	int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
-	bool waited_out = in->now_ns >= wait_end;
-	struct kcontainer first, tcs, ics, ecs;
-	bool ephemeral;
-
 	const json_t *old = old_target(s, o->name);
+	struct kcontainer first;
+	bool ephemeral;
 
 	t->runtime = o->runtime_handler && o->runtime_handler[0] ? o->runtime_handler : "runc";
 	ephemeral = s->spec.mode == INJ_EPHEMERAL ||
@@ -348,66 +344,131 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 		injspec__ephemeral_name(s, t->injector);
 	else
 		injspec__pod_name(s, o->name, t->injector);
+	return ephemeral;
+}
 
-	if (!pod || pod->deleting) {
-		if (inflight && ephemeral) {
-			bool seen = pod && kpod__ephemeral(pod, t->injector, &ecs);
+/* The target pod does not exist, or is being deleted: a target in flight follows its
+ * injector (target_gone()), one not started yet waits for the pod until target_wait. */
+static int eval_pod_gone(const struct reconcile_input *in, const struct target_obs *o,
+			 struct tres *t, bool ephemeral, bool inflight, bool started,
+			 struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	const struct kpod *pod = o->pod, *inj = o->injector;
+	int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+	struct kcontainer ics, ecs;
+	bool has_c;
 
-			return target_gone(in, t, o->name, seen ? &ecs : NULL, NULL, true, !pod);
-		} else if (inflight) {
-			const struct kpod *inj = o->injector;
-			bool has_c = inj && kpod__container(inj, INJECTOR_CONTAINER, &ics);
+	if (inflight && ephemeral) {
+		bool seen = pod && kpod__ephemeral(pod, t->injector, &ecs);
 
-			if (inj && inj->deleting && !(has_c && ics.state == KC_TERMINATED)) {
-				tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was "
-				     "being profiled, and its injector pod %s is being deleted too: "
-				     "nothing was kept", o->name, t->injector);
-				return 0;
-			}
-			return target_gone(in, t, o->name, has_c ? &ics : NULL,
-					   inj ? kpod__phase(inj) : NULL, false, !pod);
-		} else if (started || waited_out) {
-			tset(t, PHASE_FAILED, "TargetNotFound", "pod %s/%s does not exist", s->ns, o->name);
-		} else {
-			tset(t, PHASE_PENDING, "TargetNotFound", "waiting for pod %s/%s to exist",
-			     s->ns, o->name);
-			requeue_at(p, wait_end);
-		}
-		return 0;
+		return target_gone(in, t, o->name, seen ? &ecs : NULL, NULL, true, !pod);
 	}
-	tc = t->container[0] && kpod__container(pod, t->container, &tcs) ? &tcs : NULL;
+	if (inflight) {
+		has_c = inj && kpod__container(inj, INJECTOR_CONTAINER, &ics);
+		if (inj && inj->deleting && !(has_c && ics.state == KC_TERMINATED)) {
+			tset(t, PHASE_FAILED, "TargetDeleted", "pod %s was deleted while it was being "
+			     "profiled, and its injector pod %s is being deleted too: nothing was "
+			     "kept", o->name, t->injector);
+			return 0;
+		}
+		return target_gone(in, t, o->name, has_c ? &ics : NULL,
+				   inj ? kpod__phase(inj) : NULL, false, !pod);
+	}
+	if (started || in->now_ns >= wait_end) {
+		tset(t, PHASE_FAILED, "TargetNotFound", "pod %s/%s does not exist", s->ns, o->name);
+	} else {
+		tset(t, PHASE_PENDING, "TargetNotFound", "waiting for pod %s/%s to exist", s->ns,
+		     o->name);
+		requeue_at(p, wait_end);
+	}
+	return 0;
+}
+
+/* The target's injector, if there is one (or was: refused, gone, added but not yet seen).
+ * Returns 1 when it decided the target's state, 0 when there is no injector yet, -ENOMEM. */
+static int eval_injector(const struct reconcile_input *in, const struct target_obs *o,
+			 struct tres *t, bool ephemeral, bool inflight)
+{
+	struct kcontainer ics, ecs;
+	int r;
+
+	if (!ephemeral && o->injector) {
+		r = from_container(in, t, kpod__container(o->injector, INJECTOR_CONTAINER, &ics) ?
+				   &ics : NULL, kpod__phase(o->injector));
+		return r < 0 ? r : 1;
+	}
+	if (!ephemeral)
+		return refused_or_gone(t, "injector pod", "Injector", o->create_err, o->create_msg,
+				       inflight);
+	if (kpod__ephemeral(o->pod, t->injector, &ecs)) {
+		r = from_container(in, t, &ecs, NULL);
+		return r < 0 ? r : 1;
+	}
+	if (o->create_err) {
+		tset(t, PHASE_FAILED, "InjectorCreateFailed", "cannot add ephemeral container %s to "
+		     "pod %s: %s", t->injector, o->name, o->create_msg);
+		return 1;
+	}
+	if (inflight) {        /* added, not yet seen: ephemeral containers stay */
+		tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting", t->injector);
+		return 1;
+	}
+	return 0;
+}
+
+/* The plan creates the target's injector (container tc is running). */
+static int create_injector(const struct reconcile_input *in, size_t idx, struct tres *t,
+			   const struct kcontainer *tc, bool ephemeral, struct reconcile_plan *p)
+{
+	const struct target_obs *o = &in->targets[idx];
+	struct injector_target it = {
+		.s = in->s, .pod = o->pod, .container = t->container,
+		.container_id = tc->container_id, .need_sys_admin = o->need_sys_admin,
+	};
+	json_t *body = ephemeral ? injspec__ephemeral_container(&in->cfg->inj, &it) :
+				   injspec__node_agent_pod(&in->cfg->inj, &it);
+	int r;
+
+	if (!body)
+		return -ENOMEM;
+	r = add_action(p, ephemeral ? ACT_ADD_EPHEMERAL : ACT_CREATE_POD, idx,
+		       ephemeral ? o->name : t->injector, body);
+	if (r < 0)
+		return r;
+	t->created = true;
+	/* what the next pass says of an injector that has not started: no second status write */
+	tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting", t->injector);
+	return 0;
+}
+
+static int eval_target(const struct reconcile_input *in, size_t idx, bool started,
+		       int64_t deadline, struct tres *t, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	const struct target_obs *o = &in->targets[idx];
+	enum session_phase prev = old_target_state(s, o->name);
+	bool inflight = prev == PHASE_INJECTING || prev == PHASE_PROFILING || prev == PHASE_UPLOADING;
+	int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+	bool ephemeral = describe_target(in, o, t);
+	const struct kcontainer *tc;
+	struct kcontainer tcs;
+	int r;
+
+	if (!o->pod || o->pod->deleting)
+		return eval_pod_gone(in, o, t, ephemeral, inflight, started, p);
+	tc = t->container[0] && kpod__container(o->pod, t->container, &tcs) ? &tcs : NULL;
 	if (!tc) {
 		tset(t, PHASE_FAILED, "ContainerNotFound", "pod %s has no container '%s'", o->name,
 		     t->container);
 		return 0;
 	}
-
-	if (!ephemeral) {
-		const struct kpod *inj = o->injector;
-
-		if (inj)
-			return from_container(in, t, kpod__container(inj, INJECTOR_CONTAINER, &ics) ?
-					      &ics : NULL, kpod__phase(inj));
-		if (refused_or_gone(t, "injector pod", "Injector", o->create_err, o->create_msg,
-				    inflight))
-			return 0;
-	} else {
-		if (kpod__ephemeral(pod, t->injector, &ecs))
-			return from_container(in, t, &ecs, NULL);
-		if (o->create_err) {
-			tset(t, PHASE_FAILED, "InjectorCreateFailed", "cannot add ephemeral container %s "
-			     "to pod %s: %s", t->injector, o->name, o->create_msg);
-			return 0;
-		}
-		if (inflight) {        /* added, not yet seen: ephemeral containers stay */
-			tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting", t->injector);
-			return 0;
-		}
-	}
-
+	r = eval_injector(in, o, t, ephemeral, inflight);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	/* no injector yet: is the target ready for one? */
-	if (!kpod__node(pod)[0] || tc->state != KC_RUNNING || !tc->container_id[0]) {
-		if (waited_out) {
+	if (!kpod__node(o->pod)[0] || tc->state != KC_RUNNING || !tc->container_id[0]) {
+		if (in->now_ns >= wait_end) {
 			tset(t, PHASE_FAILED, "TargetNotRunning", "container %s of pod %s is not running",
 			     t->container, o->name);
 		} else {
@@ -419,27 +480,7 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 	}
 	if (started && in->now_ns >= deadline)
 		return 0;              /* too late to start: the deadline fails it */
-
-	{
-		struct injector_target it = {
-			.s = s, .pod = pod, .container = t->container,
-			.container_id = tc->container_id, .need_sys_admin = o->need_sys_admin,
-		};
-		json_t *body = ephemeral ? injspec__ephemeral_container(&in->cfg->inj, &it) :
-					   injspec__node_agent_pod(&in->cfg->inj, &it);
-		int r;
-
-		if (!body)
-			return -ENOMEM;
-		r = add_action(p, ephemeral ? ACT_ADD_EPHEMERAL : ACT_CREATE_POD, idx,
-			       ephemeral ? o->name : t->injector, body);
-		if (r < 0)
-			return r;
-	}
-	t->created = true;
-	/* what the next pass says of an injector that has not started: no second status write */
-	tset(t, PHASE_INJECTING, "Injecting", "injector %s is starting", t->injector);
-	return 0;
+	return create_injector(in, idx, t, tc, ephemeral, p);
 }
 
 /* ---- status ---------------------------------------------------------------------------- */
@@ -772,287 +813,412 @@ static int eval_merge(const struct reconcile_input *in, const struct tres *res, 
 	return 0;
 }
 
-int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
+/* ---- the plan -------------------------------------------------------------------------- */
+
+/* Deletion: the injector pods first, then the finalizer. */
+static int plan_deletion(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	for (size_t i = 0; i < in->n_injectors; i++) {
+		if (in->injectors[i]->deleting)
+			continue;
+		if (add_action(p, ACT_DELETE_POD, 0, kpod__name(in->injectors[i]), NULL) < 0)
+			return -ENOMEM;
+	}
+	if (in->s->has_finalizer)
+		return add_action(p, ACT_REMOVE_FINALIZER, 0, NULL, NULL);
+	return 0;
+}
+
+/* A session may only profile pods in its own namespace. */
+static int fail_foreign_namespace(const struct reconcile_input *in, struct reconcile_plan *p)
 {
 	const struct session *s = in->s;
-	json_t *st = NULL, *targets = NULL, *arts = NULL, *finds = NULL, *conds = NULL;
-	struct tres *res = NULL;
-	struct tres mr = { .state = PHASE_NONE };
-	const char *start_s = kj_str(s->status, "startTime");
-	bool started = start_s != NULL, any_created = false, all_done = true, all_ok = true;
-	enum session_phase phase = PHASE__MAX;
-	const struct tres *first_fail = NULL;
-	int64_t start_ns = 0, deadline;
-	size_t n_done = 0, n_arts = 0;
-	char buf[KTIME_LEN], msg[600];
-	int r = -ENOMEM;
+	char msg[600];
 
-	memset(p, 0, sizeof(*p));
-	if (s->deleting) {
-		for (size_t i = 0; i < in->n_injectors; i++) {
-			if (in->injectors[i]->deleting)
-				continue;
-			r = add_action(p, ACT_DELETE_POD, 0, kpod__name(in->injectors[i]), NULL);
-			if (r < 0)
-				goto fail;
-		}
-		if (s->has_finalizer && (r = add_action(p, ACT_REMOVE_FINALIZER, 0, NULL, NULL)) < 0)
-			goto fail;
-		return 0;
-	}
-	if (!s->has_finalizer && !session_phase_terminal(s->phase))
-		return add_action(p, ACT_ADD_FINALIZER, 0, NULL, NULL);
-	if (session_phase_terminal(s->phase)) {
-		r = plan_terminal(in, p);
-		if (r < 0)
-			goto fail;
-		return 0;
-	}
-	if (s->spec_err) {
-		r = fail_session(in, p, "InvalidSpec", s->spec_msg, "InvalidSpec");
-		if (r < 0)
-			goto fail;
-		return 0;
-	}
-	if (s->spec.target_namespace && strcmp(s->spec.target_namespace, s->ns) != 0) {
-		snprintf(msg, sizeof(msg), "spec.targets.namespace '%.100s' is not the session's own "
-			 "namespace '%.100s': a session may only profile pods in its own namespace",
-			 s->spec.target_namespace, s->ns);
-		r = fail_session(in, p, "TargetOutsideNamespace", msg, "TargetOutsideNamespace");
-		if (r < 0)
-			goto fail;
-		return 0;
-	}
-	if (started && ktime_parse(start_s, &start_ns) < 0)
-		start_ns = in->now_ns;
-	deadline = start_ns + (int64_t)(s->spec.duration_ns + in->cfg->inj.grace_ns);
+	snprintf(msg, sizeof(msg), "spec.targets.namespace '%.100s' is not the session's own "
+		 "namespace '%.100s': a session may only profile pods in its own namespace",
+		 s->spec.target_namespace, s->ns);
+	return fail_session(in, p, "TargetOutsideNamespace", msg, "TargetOutsideNamespace");
+}
 
-	st = json_object();
-	targets = json_array();
-	arts = json_array();
-	finds = json_array();
-	conds = json_array();
-	res = calloc(in->n_targets ? in->n_targets : 1, sizeof(*res));
-	if (!st || !targets || !arts || !finds || !conds || !res)
-		goto fail;
+/* What one plan of a running session builds: the new status's parts, each target's result
+ * and the merge's, and the tallies that decide the session's phase. */
+struct build {
+	json_t *st, *targets, *arts, *finds, *conds;
+	struct tres *res;               /* one per target */
+	struct tres merge;              /* PHASE_NONE: no merge */
+	bool started;                   /* an injector exists (startTime), or is created now */
+	int64_t start_ns, deadline;
+	enum session_phase phase;       /* the least advanced target's; PHASE__MAX: none */
+	size_t n_done;
+	bool all_done, all_ok;
+	const struct tres *first_fail;
+};
 
-	if (in->n_targets == 0) {
-		int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+static int64_t deadline_after(const struct reconcile_input *in, int64_t start_ns)
+{
+	return start_ns + (int64_t)(in->s->spec.duration_ns + in->cfg->inj.grace_ns);
+}
 
-		if (s->spec.pod_name)
-			snprintf(msg, sizeof(msg), "pod %.100s/%.100s does not exist", s->ns,
-				 s->spec.pod_name);
-		else
-			snprintf(msg, sizeof(msg), "no pod in namespace %.100s matches the selector",
-				 s->ns);
-		if (in->now_ns >= wait_end) {
-			r = fail_session(in, p, "TargetNotFound", msg, "TargetNotFound");
-			if (r < 0)
-				goto fail;
-			goto out;
-		}
-		if (add_condition(conds, s, "TargetsResolved", false, "TargetNotFound", msg, in->now_ns) ||
-		    add_defaults_condition(conds, p, s, in->now_ns))
-			goto fail;
-		if (!old_condition(s, "TargetsResolved") ||
-		    strcmp(kj_str(old_condition(s, "TargetsResolved"), "reason") ?: "", "TargetNotFound"))
-			add_event(p, true, "TargetNotFound", "%s (waiting)", msg);
-		requeue_at(p, wait_end);
-		phase = PHASE_PENDING;
-		goto write;
-	}
+static int build_start(const struct reconcile_input *in, struct build *b)
+{
+	const char *start_s = kj_str(in->s->status, "startTime");
 
-	for (size_t i = 0; i < in->n_targets; i++) {
-		const json_t *old = old_target(s, in->targets[i].name);
-		enum session_phase prev = session_phase_parse(kj_str(old, "state"));
+	*b = (struct build){
+		.merge = { .state = PHASE_NONE }, .started = start_s != NULL,
+		.phase = PHASE__MAX, .all_done = true, .all_ok = true,
+	};
+	if (b->started && ktime_parse(start_s, &b->start_ns) < 0)
+		b->start_ns = in->now_ns;
+	b->deadline = deadline_after(in, b->start_ns);
+	b->st = json_object();
+	b->targets = json_array();
+	b->arts = json_array();
+	b->finds = json_array();
+	b->conds = json_array();
+	b->res = calloc(in->n_targets ? in->n_targets : 1, sizeof(*b->res));
+	return b->st && b->targets && b->arts && b->finds && b->conds && b->res ? 0 : -ENOMEM;
+}
 
-		if (session_phase_terminal(prev)) {
-			/* done before: keep what was recorded */
-			res[i].state = prev;
-			res[i].carried = true;
-			snprintf(res[i].reason, sizeof(res[i].reason), "%s", kj_str(old, "reason") ?:
-				 prev == PHASE_SUCCEEDED ? "Succeeded" : "TargetFailed");
-			snprintf(res[i].message, sizeof(res[i].message), "%s", kj_str(old, "message") ?: "");
-			continue;       /* kept as recorded, in its place (below) */
-		}
-		r = eval_target(in, i, started, deadline, &res[i], p);
-		if (r < 0)
-			goto fail;
-		any_created |= res[i].created;
-	}
+static void build_release(const struct reconcile_input *in, struct build *b)
+{
+	for (size_t i = 0; b->res && i < in->n_targets; i++)
+		free(b->res[i].term);
+	free(b->res);
+	free(b->merge.term);
+	json_decref(b->st);
+	json_decref(b->targets);
+	json_decref(b->arts);
+	json_decref(b->finds);
+	json_decref(b->conds);
+}
 
-	if (!started && any_created) {
-		started = true;
-		start_ns = in->now_ns;
-		deadline = start_ns + (int64_t)(s->spec.duration_ns + in->cfg->inj.grace_ns);
-	}
-	for (size_t i = 0; i < in->n_targets; i++) {
-		struct tres *t = &res[i];
-		const struct target_obs *o = &in->targets[i];
-		enum session_phase prev = old_target_state(s, o->name);
-		json_t *e;
+/* The members every status has, from b; the plan's status unless it equals the session's. */
+static int set_status(const struct reconcile_input *in, struct reconcile_plan *p,
+		      struct build *b)
+{
+	const struct session *s = in->s;
+	json_t *st = b->st;
+	char buf[KTIME_LEN];
 
-		if (t->carried) {
-			if (json_array_append_new(targets, json_deep_copy(old_target(s, o->name))) ||
-			    carry_results(s, arts, finds, o->name))
-				goto fail;
-		} else {
-			if (started && !session_phase_terminal(t->state) && in->now_ns >= deadline) {
-				char d[32];
-
-				format_duration(d, sizeof(d), s->spec.duration_ns + in->cfg->inj.grace_ns);
-				tset(t, PHASE_FAILED, "DeadlineExceeded", "no result within the duration "
-				     "plus grace (%s)", d);
-				t->delete_injector = o->injector && !o->injector->deleting;
-			}
-			if (t->delete_injector && o->injector &&
-			    add_action(p, ACT_DELETE_POD, i, kpod__name(o->injector), NULL))
-				goto fail;
-			e = target_entry(o, t);
-			if (!e || json_array_append_new(targets, e) ||
-			    add_results(arts, finds, o->name, t->term))
-				goto fail;
-			if (t->state != prev) {
-				if (t->state == PHASE_INJECTING && t->created && !strcmp(t->mode, "NodeAgent"))
-					add_event(p, false, "InjectorCreated", "pod %s: injector pod %s "
-						  "created on node %s", o->name, t->injector, t->node);
-				else if (t->state == PHASE_INJECTING && t->created)
-					add_event(p, false, "InjectorCreated", "pod %s: ephemeral "
-						  "container %s added", o->name, t->injector);
-				else if (t->state == PHASE_SUCCEEDED)
-					add_event(p, false, "TargetSucceeded", "pod %s: %s", o->name, t->message);
-				else if (t->state == PHASE_FAILED)
-					add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
-			} else if (!session_phase_terminal(t->state) &&
-				   !strcmp(t->reason, "TargetDeleted") &&
-				   strcmp(kj_str(old_target(s, o->name), "reason") ?: "", t->reason)) {
-				add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
-			}
-		}
-		if (session_phase_terminal(t->state)) {
-			n_done++;
-			if (t->state != PHASE_SUCCEEDED) {
-				all_ok = false;
-				if (!first_fail)
-					first_fail = t;
-			}
-		} else {
-			all_done = false;
-			if (t->state < phase)
-				phase = t->state;
-		}
-	}
-	if (started && !all_done)
-		requeue_at(p, deadline);
-	for (size_t i = 0; i < in->n_targets; i++)
-		if (res[i].state == PHASE_PROFILING && res[i].started_at)
-			requeue_at(p, res[i].started_at + (int64_t)s->spec.duration_ns);
-
-	if (all_done) {
-		size_t n_ok = 0;
-
-		for (size_t i = 0; i < in->n_targets; i++)
-			n_ok += res[i].state == PHASE_SUCCEEDED;
-		if (in->n_targets >= 2 && n_ok >= 2) {
-			r = eval_merge(in, res, n_ok, deadline, &mr, p);
-			if (r < 0)
-				goto fail;
-			r = -ENOMEM;
-			if (mr.state == PHASE_SUCCEEDED && add_results(arts, finds, MERGE_TARGET, mr.term))
-				goto fail;
-		}
-	}
-	n_arts = json_array_size(arts);
-	snprintf(msg, sizeof(msg), "%zu target%s", in->n_targets, in->n_targets == 1 ? "" : "s");
-	if (add_condition(conds, s, "TargetsResolved", true, "Resolved", msg, in->now_ns) ||
-	    add_defaults_condition(conds, p, s, in->now_ns))
-		goto fail;
-	if (all_done && mr.state == PHASE_UPLOADING) {
-		/* the ranks are done; the merge is not: stop what still runs, but not the merge */
-		phase = PHASE_UPLOADING;
-		if (add_condition_s(conds, s, "Merged", "Unknown", mr.reason, mr.message, in->now_ns))
-			goto fail;
-		if (stop_running(in, p, mr.injector))
-			goto fail;
-		snprintf(msg, sizeof(msg), "%zu of %zu targets done; %s", n_done, in->n_targets,
-			 mr.message);
-	} else if (all_done) {
-		phase = all_ok ? PHASE_SUCCEEDED : PHASE_FAILED;
-		if (all_ok)
-			snprintf(msg, sizeof(msg), "%zu of %zu target%s profiled, %zu artifact%s",
-				 n_done, in->n_targets, in->n_targets == 1 ? "" : "s", n_arts,
-				 n_arts == 1 ? "" : "s");
-		else
-			snprintf(msg, sizeof(msg), "%s", first_fail->message);
-		if (add_condition(conds, s, all_ok ? "Complete" : "Failed", true,
-				  all_ok ? "Succeeded" : first_fail->reason, msg, in->now_ns))
-			goto fail;
-		if (mr.state == PHASE_SUCCEEDED || mr.state == PHASE_FAILED) {
-			/* a failed merge leaves the ranks' own results as they are */
-			if (add_condition(conds, s, "Merged", mr.state == PHASE_SUCCEEDED, mr.reason,
-					  mr.message, in->now_ns))
-				goto fail;
-			if (mr.state == PHASE_SUCCEEDED)
-				add_event(p, false, "Merged", "%s", mr.message);
-			else
-				add_event(p, true, mr.reason, "%s", mr.message);
-			snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; %s%s",
-				 mr.state == PHASE_SUCCEEDED ? "" : "merge failed: ", mr.message);
-		}
-		if (json_object_set_new(st, "completionTime",
-					json_string(ktime_format(in->now_ns, buf))))
-			goto fail;
-		if (all_ok)
-			add_event(p, false, "Succeeded", "%s", msg);
-		else
-			add_event(p, true, "Failed", "%s", msg);
-		/* stop what still runs, then count TTL from now */
-		if (stop_running(in, p, NULL))
-			goto fail;
-		if (s->spec.ttl_s >= 0)
-			requeue_at(p, in->now_ns + s->spec.ttl_s * (int64_t)NSEC_PER_SEC);
-	} else {
-		snprintf(msg, sizeof(msg), "%zu of %zu target%s done", n_done, in->n_targets,
-			 in->n_targets == 1 ? "" : "s");
-	}
-	if (json_object_set_new(st, "message", json_string(msg)))
-		goto fail;
-
-write:
-	if (phase == PHASE__MAX)
-		phase = PHASE_PENDING;
-	if (json_object_set_new(st, "phase", json_string(session_phase_name(phase))) ||
+	if (b->phase == PHASE__MAX)
+		b->phase = PHASE_PENDING;
+	if (json_object_set_new(st, "phase", json_string(session_phase_name(b->phase))) ||
 	    json_object_set_new(st, "observedGeneration", json_integer(s->generation)) ||
 	    json_object_set_new(st, "targetCount", json_integer((json_int_t)in->n_targets)) ||
 	    json_object_set_new(st, "findingCount",
-				json_integer((json_int_t)json_array_size(finds))) ||
-	    (started && json_object_set_new(st, "startTime",
-					    json_string(ktime_format(start_ns, buf)))) ||
-	    json_object_set(st, "targets", targets) || json_object_set(st, "artifacts", arts) ||
-	    json_object_set(st, "findings", finds) || json_object_set(st, "conditions", conds))
-		goto fail;
+				json_integer((json_int_t)json_array_size(b->finds))) ||
+	    (b->started && json_object_set_new(st, "startTime",
+					       json_string(ktime_format(b->start_ns, buf)))) ||
+	    json_object_set(st, "targets", b->targets) || json_object_set(st, "artifacts", b->arts) ||
+	    json_object_set(st, "findings", b->finds) || json_object_set(st, "conditions", b->conds))
+		return -ENOMEM;
 	if (!json_object_get(st, "message") &&
-	    json_object_set_new(st, "message", json_string(kj_str(json_array_get(conds, 0),
+	    json_object_set_new(st, "message", json_string(kj_str(json_array_get(b->conds, 0),
 								   "message") ?: "")))
-		goto fail;
-	if (s->status && json_equal(st, s->status)) {
+		return -ENOMEM;
+	b->st = NULL;
+	if (s->status && json_equal(st, s->status))
 		json_decref(st);
-	} else {
+	else
 		p->status = st;
+	return 0;
+}
+
+/* No target pod (yet): Pending until target_wait after the session's creation, then Failed. */
+static int plan_no_targets(const struct reconcile_input *in, struct reconcile_plan *p,
+			   struct build *b)
+{
+	const struct session *s = in->s;
+	int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+	const json_t *old = old_condition(s, "TargetsResolved");
+	char msg[600];
+
+	if (s->spec.pod_name)
+		snprintf(msg, sizeof(msg), "pod %.100s/%.100s does not exist", s->ns,
+			 s->spec.pod_name);
+	else
+		snprintf(msg, sizeof(msg), "no pod in namespace %.100s matches the selector", s->ns);
+	if (in->now_ns >= wait_end)
+		return fail_session(in, p, "TargetNotFound", msg, "TargetNotFound");
+	if (add_condition(b->conds, s, "TargetsResolved", false, "TargetNotFound", msg,
+			  in->now_ns) ||
+	    add_defaults_condition(b->conds, p, s, in->now_ns))
+		return -ENOMEM;
+	if (!old || strcmp(kj_str(old, "reason") ?: "", "TargetNotFound"))
+		add_event(p, true, "TargetNotFound", "%s (waiting)", msg);
+	requeue_at(p, wait_end);
+	b->phase = PHASE_PENDING;
+	return set_status(in, p, b);
+}
+
+/* Each target's result: kept as recorded when it was done before, else evaluated now. */
+static int eval_targets(const struct reconcile_input *in, struct reconcile_plan *p,
+			struct build *b)
+{
+	bool any_created = false;
+
+	for (size_t i = 0; i < in->n_targets; i++) {
+		const json_t *old = old_target(in->s, in->targets[i].name);
+		enum session_phase prev = session_phase_parse(kj_str(old, "state"));
+		struct tres *t = &b->res[i];
+		int r;
+
+		if (session_phase_terminal(prev)) {
+			/* done before: kept as recorded, in its place (record_target()) */
+			t->state = prev;
+			t->carried = true;
+			snprintf(t->reason, sizeof(t->reason), "%s", kj_str(old, "reason") ?:
+				 prev == PHASE_SUCCEEDED ? "Succeeded" : "TargetFailed");
+			snprintf(t->message, sizeof(t->message), "%s", kj_str(old, "message") ?: "");
+			continue;
+		}
+		r = eval_target(in, i, b->started, b->deadline, t, p);
+		if (r < 0)
+			return r;
+		any_created |= t->created;
 	}
-	st = NULL;
+	if (!b->started && any_created) {
+		b->started = true;
+		b->start_ns = in->now_ns;
+		b->deadline = deadline_after(in, b->start_ns);
+	}
+	return 0;
+}
+
+/* The Event of a target whose state changed in this pass, or whose pod went away. */
+static void target_event(const struct reconcile_input *in, struct reconcile_plan *p,
+			 const struct target_obs *o, const struct tres *t)
+{
+	const struct session *s = in->s;
+
+	if (t->state != old_target_state(s, o->name)) {
+		if (t->state == PHASE_INJECTING && t->created && !strcmp(t->mode, "NodeAgent"))
+			add_event(p, false, "InjectorCreated", "pod %s: injector pod %s created on "
+				  "node %s", o->name, t->injector, t->node);
+		else if (t->state == PHASE_INJECTING && t->created)
+			add_event(p, false, "InjectorCreated", "pod %s: ephemeral container %s added",
+				  o->name, t->injector);
+		else if (t->state == PHASE_SUCCEEDED)
+			add_event(p, false, "TargetSucceeded", "pod %s: %s", o->name, t->message);
+		else if (t->state == PHASE_FAILED)
+			add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
+	} else if (!session_phase_terminal(t->state) && !strcmp(t->reason, "TargetDeleted") &&
+		   strcmp(kj_str(old_target(s, o->name), "reason") ?: "", t->reason)) {
+		add_event(p, true, t->reason, "pod %s: %s", o->name, t->message);
+	}
+}
+
+/* Target i into the status: its entry, artifacts and findings; past the deadline it fails
+ * and its injector pod is deleted. */
+static int record_target(const struct reconcile_input *in, struct reconcile_plan *p,
+			 struct build *b, size_t i)
+{
+	const struct session *s = in->s;
+	const struct target_obs *o = &in->targets[i];
+	struct tres *t = &b->res[i];
+	json_t *e;
+
+	if (t->carried)
+		return json_array_append_new(b->targets, json_deep_copy(old_target(s, o->name))) ||
+		       carry_results(s, b->arts, b->finds, o->name) ? -ENOMEM : 0;
+	if (b->started && !session_phase_terminal(t->state) && in->now_ns >= b->deadline) {
+		char d[32];
+
+		format_duration(d, sizeof(d), s->spec.duration_ns + in->cfg->inj.grace_ns);
+		tset(t, PHASE_FAILED, "DeadlineExceeded", "no result within the duration plus "
+		     "grace (%s)", d);
+		t->delete_injector = o->injector && !o->injector->deleting;
+	}
+	if (t->delete_injector && o->injector &&
+	    add_action(p, ACT_DELETE_POD, i, kpod__name(o->injector), NULL))
+		return -ENOMEM;
+	e = target_entry(o, t);
+	if (!e || json_array_append_new(b->targets, e) ||
+	    add_results(b->arts, b->finds, o->name, t->term))
+		return -ENOMEM;
+	target_event(in, p, o, t);
+	return 0;
+}
+
+static void tally_target(struct build *b, const struct tres *t)
+{
+	if (session_phase_terminal(t->state)) {
+		b->n_done++;
+		if (t->state != PHASE_SUCCEEDED) {
+			b->all_ok = false;
+			if (!b->first_fail)
+				b->first_fail = t;
+		}
+	} else {
+		b->all_done = false;
+		if (t->state < b->phase)
+			b->phase = t->state;
+	}
+}
+
+static int record_targets(const struct reconcile_input *in, struct reconcile_plan *p,
+			  struct build *b)
+{
+	for (size_t i = 0; i < in->n_targets; i++) {
+		int r = record_target(in, p, b, i);
+
+		if (r < 0)
+			return r;
+		tally_target(b, &b->res[i]);
+	}
+	if (b->started && !b->all_done)
+		requeue_at(p, b->deadline);
+	for (size_t i = 0; i < in->n_targets; i++)
+		if (b->res[i].state == PHASE_PROFILING && b->res[i].started_at)
+			requeue_at(p, b->res[i].started_at + (int64_t)in->s->spec.duration_ns);
+	return 0;
+}
+
+/* All targets done, two or more of them and at least two succeeded: their merge. */
+static int plan_merge(const struct reconcile_input *in, struct reconcile_plan *p,
+		      struct build *b)
+{
+	size_t n_ok = 0;
+	int r;
+
+	if (!b->all_done)
+		return 0;
+	for (size_t i = 0; i < in->n_targets; i++)
+		n_ok += b->res[i].state == PHASE_SUCCEEDED;
+	if (in->n_targets < 2 || n_ok < 2)
+		return 0;
+	r = eval_merge(in, b->res, n_ok, b->deadline, &b->merge, p);
+	if (r < 0)
+		return r;
+	if (b->merge.state == PHASE_SUCCEEDED &&
+	    add_results(b->arts, b->finds, MERGE_TARGET, b->merge.term))
+		return -ENOMEM;
+	return 0;
+}
+
+/* The ranks are done, their merge is not: Uploading; stop what still runs, but not the
+ * merge. */
+static int conclude_merging(const struct reconcile_input *in, struct reconcile_plan *p,
+			    struct build *b, char *msg, size_t msglen)
+{
+	const struct tres *m = &b->merge;
+
+	b->phase = PHASE_UPLOADING;
+	if (add_condition_s(b->conds, in->s, "Merged", "Unknown", m->reason, m->message,
+			    in->now_ns) ||
+	    stop_running(in, p, m->injector))
+		return -ENOMEM;
+	snprintf(msg, msglen, "%zu of %zu targets done; %s", b->n_done, in->n_targets,
+		 m->message);
+	return 0;
+}
+
+/* Every target is done (and merged): Succeeded or Failed; stop what still runs, then count
+ * the TTL from now. */
+static int conclude_ended(const struct reconcile_input *in, struct reconcile_plan *p,
+			  struct build *b, char *msg, size_t msglen)
+{
+	const struct session *s = in->s;
+	const struct tres *m = &b->merge;
+	size_t n_arts = json_array_size(b->arts);
+	char buf[KTIME_LEN];
+
+	b->phase = b->all_ok ? PHASE_SUCCEEDED : PHASE_FAILED;
+	if (b->all_ok)
+		snprintf(msg, msglen, "%zu of %zu target%s profiled, %zu artifact%s", b->n_done,
+			 in->n_targets, in->n_targets == 1 ? "" : "s", n_arts, n_arts == 1 ? "" : "s");
+	else
+		snprintf(msg, msglen, "%s", b->first_fail->message);
+	if (add_condition(b->conds, s, b->all_ok ? "Complete" : "Failed", true,
+			  b->all_ok ? "Succeeded" : b->first_fail->reason, msg, in->now_ns))
+		return -ENOMEM;
+	if (m->state == PHASE_SUCCEEDED || m->state == PHASE_FAILED) {
+		/* a failed merge leaves the ranks' own results as they are */
+		if (add_condition(b->conds, s, "Merged", m->state == PHASE_SUCCEEDED, m->reason,
+				  m->message, in->now_ns))
+			return -ENOMEM;
+		if (m->state == PHASE_SUCCEEDED)
+			add_event(p, false, "Merged", "%s", m->message);
+		else
+			add_event(p, true, m->reason, "%s", m->message);
+		snprintf(msg + strlen(msg), msglen - strlen(msg), "; %s%s",
+			 m->state == PHASE_SUCCEEDED ? "" : "merge failed: ", m->message);
+	}
+	if (json_object_set_new(b->st, "completionTime", json_string(ktime_format(in->now_ns, buf))))
+		return -ENOMEM;
+	if (b->all_ok)
+		add_event(p, false, "Succeeded", "%s", msg);
+	else
+		add_event(p, true, "Failed", "%s", msg);
+	if (stop_running(in, p, NULL))
+		return -ENOMEM;
+	if (s->spec.ttl_s >= 0)
+		requeue_at(p, in->now_ns + s->spec.ttl_s * (int64_t)NSEC_PER_SEC);
+	return 0;
+}
+
+/* The session's conditions, phase and message from its targets' results (and the merge's). */
+static int conclude(const struct reconcile_input *in, struct reconcile_plan *p, struct build *b)
+{
+	char msg[600];
+	int r = 0;
+
+	snprintf(msg, sizeof(msg), "%zu target%s", in->n_targets, in->n_targets == 1 ? "" : "s");
+	if (add_condition(b->conds, in->s, "TargetsResolved", true, "Resolved", msg, in->now_ns) ||
+	    add_defaults_condition(b->conds, p, in->s, in->now_ns))
+		return -ENOMEM;
+	if (b->all_done && b->merge.state == PHASE_UPLOADING)
+		r = conclude_merging(in, p, b, msg, sizeof(msg));
+	else if (b->all_done)
+		r = conclude_ended(in, p, b, msg, sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg), "%zu of %zu target%s done", b->n_done, in->n_targets,
+			 in->n_targets == 1 ? "" : "s");
+	if (r < 0)
+		return r;
+	return json_object_set_new(b->st, "message", json_string(msg)) ? -ENOMEM : 0;
+}
+
+/* A session past its finalizer and its checks: targets resolved, injected, followed. */
+static int plan_targets(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	struct build b;
+	int r = build_start(in, &b);
+
+	if (r < 0)
+		goto out;
+	if (in->n_targets == 0) {
+		r = plan_no_targets(in, p, &b);
+		goto out;
+	}
+	if ((r = eval_targets(in, p, &b)) < 0 || (r = record_targets(in, p, &b)) < 0 ||
+	    (r = plan_merge(in, p, &b)) < 0 || (r = conclude(in, p, &b)) < 0)
+		goto out;
+	r = set_status(in, p, &b);
 out:
-	r = 0;
-fail:
-	for (size_t i = 0; res && i < in->n_targets; i++)
-		free(res[i].term);
-	free(res);
-	free(mr.term);
-	json_decref(st);
-	json_decref(targets);
-	json_decref(arts);
-	json_decref(finds);
-	json_decref(conds);
+	build_release(in, &b);
+	return r;
+}
+
+int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	if (s->deleting)
+		r = plan_deletion(in, p);
+	else if (!s->has_finalizer && !session_phase_terminal(s->phase))
+		r = add_action(p, ACT_ADD_FINALIZER, 0, NULL, NULL);
+	else if (session_phase_terminal(s->phase))
+		r = plan_terminal(in, p);
+	else if (s->spec_err)
+		r = fail_session(in, p, "InvalidSpec", s->spec_msg, "InvalidSpec");
+	else if (s->spec.target_namespace && strcmp(s->spec.target_namespace, s->ns) != 0)
+		r = fail_foreign_namespace(in, p);
+	else
+		r = plan_targets(in, p);
 	if (r < 0)
 		reconcile_plan__release(p);
 	return r;

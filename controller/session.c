@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,11 +115,17 @@ static bool secret_key_name(const char *s)
 	return true;
 }
 
-#define BAD(...) do { \
-	snprintf(s->spec_msg, sizeof(s->spec_msg), __VA_ARGS__); \
-	s->spec_err = -EINVAL; \
-	return 0; \
-} while (0)
+/* The spec is invalid: spec_msg says why. Returns -EINVAL. */
+__attribute__((format(printf, 2, 3)))
+static int invalid(struct session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->spec_msg, sizeof(s->spec_msg), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
 
 static int dupstr(const char *v, char **ret)
 {
@@ -151,24 +158,26 @@ static int parse_collectors(struct session *s, const json_t *c)
 	if (!c || json_is_null(c))
 		return 0;
 	if (!json_is_object(c))
-		BAD("spec.collectors must be an object such as {cpu: {}, cuda: {}}");
+		return invalid(s, "spec.collectors must be an object such as {cpu: {}, "
+			       "cuda: {}}");
 	json_object_foreach((json_t *)c, k, v) {
 		bool ok = false, on;
 
 		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 			ok |= strcmp(k, known[i]) == 0;
 		if (!ok)
-			BAD("spec.collectors.%.40s: unknown collector (known: cpu, offcpu, python, "
-			    "cuda, cupti, nccl, rdma, syscalls)", k);
+			return invalid(s, "spec.collectors.%.40s: unknown collector (known: cpu, "
+				       "offcpu, python, cuda, cupti, nccl, rdma, syscalls)", k);
 		on = !json_is_false(v) && !json_is_false(json_object_get(v, "enabled"));
 		if (!json_is_object(v) && !json_is_boolean(v) && !json_is_null(v))
-			BAD("spec.collectors.%.40s must be an object", k);
+			return invalid(s, "spec.collectors.%.40s must be an object", k);
 		if (strcmp(k, "cpu") == 0 && json_is_object(v)) {
 			json_t *hz = json_object_get(v, "frequencyHz");
 
 			if (hz && (!json_is_integer(hz) || json_integer_value(hz) < 1 ||
 				   json_integer_value(hz) > 10000))
-				BAD("spec.collectors.cpu.frequencyHz must be from 1 to 10000");
+				return invalid(s, "spec.collectors.cpu.frequencyHz must be from 1 "
+					       "to 10000");
 			s->spec.cpu_hz = hz ? (unsigned)json_integer_value(hz) : 0;
 		}
 		if (on)
@@ -176,7 +185,7 @@ static int parse_collectors(struct session *s, const json_t *c)
 						k);
 	}
 	if (!off)
-		BAD("spec.collectors turns every collector off");
+		return invalid(s, "spec.collectors turns every collector off");
 	s->spec.collectors = strdup(list);
 	return s->spec.collectors ? 0 : -ENOMEM;
 }
@@ -189,7 +198,7 @@ static int parse_s3(struct session *s, const json_t *o);
 
 int session__set_s3_defaults(const struct session_s3_defaults *d, char *why, size_t whylen)
 {
-	struct session probe = { .spec_err = 0 };
+	struct session probe;
 	json_t *o;
 	int r;
 
@@ -217,8 +226,9 @@ int session__set_s3_defaults(const struct session_s3_defaults *d, char *why, siz
 		json_decref(o);
 		return -ENOMEM;
 	}
+	memset(&probe, 0, sizeof(probe));
 	r = parse_s3(&probe, o);
-	if (r == 0 && probe.spec_err) {
+	if (r == -EINVAL) {
 		/* "spec.output.s3.endpoint 'x' is not ..." -> "--default-s3-endpoint 'x' is not ..." */
 		const char *m = probe.spec_msg, *f = strncmp(m, "spec.output.s3.", 15) == 0 ? m + 15 :
 			m;
@@ -230,7 +240,6 @@ int session__set_s3_defaults(const struct session_s3_defaults *d, char *why, siz
 				 "subdomain: lower-case letters, digits, '-' and '.')", d->secret);
 		else
 			snprintf(why, whylen, "--default-s3-%s", f);
-		r = -EINVAL;
 	}
 	spec_clear(&probe.spec);
 	if (r < 0) {
@@ -259,29 +268,31 @@ static int parse_s3(struct session *s, const json_t *o)
 	int r;
 
 	if (!o && !bucket)
-		BAD("spec.output.s3 is required: artifacts go to S3-compatible storage, keeping "
-		    "them on the node is not implemented (or start aiprof-controller with "
-		    "--default-s3-bucket, the chart's s3.bucket value)");
+		return invalid(s, "spec.output.s3 is required: artifacts go to S3-compatible "
+			       "storage, keeping them on the node is not implemented (or start "
+			       "aiprof-controller with --default-s3-bucket, the chart's s3.bucket "
+			       "value)");
 	if (!json_is_object(o) || !bucket)
-		BAD("spec.output.s3.bucket is required: artifacts go to S3-compatible storage");
+		return invalid(s, "spec.output.s3.bucket is required: artifacts go to "
+			       "S3-compatible storage");
 	snprintf(url, sizeof(url), "s3://%s/%s", bucket, prefix ? prefix : "");
 	if (strlen(bucket) > 255 || (prefix && strlen(prefix) > S3_PREFIX_MAX) ||
 	    s3_location__parse(url, &loc) < 0)
-		BAD("spec.output.s3: '%.80s' and prefix '%.80s' are not a valid bucket and prefix",
-		    bucket, prefix ? prefix : "");
+		return invalid(s, "spec.output.s3: '%.80s' and prefix '%.80s' are not a valid "
+			       "bucket and prefix", bucket, prefix ? prefix : "");
 	if (endpoint) {
 		struct s3_endpoint ep = { 0 };
 
 		if (s3_endpoint__parse(endpoint, &ep) < 0) {
 			s3_location__clear(&loc);
-			BAD("spec.output.s3.endpoint '%.100s' is not an http(s)://host[:port] URL",
-			    endpoint);
+			return invalid(s, "spec.output.s3.endpoint '%.100s' is not an "
+				       "http(s)://host[:port] URL", endpoint);
 		}
 		s3_endpoint__clear(&ep);
 	}
 	if (region && (strlen(region) > 64 || !secret_key_name(region))) {
 		s3_location__clear(&loc);
-		BAD("spec.output.s3.region '%.64s' is not a region name", region);
+		return invalid(s, "spec.output.s3.region '%.64s' is not a region name", region);
 	}
 	d->bucket = loc.bucket;
 	d->prefix = loc.prefix;
@@ -294,13 +305,15 @@ static int parse_s3(struct session *s, const json_t *o)
 		const char *tk = kj_str(ref, "sessionTokenKey");
 
 		if (!name || !dns_name(name, 253, true))
-			BAD("spec.output.s3.secretRef.name must name a Secret in the session's namespace");
+			return invalid(s, "spec.output.s3.secretRef.name must name a Secret in the "
+				       "session's namespace");
 		if ((ak && !secret_key_name(ak)) || (sk && !secret_key_name(sk)) ||
 		    (tk && !secret_key_name(tk)))
-			BAD("spec.output.s3.secretRef: a key name has characters a Secret key cannot have");
+			return invalid(s, "spec.output.s3.secretRef: a key name has characters a "
+				       "Secret key cannot have");
 		if (strcmp(ak ? ak : "AWS_ACCESS_KEY_ID", sk ? sk : "AWS_SECRET_ACCESS_KEY") == 0)
-			BAD("spec.output.s3.secretRef: accessKeyIDKey and secretAccessKeyKey must name "
-			    "different keys of the Secret");
+			return invalid(s, "spec.output.s3.secretRef: accessKeyIDKey and "
+				       "secretAccessKeyKey must name different keys of the Secret");
 		if ((r = dupstr(name, &d->secret_name)) < 0 ||
 		    (r = dupstr(ak ? ak : "AWS_ACCESS_KEY_ID", &d->key_id_key)) < 0 ||
 		    (r = dupstr(sk ? sk : "AWS_SECRET_ACCESS_KEY", &d->secret_key_key)) < 0 ||
@@ -310,41 +323,38 @@ static int parse_s3(struct session *s, const json_t *o)
 	return 0;
 }
 
-static int parse_spec(struct session *s, const json_t *spec)
+/* spec.targets: podName or a selector, and the container and process within. */
+static int parse_targets(struct session *s, const json_t *targets)
 {
 	struct session_spec *sp = &s->spec;
-	const json_t *targets = json_object_get(spec, "targets"), *sel, *dur, *ttl, *inj;
+	const json_t *sel;
 	const char *v;
 	char msg[200];
 	int r;
 
-	sp->ttl_s = -1;
-	sp->duration_ns = SESSION_DEFAULT_DURATION_NS;
-	snprintf(sp->duration, sizeof(sp->duration), "30s");
-	if (!json_is_object(spec))
-		BAD("spec is missing");
 	if (!json_is_object(targets))
-		BAD("spec.targets is required: podName or selector");
+		return invalid(s, "spec.targets is required: podName or selector");
 	v = kj_str(targets, "podName");
 	sel = json_object_get(targets, "selector");
 	if (sel && json_is_null(sel))
 		sel = NULL;
 	if (!v == !sel)
-		BAD("spec.targets needs exactly one of podName and selector");
+		return invalid(s, "spec.targets needs exactly one of podName and selector");
 	if (v) {
 		if (!dns_name(v, 253, true))
-			BAD("spec.targets.podName '%.100s' is not a pod name", v);
+			return invalid(s, "spec.targets.podName '%.100s' is not a pod name", v);
 		if ((r = dupstr(v, &sp->pod_name)) < 0)
 			return r;
 	} else {
 		r = label_selector__parse(sel, &sp->selector, msg, sizeof(msg));
 		if (r == -EINVAL)
-			BAD("spec.targets.%s", msg);
+			return invalid(s, "spec.targets.%s", msg);
 		if (r < 0)
 			return r;
 		sp->has_selector = true;
 		if (label_selector__empty(&sp->selector))
-			BAD("spec.targets.selector is empty: it would select every pod in the namespace");
+			return invalid(s, "spec.targets.selector is empty: it would select every pod "
+				       "in the namespace");
 	}
 	if ((v = kj_str(targets, "namespace"))) {
 		if ((r = dupstr(v, &sp->target_namespace)) < 0)
@@ -352,7 +362,8 @@ static int parse_spec(struct session *s, const json_t *spec)
 	}
 	if ((v = kj_str(targets, "container"))) {
 		if (!dns_name(v, 63, false))
-			BAD("spec.targets.container '%.100s' is not a container name", v);
+			return invalid(s, "spec.targets.container '%.100s' is not a container name",
+				       v);
 		if ((r = dupstr(v, &sp->container)) < 0)
 			return r;
 	}
@@ -360,25 +371,31 @@ static int parse_spec(struct session *s, const json_t *spec)
 		regex_t re;
 
 		if (strlen(v) > 256 || regcomp(&re, v, REG_EXTENDED | REG_NOSUB) != 0)
-			BAD("spec.targets.process.match is not a regular expression (POSIX ERE, at "
-			    "most 256 characters)");
+			return invalid(s, "spec.targets.process.match is not a regular expression "
+				       "(POSIX ERE, at most 256 characters)");
 		regfree(&re);
 		if ((r = dupstr(v, &sp->process_match)) < 0)
 			return r;
 	}
+	return 0;
+}
 
-	dur = json_object_get(spec, "duration");
+/* spec.duration ("30s", or a number of seconds), and as the injector takes it. */
+static int parse_duration(struct session *s, const json_t *dur)
+{
+	struct session_spec *sp = &s->spec;
+
 	if (json_is_string(dur)) {
 		if (parse_duration_ns(json_string_value(dur), &sp->duration_ns) < 0 ||
 		    sp->duration_ns < 1000000ULL || sp->duration_ns > SESSION_MAX_DURATION_NS)
-			BAD("spec.duration '%.40s' is not a duration from 1ms to 24h (such as 30s, 2m)",
-			    json_string_value(dur));
+			return invalid(s, "spec.duration '%.40s' is not a duration from 1ms to 24h "
+				       "(such as 30s, 2m)", json_string_value(dur));
 	} else if (json_is_integer(dur)) {
 		if (json_integer_value(dur) < 1 || json_integer_value(dur) > 86400)
-			BAD("spec.duration must be from 1 to 86400 seconds");
+			return invalid(s, "spec.duration must be from 1 to 86400 seconds");
 		sp->duration_ns = (uint64_t)json_integer_value(dur) * NSEC_PER_SEC;
 	} else if (dur && !json_is_null(dur)) {
-		BAD("spec.duration must be a duration such as 30s");
+		return invalid(s, "spec.duration must be a duration such as 30s");
 	}
 	if (sp->duration_ns % NSEC_PER_SEC == 0)
 		snprintf(sp->duration, sizeof(sp->duration), "%llus",
@@ -389,17 +406,19 @@ static int parse_spec(struct session *s, const json_t *spec)
 	else    /* "1.5ms" reaches the injector exact, not cut to "1ms" */
 		snprintf(sp->duration, sizeof(sp->duration), "%lluns",
 			 (unsigned long long)sp->duration_ns);
+	return 0;
+}
 
-	r = parse_collectors(s, json_object_get(spec, "collectors"));
-	if (r < 0 || s->spec_err)
-		return r;
+/* spec.injection: mode and method; then what they allow with the collectors. */
+static int parse_injection(struct session *s, const json_t *inj)
+{
+	struct session_spec *sp = &s->spec;
 
-	inj = json_object_get(spec, "injection");
 	if (inj && !json_is_null(inj)) {
 		const char *mode = kj_str(inj, "mode"), *method = kj_str(inj, "method");
 
 		if (!json_is_object(inj))
-			BAD("spec.injection must be an object");
+			return invalid(s, "spec.injection must be an object");
 		if (!mode || strcmp(mode, "Auto") == 0)
 			sp->mode = INJ_AUTO;
 		else if (strcmp(mode, "NodeAgent") == 0)
@@ -407,40 +426,60 @@ static int parse_spec(struct session *s, const json_t *spec)
 		else if (strcmp(mode, "EphemeralContainer") == 0)
 			sp->mode = INJ_EPHEMERAL;
 		else
-			BAD("spec.injection.mode '%.40s': use Auto, NodeAgent or EphemeralContainer",
-			    mode);
+			return invalid(s, "spec.injection.mode '%.40s': use Auto, NodeAgent or "
+				       "EphemeralContainer", mode);
 		if (!method || strcmp(method, "Ptrace") == 0)
 			sp->method = METHOD_PTRACE;
 		else if (strcmp(method, "EBPFOnly") == 0)
 			sp->method = METHOD_EBPF_ONLY;
 		else
-			BAD("spec.injection.method '%.40s': use Ptrace or EBPFOnly", method);
+			return invalid(s, "spec.injection.method '%.40s': use Ptrace or EBPFOnly",
+				       method);
 	}
 	/* the CRDs' CEL rules say the same; a server that does not evaluate them (older than
 	 * 1.25, or the feature off) lets such a spec through, and it is refused here */
 	if (sp->method == METHOD_EBPF_ONLY && sp->mode == INJ_EPHEMERAL)
-		BAD("spec.injection: method EBPFOnly needs mode NodeAgent or Auto: an ephemeral "
-		    "container is outside the host's pid namespace, where the eBPF collectors cannot "
-		    "select the target");
+		return invalid(s, "spec.injection: method EBPFOnly needs mode NodeAgent or Auto: "
+			       "an ephemeral container is outside the host's pid namespace, where "
+			       "the eBPF collectors cannot select the target");
 	if (sp->method == METHOD_EBPF_ONLY && collector_listed(sp->collectors, "cupti"))
-		BAD("spec.collectors.cupti needs injection.method Ptrace: CUPTI runs inside the "
-		    "process, and EBPFOnly loads nothing into it");
+		return invalid(s, "spec.collectors.cupti needs injection.method Ptrace: CUPTI runs "
+			       "inside the process, and EBPFOnly loads nothing into it");
+	return 0;
+}
 
+/* The spec, validated. Returns 0, -EINVAL (spec_msg says what is wrong), -ENOMEM. */
+static int parse_spec(struct session *s, const json_t *spec)
+{
+	struct session_spec *sp = &s->spec;
+	const json_t *ttl;
+	int r;
+
+	sp->ttl_s = -1;
+	sp->duration_ns = SESSION_DEFAULT_DURATION_NS;
+	snprintf(sp->duration, sizeof(sp->duration), "30s");
+	if (!json_is_object(spec))
+		return invalid(s, "spec is missing");
+	if ((r = parse_targets(s, json_object_get(spec, "targets"))) < 0 ||
+	    (r = parse_duration(s, json_object_get(spec, "duration"))) < 0 ||
+	    (r = parse_collectors(s, json_object_get(spec, "collectors"))) < 0 ||
+	    (r = parse_injection(s, json_object_get(spec, "injection"))) < 0)
+		return r;
 	if (!kj_get(spec, "output.s3") && s3_defaults) {
 		sp->s3_defaulted = true;
 		r = parse_s3(s, s3_defaults);
 	} else {
 		r = parse_s3(s, kj_get(spec, "output.s3"));
 	}
-	if (r < 0 || s->spec_err)
+	if (r < 0)
 		return r;
-
 	ttl = json_object_get(spec, "ttlSecondsAfterFinished");
 	if (json_is_integer(ttl) && json_integer_value(ttl) >= 0 &&
 	    json_integer_value(ttl) <= 10LL * 365 * 86400)
 		sp->ttl_s = json_integer_value(ttl);
 	else if (ttl && !json_is_null(ttl))
-		BAD("spec.ttlSecondsAfterFinished must be a number of seconds from 0 to 10 years");
+		return invalid(s, "spec.ttlSecondsAfterFinished must be a number of seconds from 0 "
+			       "to 10 years");
 	return 0;
 }
 
@@ -499,7 +538,9 @@ int session__from_json(const json_t *j, struct session **ret)
 		s->phase = session_phase_parse(kj_str(status, "phase"));
 	}
 	err = parse_spec(s, json_object_get(j, "spec"));
-	if (err < 0)
+	if (err == -EINVAL)
+		s->spec_err = err;      /* kept: the reconciler fails the session with spec_msg */
+	else if (err < 0)
 		goto fail;
 	*ret = s;
 	return 0;

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for a ProfilingPolicy as the controller reads it from the API server
- * (controller/policy.c): the spec's validation (selector, schedule, trigger annotation,
- * limits, template) and then the planner on the decoded policy, at a fixed time, with one
- * running session it controls and one pod carrying the trigger annotation. Whatever the
- * input, a plan's sessions carry the controller ownerReference and a name under 254 bytes.
- * FUZZ_SOURCES: controller/policy.c controller/kevent.c controller/cron.c controller/informer.c controller/store.c controller/workqueue.c controller/backoff.c controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c controller/kobject.c controller/kworker.c
+ * libFuzzer target for a ProfilingPolicy as the controller reads it from the API server:
+ * the spec's validation (controller/policy.c: selector, schedule, trigger annotation, limits,
+ * template) and then the planner (controller/policy_plan.c) on the decoded policy, at a fixed
+ * time, with one running session it controls and one pod carrying the trigger annotation.
+ * Whatever the input, a plan's sessions carry the controller ownerReference and a name under
+ * 254 bytes.
+ * FUZZ_SOURCES: controller/policy.c controller/policy_plan.c controller/cron.c controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml -lpthread
  * FUZZ_ARGS: -max_len=8192
  */
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "controller/kjson.h"
-#include "controller/policy.h"
+#include "controller/policy_plan.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

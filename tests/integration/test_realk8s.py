@@ -424,7 +424,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     grants = granted(docs)
     with open(os.path.join(ROOT, "controller", "controller.c")) as f:
         in_code = {("aiprof.io", "profilingsessions", "get")} if "refresh_session" in f.read() else set()
-    with open(os.path.join(ROOT, "controller", "policy.c")) as f:
+    with open(os.path.join(ROOT, "controller", "policy_ctl.c")) as f:
         if "refresh_policy" in f.read():
             in_code.add(("aiprof.io", "profilingpolicies", "get"))
     unused = grants - used - in_code - set(UNOBSERVED)

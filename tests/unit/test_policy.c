@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * controller/policy.c: the ProfilingPolicy decoder and planner with a fixed clock. Policies,
- * sessions and pods are built from the JSON the API server would send.
+ * controller/policy.c and policy_plan.c: the ProfilingPolicy decoder and planner with a fixed
+ * clock. Policies, sessions and pods are built from the JSON the API server would send.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include "controller/kjson.h"
 #include "controller/ktime.h"
-#include "controller/policy.h"
+#include "controller/policy_plan.h"
 
 #define UID "0b5c2a4e-1111-4222-8333-944445555666"
 
