@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CUDA runtime hooks. Each hook calls the real function and returns its result
- * unchanged; while recording it also times the call and writes one event. The _ptsz /
- * _ptds entry points (per-thread default stream builds) share the implementation and
- * are reported under the plain API name.
+ * unchanged; while recording it also times the call and writes one event. Hooks that
+ * differ only in name are one definition: a macro per family (LAUNCH_HOOK, COPY_HOOK,
+ * PINNED_HOOK, ...) expanded once per symbol, most of them over HOOK_RECORD's body
+ * (preload.h). The _ptsz / _ptds entry points (per-thread default stream builds) are
+ * such twins and are reported under the plain API name.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -36,6 +38,11 @@ typedef cudaError_t (*entry_point_ver_fn)(const char *, void **, unsigned int,
 
 #define NO_REAL cudaErrorSharedObjectSymbolNotFound
 
+/* A runtime hook recorded as one event: see HOOK_RECORD. */
+#define CUDART_HOOK(correlate, name, fn_t, params, args, done) \
+	HOOK_RECORD(cudaError_t, NO_REAL, AIPROF_COLLECT_CUDA, correlate, name, fn_t, params, \
+		    args, done)
+
 /* ---- launches --------------------------------------------------------------------- */
 
 /* Called inside a recording hook (depth > 0), once per cudaKernel_t (a CUkernel). */
@@ -53,586 +60,228 @@ static const char *cukernel_name(uintptr_t key)
 }
 
 /*
- * One launch through the runtime. `func` is the host stub (cudaLaunchKernel: the injector
- * symbolises it) or, with `handle`, a cudaKernel_t (__cudaLaunchKernel, what nvcc 13's
- * <<<>>> calls): its name comes from the driver, interned once per handle.
+ * Ends one launch through the runtime. `func` is the host stub (cudaLaunchKernel: the
+ * injector symbolises it) or, with `handle`, a cudaKernel_t (__cudaLaunchKernel, what
+ * nvcc 13's <<<>>> calls): its name comes from the driver, interned once per handle.
+ * Inlined, so the stack is walked from the hook's own frame.
  */
-ALWAYS_INLINE cudaError_t launch(enum hook_id id, const void *func, bool handle, dim3 grid,
-				 dim3 block, void **args, size_t shmem, cudaStream_t stream)
+ALWAYS_INLINE void launch_done(struct rec *r, const void *func, bool handle, dim3 grid,
+			       dim3 block, size_t shmem, cudaStream_t stream, uint64_t corr,
+			       cudaError_t ret)
 {
-	launch_fn real = (launch_fn)hook_real_get(id);
 	struct aiprof_event *e;
 	uint32_t stack_id, name_id = 0;
-	uint64_t corr = 0;
-	cudaError_t ret;
-	struct rec r;
 
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(func, grid, block, args, shmem, stream);
-	if (atomic_load_explicit(&g_cupti_active, memory_order_relaxed))
-		corr = cupti__push();
-	ret = real(func, grid, block, args, shmem, stream);
-	if (corr)
-		cupti__pop();
-	rec_stop(&r);
+	rec_stop(r);
 	/* strings go out before the launch that first uses them */
 	if (handle)
-		name_id = intern__id(r.h, INTERN_CUKERNEL, (uintptr_t)func, cukernel_name);
-	stack_id = callstack__id(r.h, r.tls, (uintptr_t)__builtin_frame_address(0));
-	e = rec_reserve(&r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
-	if (e) {
-		e->u.launch.name_id = name_id;
-		e->u.launch.func = (uintptr_t)func;
-		e->u.launch.stream = (uintptr_t)stream;
-		e->u.launch.grid[0] = grid.x;
-		e->u.launch.grid[1] = grid.y;
-		e->u.launch.grid[2] = grid.z;
-		e->u.launch.block[0] = block.x;
-		e->u.launch.block[1] = block.y;
-		e->u.launch.block[2] = block.z;
-		e->u.launch.shmem = (uint32_t)shmem;
-		e->u.launch.correlation = corr;
-		e->u.launch.result = ret;
-		e->u.launch.stack_id = stack_id;
-	}
-	rec_done(&r, e);
-	return ret;
+		name_id = intern__id(r->h, INTERN_CUKERNEL, (uintptr_t)func, cukernel_name);
+	stack_id = callstack__id(r->h, r->tls, (uintptr_t)__builtin_frame_address(0));
+	e = rec_reserve(r, AIPROF_EV_CUDA_LAUNCH, AIPROF_API_cudaLaunchKernel);
+	if (e)
+		e->u.launch = (struct aiprof_ev_launch){
+			.func = (uintptr_t)func, .stream = (uintptr_t)stream,
+			.grid = { grid.x, grid.y, grid.z }, .block = { block.x, block.y, block.z },
+			.shmem = (uint32_t)shmem, .name_id = name_id, .correlation = corr,
+			.result = ret, .stack_id = stack_id,
+		};
+	rec_done(r, e);
 }
 
-HOOK_FAST(cudaError_t, cudaLaunchKernel, launch_fn,
-	  (const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
-	   cudaStream_t stream), (func, grid, block, args, shmem, stream))
-{
-	return launch(HOOK_ID_cudaLaunchKernel, func, false, grid, block, args, shmem, stream);
-}
+/* `handle`: the hook's func is a cudaKernel_t, not a host stub. */
+#define LAUNCH_HOOK(name, handle)                                                          \
+	CUDART_HOOK(true, name, launch_fn,                                                 \
+		    (const void *func, dim3 grid, dim3 block, void **args, size_t shmem,   \
+		     cudaStream_t stream), (func, grid, block, args, shmem, stream),      \
+		    launch_done(&r, func, handle, grid, block, shmem, stream, corr, ret))
 
-HOOK_FAST(cudaError_t, cudaLaunchKernel_ptsz, launch_fn,
-	  (const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
-	   cudaStream_t stream), (func, grid, block, args, shmem, stream))
-{
-	return launch(HOOK_ID_cudaLaunchKernel_ptsz, func, false, grid, block, args, shmem, stream);
-}
-
-HOOK_FAST(cudaError_t, __cudaLaunchKernel, launch_fn,
-	  (const void *kernel, dim3 grid, dim3 block, void **args, size_t shmem,
-	   cudaStream_t stream), (kernel, grid, block, args, shmem, stream))
-{
-	return launch(HOOK_ID___cudaLaunchKernel, kernel, true, grid, block, args, shmem, stream);
-}
-
-HOOK_FAST(cudaError_t, __cudaLaunchKernel_ptsz, launch_fn,
-	  (const void *kernel, dim3 grid, dim3 block, void **args, size_t shmem,
-	   cudaStream_t stream), (kernel, grid, block, args, shmem, stream))
-{
-	return launch(HOOK_ID___cudaLaunchKernel_ptsz, kernel, true, grid, block, args, shmem,
-		      stream);
-}
+LAUNCH_HOOK(cudaLaunchKernel, false)
+LAUNCH_HOOK(cudaLaunchKernel_ptsz, false)
+LAUNCH_HOOK(__cudaLaunchKernel, true)
+LAUNCH_HOOK(__cudaLaunchKernel_ptsz, true)
 
 /* ---- copies and memsets ----------------------------------------------------------- */
 
-static void fill_memcpy(struct aiprof_event *e, void *dst, const void *src, size_t count,
-			enum cudaMemcpyKind kind, cudaStream_t stream, bool async,
-			uint64_t corr, cudaError_t ret)
+#define COPY_HOOK(name)                                                                    \
+	CUDART_HOOK(true, name, memcpy_fn,                                                 \
+		    (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),  \
+		    (dst, src, count, kind),                                               \
+		    rec_memcpy(&r, AIPROF_API_cudaMemcpy, (uint32_t)kind, (uintptr_t)dst,  \
+			       (uintptr_t)src, count, 0, false, corr, ret))
+
+COPY_HOOK(cudaMemcpy)
+COPY_HOOK(cudaMemcpy_ptds)
+
+#define COPY_ASYNC_HOOK(name)                                                              \
+	CUDART_HOOK(true, name, memcpy_async_fn,                                           \
+		    (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,   \
+		     cudaStream_t stream), (dst, src, count, kind, stream),               \
+		    rec_memcpy(&r, AIPROF_API_cudaMemcpyAsync, (uint32_t)kind,             \
+			       (uintptr_t)dst, (uintptr_t)src, count, (uintptr_t)stream,   \
+			       true, corr, ret))
+
+COPY_ASYNC_HOOK(cudaMemcpyAsync)
+COPY_ASYNC_HOOK(cudaMemcpyAsync_ptsz)
+
+/* A memset is reported as a device-to-device copy of `count` bytes to `dst`. */
+static void set_done(struct rec *r, uint16_t api, void *dst, size_t count,
+		     cudaStream_t stream, bool async, cudaError_t ret)
 {
-	uint32_t k, flags = async ? AIPROF_MEMCPY_F_ASYNC : 0;
+	struct aiprof_event *e = rec_event(r, AIPROF_EV_CUDA_MEMSET, api);
 
-	hostmem__memcpy_class((uint32_t)kind, (uintptr_t)dst, (uintptr_t)src, &k, &flags);
-	e->u.memcpy.bytes = count;
-	e->u.memcpy.dst = (uintptr_t)dst;
-	e->u.memcpy.src = (uintptr_t)src;
-	e->u.memcpy.stream = (uintptr_t)stream;
-	e->u.memcpy.kind = k;
-	e->u.memcpy.flags = flags;
-	e->u.memcpy.correlation = corr;
-	e->u.memcpy.result = ret;
-}
-
-ALWAYS_INLINE cudaError_t copy(enum hook_id id, void *dst, const void *src, size_t count,
-			       enum cudaMemcpyKind kind)
-{
-	memcpy_fn real = (memcpy_fn)hook_real_get(id);
-	struct aiprof_event *e;
-	uint64_t corr = 0;
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(dst, src, count, kind);
-	if (atomic_load_explicit(&g_cupti_active, memory_order_relaxed))
-		corr = cupti__push();
-	ret = real(dst, src, count, kind);
-	if (corr)
-		cupti__pop();
-	e = rec_event(&r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cudaMemcpy);
 	if (e)
-		fill_memcpy(e, dst, src, count, kind, NULL, false, corr, ret);
-	rec_done(&r, e);
-	return ret;
+		e->u.memcpy = (struct aiprof_ev_memcpy){
+			.bytes = count, .dst = (uintptr_t)dst, .stream = (uintptr_t)stream,
+			.kind = AIPROF_MEMCPY_D2D, .flags = async ? AIPROF_MEMCPY_F_ASYNC : 0,
+			.result = ret,
+		};
+	rec_done(r, e);
 }
 
-HOOK_FAST(cudaError_t, cudaMemcpy, memcpy_fn,
-	  (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
-	  (dst, src, count, kind))
-{
-	return copy(HOOK_ID_cudaMemcpy, dst, src, count, kind);
-}
+#define SET_HOOK(name)                                                                     \
+	CUDART_HOOK(false, name, memset_fn, (void *dst, int value, size_t count),          \
+		    (dst, value, count),                                                   \
+		    set_done(&r, AIPROF_API_cudaMemset, dst, count, NULL, false, ret))
 
-HOOK_FAST(cudaError_t, cudaMemcpy_ptds, memcpy_fn,
-	  (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
-	  (dst, src, count, kind))
-{
-	return copy(HOOK_ID_cudaMemcpy_ptds, dst, src, count, kind);
-}
+SET_HOOK(cudaMemset)
+SET_HOOK(cudaMemset_ptds)
 
-ALWAYS_INLINE cudaError_t copy_async(enum hook_id id, void *dst, const void *src, size_t count,
-				     enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-	memcpy_async_fn real = (memcpy_async_fn)hook_real_get(id);
-	struct aiprof_event *e;
-	uint64_t corr = 0;
-	cudaError_t ret;
-	struct rec r;
+#define SET_ASYNC_HOOK(name)                                                               \
+	CUDART_HOOK(false, name, memset_async_fn,                                          \
+		    (void *dst, int value, size_t count, cudaStream_t stream),            \
+		    (dst, value, count, stream),                                           \
+		    set_done(&r, AIPROF_API_cudaMemsetAsync, dst, count, stream, true, ret))
 
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(dst, src, count, kind, stream);
-	if (atomic_load_explicit(&g_cupti_active, memory_order_relaxed))
-		corr = cupti__push();
-	ret = real(dst, src, count, kind, stream);
-	if (corr)
-		cupti__pop();
-	e = rec_event(&r, AIPROF_EV_CUDA_MEMCPY, AIPROF_API_cudaMemcpyAsync);
-	if (e)
-		fill_memcpy(e, dst, src, count, kind, stream, true, corr, ret);
-	rec_done(&r, e);
-	return ret;
-}
-
-HOOK_FAST(cudaError_t, cudaMemcpyAsync, memcpy_async_fn,
-	  (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-	   cudaStream_t stream), (dst, src, count, kind, stream))
-{
-	return copy_async(HOOK_ID_cudaMemcpyAsync, dst, src, count, kind, stream);
-}
-
-HOOK_FAST(cudaError_t, cudaMemcpyAsync_ptsz, memcpy_async_fn,
-	  (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-	   cudaStream_t stream), (dst, src, count, kind, stream))
-{
-	return copy_async(HOOK_ID_cudaMemcpyAsync_ptsz, dst, src, count, kind, stream);
-}
-
-static void fill_memset(struct aiprof_event *e, void *dst, size_t count, cudaStream_t stream,
-			bool async, cudaError_t ret)
-{
-	e->u.memcpy.bytes = count;
-	e->u.memcpy.dst = (uintptr_t)dst;
-	e->u.memcpy.stream = (uintptr_t)stream;
-	e->u.memcpy.kind = AIPROF_MEMCPY_D2D;
-	e->u.memcpy.flags = async ? AIPROF_MEMCPY_F_ASYNC : 0;
-	e->u.memcpy.result = ret;
-}
-
-ALWAYS_INLINE cudaError_t set(enum hook_id id, void *dst, int value, size_t count)
-{
-	memset_fn real = (memset_fn)hook_real_get(id);
-	struct aiprof_event *e;
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(dst, value, count);
-	ret = real(dst, value, count);
-	e = rec_event(&r, AIPROF_EV_CUDA_MEMSET, AIPROF_API_cudaMemset);
-	if (e)
-		fill_memset(e, dst, count, NULL, false, ret);
-	rec_done(&r, e);
-	return ret;
-}
-
-HOOK_FAST(cudaError_t, cudaMemset, memset_fn, (void *dst, int value, size_t count),
-	  (dst, value, count))
-{
-	return set(HOOK_ID_cudaMemset, dst, value, count);
-}
-
-HOOK_FAST(cudaError_t, cudaMemset_ptds, memset_fn, (void *dst, int value, size_t count),
-	  (dst, value, count))
-{
-	return set(HOOK_ID_cudaMemset_ptds, dst, value, count);
-}
-
-ALWAYS_INLINE cudaError_t set_async(enum hook_id id, void *dst, int value, size_t count,
-				    cudaStream_t stream)
-{
-	memset_async_fn real = (memset_async_fn)hook_real_get(id);
-	struct aiprof_event *e;
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(dst, value, count, stream);
-	ret = real(dst, value, count, stream);
-	e = rec_event(&r, AIPROF_EV_CUDA_MEMSET, AIPROF_API_cudaMemsetAsync);
-	if (e)
-		fill_memset(e, dst, count, stream, true, ret);
-	rec_done(&r, e);
-	return ret;
-}
-
-HOOK_FAST(cudaError_t, cudaMemsetAsync, memset_async_fn,
-	  (void *dst, int value, size_t count, cudaStream_t stream), (dst, value, count, stream))
-{
-	return set_async(HOOK_ID_cudaMemsetAsync, dst, value, count, stream);
-}
-
-HOOK_FAST(cudaError_t, cudaMemsetAsync_ptsz, memset_async_fn,
-	  (void *dst, int value, size_t count, cudaStream_t stream), (dst, value, count, stream))
-{
-	return set_async(HOOK_ID_cudaMemsetAsync_ptsz, dst, value, count, stream);
-}
+SET_ASYNC_HOOK(cudaMemsetAsync)
+SET_ASYNC_HOOK(cudaMemsetAsync_ptsz)
 
 /* ---- allocations ------------------------------------------------------------------ */
 
-static void emit_mem(struct rec *r, uint16_t type, uint16_t api, uintptr_t ptr, uint64_t bytes,
-		     uint32_t kind, cudaError_t ret)
-{
-	struct aiprof_event *e = rec_event(r, type, api);
+CUDART_HOOK(false, cudaMalloc, cudaMalloc_fn, (void **dev, size_t size), (dev, size),
+	    rec_mem(&r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaMalloc,
+		    ret == cudaSuccess && dev ? (uintptr_t)*dev : 0, size, AIPROF_MEM_DEVICE,
+		    ret))
 
-	if (e) {
-		e->u.mem.ptr = ptr;
-		e->u.mem.bytes = bytes;
-		e->u.mem.kind = kind;
-		e->u.mem.result = ret;
-	}
-	rec_done(r, e);
+CUDART_HOOK(false, cudaFree, cudaFree_fn, (void *dev), (dev),
+	    rec_mem(&r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFree, (uintptr_t)dev, 0,
+		    AIPROF_MEM_DEVICE, ret))
+
+/* The host range a (un)pinning call reports, and whether the call changed it. */
+struct host_range {
+	uintptr_t addr;
+	uint64_t bytes;
+	bool changed;
+};
+
+/* An allocation that returns the range through *ptr. */
+static struct host_range out_range(cudaError_t ret, void **ptr, size_t size)
+{
+	bool ok = ret == cudaSuccess && ptr;
+
+	return (struct host_range){ ok ? (uintptr_t)*ptr : 0, size, ok };
 }
 
-HOOK_FAST(cudaError_t, cudaMalloc, cudaMalloc_fn, (void **dev, size_t size), (dev, size))
+/* A call on the range at ptr (`size` 0 for the unpinning calls). */
+static struct host_range in_range(cudaError_t ret, void *ptr, size_t size)
 {
-	cudaMalloc_fn real = REAL(cudaMalloc);
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(dev, size);
-	ret = real(dev, size);
-	emit_mem(&r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaMalloc,
-		 ret == cudaSuccess && dev ? (uintptr_t)*dev : 0, size, AIPROF_MEM_DEVICE, ret);
-	return ret;
+	return (struct host_range){ (uintptr_t)ptr, size, ret == cudaSuccess };
 }
 
-HOOK_FAST(cudaError_t, cudaFree, cudaFree_fn, (void *dev), (dev))
+/*
+ * Ends a pinning (`type` CUDA_ALLOC) or unpinning (CUDA_FREE) call: the range is tracked
+ * whether or not we record (`r` NULL), so that later copies know their host side.
+ */
+static void pinned_done(struct rec *r, uint16_t type, uint16_t api, uint32_t kind,
+			struct host_range range, cudaError_t ret)
 {
-	cudaFree_fn real = REAL(cudaFree);
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(dev);
-	ret = real(dev);
-	emit_mem(&r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFree, (uintptr_t)dev, 0,
-		 AIPROF_MEM_DEVICE, ret);
-	return ret;
-}
-
-/* Pinned allocations are tracked whether or not we record. */
-static cudaError_t hook_cudaMallocHost(void **ptr, size_t size)
-{
-	cudaMallocHost_fn real = REAL(cudaMallocHost);
-	cudaError_t ret;
-	struct rec r;
-	bool rec;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	rec = rec_begin(&r, AIPROF_COLLECT_CUDA);
-	ret = real(ptr, size);
-	if (ret == cudaSuccess && ptr) {
+	if (range.changed) {
 		int saved = errno;
 
-		hostmem__add((uintptr_t)*ptr, size);
+		if (type == AIPROF_EV_CUDA_ALLOC)
+			hostmem__add(range.addr, range.bytes);
+		else
+			hostmem__del(range.addr);
 		errno = saved;
 	}
-	if (rec)
-		emit_mem(&r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaMallocHost,
-			 ret == cudaSuccess && ptr ? (uintptr_t)*ptr : 0, size,
-			 AIPROF_MEM_HOST_PINNED, ret);
-	return ret;
+	if (r)
+		rec_mem(r, type, api, range.addr, range.bytes, kind, ret);
 }
 
-static cudaError_t hook_cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
-{
-	cudaHostAlloc_fn real = REAL(cudaHostAlloc);
-	cudaError_t ret;
-	struct rec r;
-	bool rec;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	rec = rec_begin(&r, AIPROF_COLLECT_CUDA);
-	ret = real(ptr, size, flags);
-	if (ret == cudaSuccess && ptr) {
-		int saved = errno;
-
-		hostmem__add((uintptr_t)*ptr, size);
-		errno = saved;
+/*
+ * hook_<name> of a call that pins or unpins host memory: `range` is out_range() or
+ * in_range() of `ret` and the parameters. Tracking must see every call, so these hooks
+ * have no idle fast path.
+ */
+#define PINNED_HOOK(name, params, args, type, kind, range)                                 \
+	static cudaError_t hook_##name params                                              \
+	{                                                                                  \
+		name##_fn real = REAL(name);                                               \
+		cudaError_t ret;                                                           \
+		struct rec r;                                                              \
+		bool rec;                                                                  \
+											   \
+		if (unlikely(!real))                                                       \
+			return NO_REAL;                                                    \
+		rec = rec_begin(&r, AIPROF_COLLECT_CUDA);                                  \
+		ret = real args;                                                           \
+		pinned_done(rec ? &r : NULL, type, AIPROF_API_##name, kind, range, ret);   \
+		return ret;                                                                \
 	}
-	if (rec)
-		emit_mem(&r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaHostAlloc,
-			 ret == cudaSuccess && ptr ? (uintptr_t)*ptr : 0, size,
-			 AIPROF_MEM_HOST_PINNED, ret);
-	return ret;
-}
 
-static cudaError_t hook_cudaFreeHost(void *ptr)
-{
-	cudaFreeHost_fn real = REAL(cudaFreeHost);
-	cudaError_t ret;
-	struct rec r;
-	bool rec;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	rec = rec_begin(&r, AIPROF_COLLECT_CUDA);
-	ret = real(ptr);
-	if (ret == cudaSuccess) {
-		int saved = errno;
-
-		hostmem__del((uintptr_t)ptr);
-		errno = saved;
-	}
-	if (rec)
-		emit_mem(&r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaFreeHost, (uintptr_t)ptr, 0,
-			 AIPROF_MEM_HOST_PINNED, ret);
-	return ret;
-}
-
-static cudaError_t hook_cudaHostRegister(void *ptr, size_t size, unsigned int flags)
-{
-	cudaHostRegister_fn real = REAL(cudaHostRegister);
-	cudaError_t ret;
-	struct rec r;
-	bool rec;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	rec = rec_begin(&r, AIPROF_COLLECT_CUDA);
-	ret = real(ptr, size, flags);
-	if (ret == cudaSuccess) {
-		int saved = errno;
-
-		hostmem__add((uintptr_t)ptr, size);
-		errno = saved;
-	}
-	if (rec)
-		emit_mem(&r, AIPROF_EV_CUDA_ALLOC, AIPROF_API_cudaHostRegister, (uintptr_t)ptr,
-			 size, AIPROF_MEM_HOST_REGISTERED, ret);
-	return ret;
-}
-
-static cudaError_t hook_cudaHostUnregister(void *ptr)
-{
-	cudaHostUnregister_fn real = REAL(cudaHostUnregister);
-	cudaError_t ret;
-	struct rec r;
-	bool rec;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	rec = rec_begin(&r, AIPROF_COLLECT_CUDA);
-	ret = real(ptr);
-	if (ret == cudaSuccess) {
-		int saved = errno;
-
-		hostmem__del((uintptr_t)ptr);
-		errno = saved;
-	}
-	if (rec)
-		emit_mem(&r, AIPROF_EV_CUDA_FREE, AIPROF_API_cudaHostUnregister, (uintptr_t)ptr,
-			 0, AIPROF_MEM_HOST_REGISTERED, ret);
-	return ret;
-}
+PINNED_HOOK(cudaMallocHost, (void **ptr, size_t size), (ptr, size), AIPROF_EV_CUDA_ALLOC,
+	    AIPROF_MEM_HOST_PINNED, out_range(ret, ptr, size))
+PINNED_HOOK(cudaHostAlloc, (void **ptr, size_t size, unsigned int flags), (ptr, size, flags),
+	    AIPROF_EV_CUDA_ALLOC, AIPROF_MEM_HOST_PINNED, out_range(ret, ptr, size))
+PINNED_HOOK(cudaFreeHost, (void *ptr), (ptr), AIPROF_EV_CUDA_FREE, AIPROF_MEM_HOST_PINNED,
+	    in_range(ret, ptr, 0))
+PINNED_HOOK(cudaHostRegister, (void *ptr, size_t size, unsigned int flags), (ptr, size, flags),
+	    AIPROF_EV_CUDA_ALLOC, AIPROF_MEM_HOST_REGISTERED, in_range(ret, ptr, size))
+PINNED_HOOK(cudaHostUnregister, (void *ptr), (ptr), AIPROF_EV_CUDA_FREE,
+	    AIPROF_MEM_HOST_REGISTERED, in_range(ret, ptr, 0))
 
 /* ---- synchronisation -------------------------------------------------------------- */
 
-static void emit_sync(struct rec *r, uint16_t api, uintptr_t handle, uint32_t kind,
-		      int32_t ret)
-{
-	struct aiprof_event *e = rec_event(r, AIPROF_EV_CUDA_SYNC, api);
+#define STREAM_SYNC_HOOK(name)                                                             \
+	CUDART_HOOK(false, name, stream_sync_fn, (cudaStream_t stream), (stream),          \
+		    rec_sync(&r, AIPROF_API_cudaStreamSynchronize, (uintptr_t)stream,      \
+			     AIPROF_SYNC_STREAM, ret))
 
-	if (e) {
-		e->u.sync.handle = handle;
-		e->u.sync.kind = kind;
-		e->u.sync.result = ret;
-	}
-	rec_done(r, e);
-}
+STREAM_SYNC_HOOK(cudaStreamSynchronize)
+STREAM_SYNC_HOOK(cudaStreamSynchronize_ptsz)
 
-ALWAYS_INLINE cudaError_t stream_sync(enum hook_id id, cudaStream_t stream)
-{
-	stream_sync_fn real = (stream_sync_fn)hook_real_get(id);
-	cudaError_t ret;
-	struct rec r;
+CUDART_HOOK(false, cudaDeviceSynchronize, cudaDeviceSynchronize_fn, (void), (),
+	    rec_sync(&r, AIPROF_API_cudaDeviceSynchronize, 0, AIPROF_SYNC_DEVICE, ret))
 
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(stream);
-	ret = real(stream);
-	emit_sync(&r, AIPROF_API_cudaStreamSynchronize, (uintptr_t)stream, AIPROF_SYNC_STREAM,
-		  ret);
-	return ret;
-}
-
-HOOK_FAST(cudaError_t, cudaStreamSynchronize, stream_sync_fn, (cudaStream_t stream), (stream))
-{
-	return stream_sync(HOOK_ID_cudaStreamSynchronize, stream);
-}
-
-HOOK_FAST(cudaError_t, cudaStreamSynchronize_ptsz, stream_sync_fn, (cudaStream_t stream),
-	  (stream))
-{
-	return stream_sync(HOOK_ID_cudaStreamSynchronize_ptsz, stream);
-}
-
-HOOK_FAST(cudaError_t, cudaDeviceSynchronize, cudaDeviceSynchronize_fn, (void), ())
-{
-	cudaDeviceSynchronize_fn real = REAL(cudaDeviceSynchronize);
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real();
-	ret = real();
-	emit_sync(&r, AIPROF_API_cudaDeviceSynchronize, 0, AIPROF_SYNC_DEVICE, ret);
-	return ret;
-}
-
-HOOK_FAST(cudaError_t, cudaEventSynchronize, cudaEventSynchronize_fn, (cudaEvent_t event),
-	  (event))
-{
-	cudaEventSynchronize_fn real = REAL(cudaEventSynchronize);
-	cudaError_t ret;
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_CUDA)))
-		return real(event);
-	ret = real(event);
-	emit_sync(&r, AIPROF_API_cudaEventSynchronize, (uintptr_t)event, AIPROF_SYNC_EVENT, ret);
-	return ret;
-}
+CUDART_HOOK(false, cudaEventSynchronize, cudaEventSynchronize_fn, (cudaEvent_t event), (event),
+	    rec_sync(&r, AIPROF_API_cudaEventSynchronize, (uintptr_t)event, AIPROF_SYNC_EVENT,
+		     ret))
 
 /* ---- driver entry points: hand out our driver hooks (no events) ------------------- */
 
-static void substitute_driver_fn(cudaError_t ret, void **fn)
-{
-	if (ret == cudaSuccess && fn && *fn)
-		*fn = hook_substitute(*fn, HOOK_GROUP_CUDA);
-}
+#define HAND_OUT_HOOK(name, fn_t, params, args) \
+	HOOK_HAND_OUT(cudaError_t, cudaSuccess, NO_REAL, HOOK_GROUP_CUDA, name, fn_t, params, \
+		      args, fn)
 
-ALWAYS_INLINE cudaError_t entry_point(enum hook_id id, const char *symbol, void **fn,
-				      unsigned long long flags,
-				      enum cudaDriverEntryPointQueryResult *status)
-{
-	entry_point_fn real = (entry_point_fn)hook_real_get(id);
-	cudaError_t ret;
+#define ENTRY_POINT_HOOK(name)                                                             \
+	HAND_OUT_HOOK(name, entry_point_fn, (const char *symbol, void **fn,                \
+		      unsigned long long flags, enum cudaDriverEntryPointQueryResult *status), \
+		      (symbol, fn, flags, status))
 
-	if (unlikely(!real))
-		return NO_REAL;
-	ret = real(symbol, fn, flags, status);
-	substitute_driver_fn(ret, fn);
-	return ret;
-}
+ENTRY_POINT_HOOK(cudaGetDriverEntryPoint)
+ENTRY_POINT_HOOK(cudaGetDriverEntryPoint_ptsz)
 
-static cudaError_t hook_cudaGetDriverEntryPoint(const char *symbol, void **fn,
-						unsigned long long flags,
-						enum cudaDriverEntryPointQueryResult *status)
-{
-	return entry_point(HOOK_ID_cudaGetDriverEntryPoint, symbol, fn, flags, status);
-}
+#define ENTRY_POINT_VER_HOOK(name)                                                         \
+	HAND_OUT_HOOK(name, entry_point_ver_fn, (const char *symbol, void **fn,            \
+		      unsigned int version, unsigned long long flags,                      \
+		      enum cudaDriverEntryPointQueryResult *status),                       \
+		      (symbol, fn, version, flags, status))
 
-static cudaError_t hook_cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fn,
-						     unsigned long long flags,
-						     enum cudaDriverEntryPointQueryResult *status)
-{
-	return entry_point(HOOK_ID_cudaGetDriverEntryPoint_ptsz, symbol, fn, flags, status);
-}
-
-ALWAYS_INLINE cudaError_t entry_point_ver(enum hook_id id, const char *symbol, void **fn,
-					  unsigned int version, unsigned long long flags,
-					  enum cudaDriverEntryPointQueryResult *status)
-{
-	entry_point_ver_fn real = (entry_point_ver_fn)hook_real_get(id);
-	cudaError_t ret;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	ret = real(symbol, fn, version, flags, status);
-	substitute_driver_fn(ret, fn);
-	return ret;
-}
-
-static cudaError_t hook_cudaGetDriverEntryPointByVersion(
-	const char *symbol, void **fn, unsigned int version, unsigned long long flags,
-	enum cudaDriverEntryPointQueryResult *status)
-{
-	return entry_point_ver(HOOK_ID_cudaGetDriverEntryPointByVersion, symbol, fn, version,
-			       flags, status);
-}
-
-static cudaError_t hook_cudaGetDriverEntryPointByVersion_ptsz(
-	const char *symbol, void **fn, unsigned int version, unsigned long long flags,
-	enum cudaDriverEntryPointQueryResult *status)
-{
-	return entry_point_ver(HOOK_ID_cudaGetDriverEntryPointByVersion_ptsz, symbol, fn,
-			       version, flags, status);
-}
+ENTRY_POINT_VER_HOOK(cudaGetDriverEntryPointByVersion)
+ENTRY_POINT_VER_HOOK(cudaGetDriverEntryPointByVersion_ptsz)
 
 const struct hook_impl hook_impls_cudart[] = {
-	HOOK_IMPL(cudaLaunchKernel),
-	HOOK_IMPL(cudaLaunchKernel_ptsz),
-	HOOK_IMPL(__cudaLaunchKernel),
-	HOOK_IMPL(__cudaLaunchKernel_ptsz),
-	HOOK_IMPL(cudaMemcpy),
-	HOOK_IMPL(cudaMemcpy_ptds),
-	HOOK_IMPL(cudaMemcpyAsync),
-	HOOK_IMPL(cudaMemcpyAsync_ptsz),
-	HOOK_IMPL(cudaMemset),
-	HOOK_IMPL(cudaMemset_ptds),
-	HOOK_IMPL(cudaMemsetAsync),
-	HOOK_IMPL(cudaMemsetAsync_ptsz),
-	HOOK_IMPL(cudaMalloc),
-	HOOK_IMPL(cudaFree),
-	HOOK_IMPL(cudaMallocHost),
-	HOOK_IMPL(cudaHostAlloc),
-	HOOK_IMPL(cudaFreeHost),
-	HOOK_IMPL(cudaHostRegister),
-	HOOK_IMPL(cudaHostUnregister),
-	HOOK_IMPL(cudaStreamSynchronize),
-	HOOK_IMPL(cudaStreamSynchronize_ptsz),
-	HOOK_IMPL(cudaDeviceSynchronize),
-	HOOK_IMPL(cudaEventSynchronize),
-	HOOK_IMPL(cudaGetDriverEntryPoint),
-	HOOK_IMPL(cudaGetDriverEntryPoint_ptsz),
-	HOOK_IMPL(cudaGetDriverEntryPointByVersion),
-	HOOK_IMPL(cudaGetDriverEntryPointByVersion_ptsz),
+#define HOOK(name, group) HOOK_IMPL_IF(group, CUDART, HOOK_ID_##name, hook_##name)
+#include "hooks.def"
+#undef HOOK
 	{ 0, NULL },
 };

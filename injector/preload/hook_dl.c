@@ -421,9 +421,8 @@ static void *hook_dlmopen(Lmid_t ns, const char *file, int mode)
 }
 
 const struct hook_impl hook_impls_dl[] = {
-	HOOK_IMPL(dlopen),
-	HOOK_IMPL(dlmopen),
-	HOOK_IMPL(dlsym),
-	HOOK_IMPL(dlvsym),
+#define HOOK(name, group) HOOK_IMPL_IF(group, DL, HOOK_ID_##name, hook_##name)
+#include "hooks.def"
+#undef HOOK
 	{ 0, NULL },
 };

@@ -72,87 +72,47 @@ static struct ctx_slot *ctx_find(const struct ibv_context *ctx)
 		s_ ? atomic_load_explicit(&s_->op, memory_order_acquire) : NULL;         \
 	})
 
-static __attribute__((noinline)) int post_send_slow(struct ibv_qp *qp, struct ibv_send_wr *wr,
-						    struct ibv_send_wr **bad, post_send_fn orig)
-{
-	struct aiprof_event *e;
-	struct rec r;
-	int ret;
-
-	if (unlikely(!orig))
-		return NO_REAL_ERR;
-	if (!rec_begin(&r, AIPROF_COLLECT_RDMA))
-		return orig(qp, wr, bad);
-	ret = orig(qp, wr, bad);
-	e = rec_event(&r, AIPROF_EV_IBV, AIPROF_API_ibv_post_send);
-	if (e) {
-		uint64_t bytes = 0;
-		uint32_t n = 0;
-
-		/* the WR list belongs to the caller and is unchanged by posting */
-		for (const struct ibv_send_wr *w = wr; w && n < 4096; w = w->next, n++)
-			for (int i = 0; i < w->num_sge; i++)
-				bytes += w->sg_list[i].length;
-		e->u.ibv.handle = (uintptr_t)qp;
-		e->u.ibv.addr = wr && wr->num_sge > 0 ? wr->sg_list[0].addr : 0;
-		e->u.ibv.length = bytes;
-		e->u.ibv.qp_num = qp->qp_num;
-		e->u.ibv.count = n;
-		e->u.ibv.attr = wr ? (uint32_t)wr->opcode : 0;
-		e->u.ibv.result = ret;
+/*
+ * <op>_slow for post_send / post_recv (`wr_t` struct ibv_send_wr / ibv_recv_wr): the
+ * event sums the SGE lengths of the WR list; `first` is what it reports of the first WR.
+ */
+#define POST_SLOW(op, wr_t, api, first)                                                    \
+	static __attribute__((noinline)) int op##_slow(struct ibv_qp *qp, wr_t *wr,        \
+						       wr_t **bad, op##_fn orig)           \
+	{                                                                                  \
+		struct aiprof_event *e;                                                    \
+		struct rec r;                                                              \
+		int ret;                                                                   \
+											   \
+		if (unlikely(!orig))                                                       \
+			return NO_REAL_ERR;                                                \
+		if (!rec_begin(&r, AIPROF_COLLECT_RDMA))                                   \
+			return orig(qp, wr, bad);                                          \
+		ret = orig(qp, wr, bad);                                                   \
+		e = rec_event(&r, AIPROF_EV_IBV, api);                                     \
+		if (e) {                                                                   \
+			uint64_t bytes = 0;                                                \
+			uint32_t n = 0;                                                    \
+											   \
+			/* the WR list belongs to the caller and is unchanged by posting */ \
+			for (const wr_t *w = wr; w && n < 4096; w = w->next, n++)          \
+				for (int i = 0; i < w->num_sge; i++)                       \
+					bytes += w->sg_list[i].length;                     \
+			e->u.ibv.handle = (uintptr_t)qp;                                   \
+			e->u.ibv.addr = wr && wr->num_sge > 0 ? wr->sg_list[0].addr : 0;   \
+			e->u.ibv.length = bytes;                                           \
+			e->u.ibv.qp_num = qp->qp_num;                                      \
+			e->u.ibv.count = n;                                                \
+			e->u.ibv.attr = first;                                             \
+			e->u.ibv.result = ret;                                             \
+		}                                                                          \
+		rec_done(&r, e);                                                           \
+		return ret;                                                                \
 	}
-	rec_done(&r, e);
-	return ret;
-}
 
-static int wrap_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	post_send_fn orig = (post_send_fn)CTX_ORIG(qp->context, post_send);
-
-	if (likely(orig != NULL) && likely(hook_idle()))
-		return orig(qp, wr, bad);
-	return post_send_slow(qp, wr, bad, orig);
-}
-
-static __attribute__((noinline)) int post_recv_slow(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-						    struct ibv_recv_wr **bad, post_recv_fn orig)
-{
-	struct aiprof_event *e;
-	struct rec r;
-	int ret;
-
-	if (unlikely(!orig))
-		return NO_REAL_ERR;
-	if (!rec_begin(&r, AIPROF_COLLECT_RDMA))
-		return orig(qp, wr, bad);
-	ret = orig(qp, wr, bad);
-	e = rec_event(&r, AIPROF_EV_IBV, AIPROF_API_ibv_post_recv);
-	if (e) {
-		uint64_t bytes = 0;
-		uint32_t n = 0;
-
-		for (const struct ibv_recv_wr *w = wr; w && n < 4096; w = w->next, n++)
-			for (int i = 0; i < w->num_sge; i++)
-				bytes += w->sg_list[i].length;
-		e->u.ibv.handle = (uintptr_t)qp;
-		e->u.ibv.addr = wr && wr->num_sge > 0 ? wr->sg_list[0].addr : 0;
-		e->u.ibv.length = bytes;
-		e->u.ibv.qp_num = qp->qp_num;
-		e->u.ibv.count = n;
-		e->u.ibv.result = ret;
-	}
-	rec_done(&r, e);
-	return ret;
-}
-
-static int wrap_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	post_recv_fn orig = (post_recv_fn)CTX_ORIG(qp->context, post_recv);
-
-	if (likely(orig != NULL) && likely(hook_idle()))
-		return orig(qp, wr, bad);
-	return post_recv_slow(qp, wr, bad, orig);
-}
+POST_SLOW(post_send, struct ibv_send_wr, AIPROF_API_ibv_post_send,
+	  wr ? (uint32_t)wr->opcode : 0)
+POST_SLOW(post_recv, struct ibv_recv_wr, AIPROF_API_ibv_post_recv, 0)
 
 static __attribute__((noinline)) int poll_cq_slow(struct ibv_cq *cq, int num, struct ibv_wc *wc,
 						  poll_cq_fn orig)
@@ -188,14 +148,23 @@ static __attribute__((noinline)) int poll_cq_slow(struct ibv_cq *cq, int num, st
 	return ret;
 }
 
-static int wrap_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
-{
-	poll_cq_fn orig = (poll_cq_fn)CTX_ORIG(cq->context, poll_cq);
+/*
+ * wrap_<op>, what a wrapped context's ops table points at: the provider's op straight
+ * away while idle, else <op>_slow. `obj` is the QP or CQ the op works on.
+ */
+#define WRAP_OP(op, obj_t, a_t, b_t)                                                       \
+	static int wrap_##op(obj_t *obj, a_t a, b_t b)                                     \
+	{                                                                                  \
+		op##_fn orig = (op##_fn)CTX_ORIG(obj->context, op);                         \
+											   \
+		if (likely(orig != NULL) && likely(hook_idle()))                           \
+			return orig(obj, a, b);                                            \
+		return op##_slow(obj, a, b, orig);                                         \
+	}
 
-	if (likely(orig != NULL) && likely(hook_idle()))
-		return orig(cq, num, wc);
-	return poll_cq_slow(cq, num, wc, orig);
-}
+WRAP_OP(post_send, struct ibv_qp, struct ibv_send_wr *, struct ibv_send_wr **)
+WRAP_OP(post_recv, struct ibv_qp, struct ibv_recv_wr *, struct ibv_recv_wr **)
+WRAP_OP(poll_cq, struct ibv_cq, int, struct ibv_wc *)
 
 /* Stores `wrapper` in *op after remembering the original in *orig_slot. */
 static void wrap_op(void **op, void *_Atomic *orig_slot, void *wrapper)
@@ -244,23 +213,42 @@ int ibv__wrap_context(struct ibv_context *ctx)
 
 /* ---- hooked symbols ---------------------------------------------------------------- */
 
-static struct ibv_context *hook_ibv_open_device(struct ibv_device *dev)
+/* Wraps `ctx` (if any) and leaves errno as the caller's call left it. */
+static void see_ctx(struct ibv_context *ctx)
 {
-	ibv_open_device_fn real = REAL(ibv_open_device);
-	struct ibv_context *ctx;
-	int saved;
+	int saved = errno;
 
-	if (unlikely(!real)) {
-		errno = NO_REAL_ERR;
-		return NULL;
-	}
-	ctx = real(dev);
-	saved = errno;
 	if (ctx)
 		(void)ibv__wrap_context(ctx);
 	errno = saved;
-	return ctx;
 }
+
+/*
+ * hook_<name> of a call that returns a new `obj_t` object (NULL and errno on failure):
+ * on success the context `ctx`, an expression of `obj` and the parameters, is wrapped.
+ */
+#define CREATE_HOOK(name, obj_t, params, args, ctx)                                        \
+	static obj_t *hook_##name params                                                   \
+	{                                                                                  \
+		name##_fn real = REAL(name);                                               \
+		obj_t *obj;                                                                \
+											   \
+		if (unlikely(!real)) {                                                     \
+			errno = NO_REAL_ERR;                                               \
+			return NULL;                                                       \
+		}                                                                          \
+		obj = real args;                                                           \
+		if (obj)                                                                   \
+			see_ctx(ctx);                                                      \
+		return obj;                                                                \
+	}
+
+CREATE_HOOK(ibv_open_device, struct ibv_context, (struct ibv_device *dev), (dev), obj)
+CREATE_HOOK(ibv_create_qp, struct ibv_qp, (struct ibv_pd *pd, struct ibv_qp_init_attr *attr),
+	    (pd, attr), obj->context)
+CREATE_HOOK(ibv_create_cq, struct ibv_cq, (struct ibv_context *ctx, int cqe, void *cq_context,
+	    struct ibv_comp_channel *channel, int comp_vector),
+	    (ctx, cqe, cq_context, channel, comp_vector), ctx)
 
 static void reg_done(struct rec *r, struct ibv_mr *mr, void *addr, size_t length,
 		     unsigned access)
@@ -277,70 +265,32 @@ static void reg_done(struct rec *r, struct ibv_mr *mr, void *addr, size_t length
 	rec_done(r, e);
 }
 
-static void see_pd(struct ibv_pd *pd)
-{
-	int saved = errno;
-
-	if (pd && pd->context)
-		(void)ibv__wrap_context(pd->context);
-	errno = saved;
-}
-
-static struct ibv_mr *hook_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
-{
-	ibv_reg_mr_fn real = REAL(ibv_reg_mr);
-	struct ibv_mr *mr;
-	struct rec r;
-
-	if (unlikely(!real)) {
-		errno = NO_REAL_ERR;
-		return NULL;
+/* ibv_reg_mr and its iova variants, all reported as ibv_reg_mr. */
+#define REG_MR_HOOK(name, params, args)                                                    \
+	static struct ibv_mr *hook_##name params                                           \
+	{                                                                                  \
+		name##_fn real = REAL(name);                                               \
+		struct ibv_mr *mr;                                                         \
+		struct rec r;                                                              \
+											   \
+		if (unlikely(!real)) {                                                     \
+			errno = NO_REAL_ERR;                                               \
+			return NULL;                                                       \
+		}                                                                          \
+		see_ctx(pd ? pd->context : NULL);                                          \
+		if (likely(!rec_begin(&r, AIPROF_COLLECT_RDMA)))                           \
+			return real args;                                                  \
+		mr = real args;                                                            \
+		reg_done(&r, mr, addr, length, (unsigned)access);                          \
+		return mr;                                                                 \
 	}
-	see_pd(pd);
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_RDMA)))
-		return real(pd, addr, length, access);
-	mr = real(pd, addr, length, access);
-	reg_done(&r, mr, addr, length, (unsigned)access);
-	return mr;
-}
 
-static struct ibv_mr *hook_ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
-					   uint64_t iova, int access)
-{
-	ibv_reg_mr_iova_fn real = REAL(ibv_reg_mr_iova);
-	struct ibv_mr *mr;
-	struct rec r;
-
-	if (unlikely(!real)) {
-		errno = NO_REAL_ERR;
-		return NULL;
-	}
-	see_pd(pd);
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_RDMA)))
-		return real(pd, addr, length, iova, access);
-	mr = real(pd, addr, length, iova, access);
-	reg_done(&r, mr, addr, length, (unsigned)access);
-	return mr;
-}
-
-static struct ibv_mr *hook_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-					    uint64_t iova, unsigned int access)
-{
-	ibv_reg_mr_iova2_fn real = REAL(ibv_reg_mr_iova2);
-	struct ibv_mr *mr;
-	struct rec r;
-
-	if (unlikely(!real)) {
-		errno = NO_REAL_ERR;
-		return NULL;
-	}
-	see_pd(pd);
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_RDMA)))
-		return real(pd, addr, length, iova, access);
-	mr = real(pd, addr, length, iova, access);
-	reg_done(&r, mr, addr, length, access);
-	return mr;
-}
+REG_MR_HOOK(ibv_reg_mr, (struct ibv_pd *pd, void *addr, size_t length, int access),
+	    (pd, addr, length, access))
+REG_MR_HOOK(ibv_reg_mr_iova, (struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+	    int access), (pd, addr, length, iova, access))
+REG_MR_HOOK(ibv_reg_mr_iova2, (struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+	    unsigned int access), (pd, addr, length, iova, access))
 
 HOOK_FAST(int, ibv_dereg_mr, ibv_dereg_mr_fn, (struct ibv_mr *mr), (mr))
 {
@@ -368,43 +318,6 @@ HOOK_FAST(int, ibv_dereg_mr, ibv_dereg_mr_fn, (struct ibv_mr *mr), (mr))
 	return ret;
 }
 
-static struct ibv_qp *hook_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
-{
-	ibv_create_qp_fn real = REAL(ibv_create_qp);
-	struct ibv_qp *qp;
-	int saved;
-
-	if (unlikely(!real)) {
-		errno = NO_REAL_ERR;
-		return NULL;
-	}
-	qp = real(pd, attr);
-	saved = errno;
-	if (qp && qp->context)
-		(void)ibv__wrap_context(qp->context);
-	errno = saved;
-	return qp;
-}
-
-static struct ibv_cq *hook_ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-					 struct ibv_comp_channel *channel, int comp_vector)
-{
-	ibv_create_cq_fn real = REAL(ibv_create_cq);
-	struct ibv_cq *cq;
-	int saved;
-
-	if (unlikely(!real)) {
-		errno = NO_REAL_ERR;
-		return NULL;
-	}
-	cq = real(ctx, cqe, cq_context, channel, comp_vector);
-	saved = errno;
-	if (cq)
-		(void)ibv__wrap_context(ctx);
-	errno = saved;
-	return cq;
-}
-
 static int hook_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	ibv_modify_qp_fn real = REAL(ibv_modify_qp);
@@ -414,12 +327,7 @@ static int hook_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 
 	if (unlikely(!real))
 		return NO_REAL_ERR;
-	if (qp && qp->context) {
-		int saved = errno;
-
-		(void)ibv__wrap_context(qp->context);
-		errno = saved;
-	}
+	see_ctx(qp ? qp->context : NULL);
 	if (likely(!rec_begin(&r, AIPROF_COLLECT_RDMA)))
 		return real(qp, attr, mask);
 	ret = real(qp, attr, mask);
@@ -438,13 +346,8 @@ static int hook_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 }
 
 const struct hook_impl hook_impls_ibv[] = {
-	HOOK_IMPL(ibv_open_device),
-	HOOK_IMPL(ibv_reg_mr),
-	HOOK_IMPL(ibv_reg_mr_iova),
-	HOOK_IMPL(ibv_reg_mr_iova2),
-	HOOK_IMPL(ibv_dereg_mr),
-	HOOK_IMPL(ibv_create_qp),
-	HOOK_IMPL(ibv_create_cq),
-	HOOK_IMPL(ibv_modify_qp),
+#define HOOK(name, group) HOOK_IMPL_IF(group, IBV, HOOK_ID_##name, hook_##name)
+#include "hooks.def"
+#undef HOOK
 	{ 0, NULL },
 };

@@ -196,158 +196,82 @@ static ncclResult_t hook_ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniq
 	return ret;
 }
 
-static ncclResult_t hook_ncclCommDestroy(ncclComm_t comm)
-{
-	ncclCommDestroy_fn real = REAL(ncclCommDestroy);
+/* ncclCommDestroy, ncclCommAbort: the address may be reused by a later communicator. */
+#define FORGET_HOOK(name)                                                                  \
+	static ncclResult_t hook_##name(ncclComm_t comm)                                   \
+	{                                                                                  \
+		name##_fn real = REAL(name);                                               \
+											   \
+		if (unlikely(!real))                                                       \
+			return NO_REAL;                                                    \
+		comm_forget(comm);                                                         \
+		return real(comm);                                                         \
+	}
 
-	if (unlikely(!real))
-		return NO_REAL;
-	comm_forget(comm);
-	return real(comm);
-}
+FORGET_HOOK(ncclCommDestroy)
+FORGET_HOOK(ncclCommAbort)
 
-static ncclResult_t hook_ncclCommAbort(ncclComm_t comm)
-{
-	ncclCommAbort_fn real = REAL(ncclCommAbort);
+/* An NCCL hook recorded as one event: see HOOK_RECORD. */
+#define NCCL_HOOK(correlate, name, params, args, done) \
+	HOOK_RECORD(ncclResult_t, NO_REAL, AIPROF_COLLECT_NCCL, correlate, name, name##_fn, \
+		    params, args, done)
 
-	if (unlikely(!real))
-		return NO_REAL;
-	comm_forget(comm);
-	return real(comm);
-}
+/*
+ * hook_<name> of a collective or point-to-point call: `count`, `redop` and `peer` as
+ * the event reports them. The kernel the call launches carries `corr` in CUPTI.
+ */
+#define COLL_HOOK(name, params, args, count, redop, peer) \
+	NCCL_HOOK(true, name, params, args, \
+		  coll_done(&r, AIPROF_API_##name, count, dt, redop, peer, comm, stream, ret, corr))
 
-#define COLL_BODY(name, call, count, dt, redop, peer, comm, stream)                   \
-	do {                                                                          \
-		name##_fn real = REAL(name);                                          \
-		ncclResult_t ret;                                                     \
-		uint64_t corr;                                                        \
-		struct rec r;                                                         \
-		if (unlikely(!real))                                                  \
-			return NO_REAL;                                               \
-		if (likely(!rec_begin(&r, AIPROF_COLLECT_NCCL)))                      \
-			return call;                                                  \
-		/* the kernel the call launches carries this id in CUPTI */        \
-		corr = atomic_load_explicit(&g_cupti_active, memory_order_relaxed) ?  \
-			       cupti__push() : 0;                                     \
-		ret = call;                                                           \
-		if (corr)                                                             \
-			cupti__pop();                                                 \
-		coll_done(&r, AIPROF_API_##name, count, dt, redop, peer, comm, stream, \
-			  ret, corr);                                                 \
-		return ret;                                                           \
-	} while (0)
+COLL_HOOK(ncclAllReduce, (const void *sbuf, void *rbuf, size_t count, ncclDataType_t dt,
+	  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+	  (sbuf, rbuf, count, dt, op, comm, stream), count, (int)op, -1)
 
-HOOK_FAST(ncclResult_t, ncclAllReduce, ncclAllReduce_fn, (const void *sbuf, void *rbuf,
-	   size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
-	   cudaStream_t stream),
-	  (sbuf, rbuf, count, dt, op, comm, stream))
-{
-	COLL_BODY(ncclAllReduce, real(sbuf, rbuf, count, dt, op, comm, stream), count, dt,
-		  (int)op, -1, comm, stream);
-}
+COLL_HOOK(ncclAllGather, (const void *sbuf, void *rbuf, size_t sendcount, ncclDataType_t dt,
+	  ncclComm_t comm, cudaStream_t stream),
+	  (sbuf, rbuf, sendcount, dt, comm, stream), sendcount, -1, -1)
 
-HOOK_FAST(ncclResult_t, ncclAllGather, ncclAllGather_fn, (const void *sbuf, void *rbuf,
-	   size_t sendcount, ncclDataType_t dt, ncclComm_t comm, cudaStream_t stream),
-	  (sbuf, rbuf, sendcount, dt, comm, stream))
-{
-	COLL_BODY(ncclAllGather, real(sbuf, rbuf, sendcount, dt, comm, stream), sendcount, dt,
-		  -1, -1, comm, stream);
-}
+COLL_HOOK(ncclReduceScatter, (const void *sbuf, void *rbuf, size_t recvcount,
+	  ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+	  (sbuf, rbuf, recvcount, dt, op, comm, stream), recvcount, (int)op, -1)
 
-HOOK_FAST(ncclResult_t, ncclReduceScatter, ncclReduceScatter_fn, (const void *sbuf, void *rbuf,
-	   size_t recvcount, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
-	   cudaStream_t stream),
-	  (sbuf, rbuf, recvcount, dt, op, comm, stream))
-{
-	COLL_BODY(ncclReduceScatter, real(sbuf, rbuf, recvcount, dt, op, comm, stream),
-		  recvcount, dt, (int)op, -1, comm, stream);
-}
+COLL_HOOK(ncclBroadcast, (const void *sbuf, void *rbuf, size_t count, ncclDataType_t dt,
+	  int root, ncclComm_t comm, cudaStream_t stream),
+	  (sbuf, rbuf, count, dt, root, comm, stream), count, -1, root)
 
-HOOK_FAST(ncclResult_t, ncclBroadcast, ncclBroadcast_fn, (const void *sbuf, void *rbuf,
-	   size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream),
-	  (sbuf, rbuf, count, dt, root, comm, stream))
-{
-	COLL_BODY(ncclBroadcast, real(sbuf, rbuf, count, dt, root, comm, stream), count, dt,
-		  -1, root, comm, stream);
-}
+COLL_HOOK(ncclReduce, (const void *sbuf, void *rbuf, size_t count, ncclDataType_t dt,
+	  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
+	  (sbuf, rbuf, count, dt, op, root, comm, stream), count, (int)op, root)
 
-HOOK_FAST(ncclResult_t, ncclReduce, ncclReduce_fn, (const void *sbuf, void *rbuf, size_t count,
-	   ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
-	  (sbuf, rbuf, count, dt, op, root, comm, stream))
-{
-	COLL_BODY(ncclReduce, real(sbuf, rbuf, count, dt, op, root, comm, stream), count, dt,
-		  (int)op, root, comm, stream);
-}
+COLL_HOOK(ncclSend, (const void *sbuf, size_t count, ncclDataType_t dt, int peer,
+	  ncclComm_t comm, cudaStream_t stream),
+	  (sbuf, count, dt, peer, comm, stream), count, -1, peer)
 
-HOOK_FAST(ncclResult_t, ncclSend, ncclSend_fn, (const void *sbuf, size_t count,
-	   ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream),
-	  (sbuf, count, dt, peer, comm, stream))
-{
-	COLL_BODY(ncclSend, real(sbuf, count, dt, peer, comm, stream), count, dt, -1, peer,
-		  comm, stream);
-}
+COLL_HOOK(ncclRecv, (void *rbuf, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+	  cudaStream_t stream),
+	  (rbuf, count, dt, peer, comm, stream), count, -1, peer)
 
-HOOK_FAST(ncclResult_t, ncclRecv, ncclRecv_fn, (void *rbuf, size_t count, ncclDataType_t dt,
-	   int peer, ncclComm_t comm, cudaStream_t stream),
-	  (rbuf, count, dt, peer, comm, stream))
-{
-	COLL_BODY(ncclRecv, real(rbuf, count, dt, peer, comm, stream), count, dt, -1, peer,
-		  comm, stream);
-}
-
-static ncclResult_t group_done(struct rec *r, uint16_t api, uint32_t op, ncclResult_t ret)
+static void group_done(struct rec *r, uint16_t api, uint32_t op, ncclResult_t ret)
 {
 	struct aiprof_event *e = rec_event(r, AIPROF_EV_NCCL_GROUP, api);
 
-	if (e) {
-		e->u.nccl.op = op;
-		e->u.nccl.datatype = -1;
-		e->u.nccl.redop = -1;
-		e->u.nccl.peer = -1;
-		e->u.nccl.rank = -1;
-		e->u.nccl.nranks = -1;
-		e->u.nccl.result = ret;
-	}
+	if (e)
+		e->u.nccl = (struct aiprof_ev_nccl){ .op = op, .datatype = -1, .redop = -1,
+						     .peer = -1, .rank = -1, .nranks = -1,
+						     .result = ret };
 	rec_done(r, e);
-	return ret;
 }
 
-HOOK_FAST(ncclResult_t, ncclGroupStart, ncclGroupStart_fn, (void), ())
-{
-	ncclGroupStart_fn real = REAL(ncclGroupStart);
-	struct rec r;
+NCCL_HOOK(false, ncclGroupStart, (void), (),
+	  group_done(&r, AIPROF_API_ncclGroupStart, AIPROF_NCCL_GROUP_START, ret))
 
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_NCCL)))
-		return real();
-	return group_done(&r, AIPROF_API_ncclGroupStart, AIPROF_NCCL_GROUP_START, real());
-}
-
-HOOK_FAST(ncclResult_t, ncclGroupEnd, ncclGroupEnd_fn, (void), ())
-{
-	ncclGroupEnd_fn real = REAL(ncclGroupEnd);
-	struct rec r;
-
-	if (unlikely(!real))
-		return NO_REAL;
-	if (likely(!rec_begin(&r, AIPROF_COLLECT_NCCL)))
-		return real();
-	return group_done(&r, AIPROF_API_ncclGroupEnd, AIPROF_NCCL_GROUP_END, real());
-}
+NCCL_HOOK(false, ncclGroupEnd, (void), (),
+	  group_done(&r, AIPROF_API_ncclGroupEnd, AIPROF_NCCL_GROUP_END, ret))
 
 const struct hook_impl hook_impls_nccl[] = {
-	HOOK_IMPL(ncclCommInitRank),
-	HOOK_IMPL(ncclCommDestroy),
-	HOOK_IMPL(ncclCommAbort),
-	HOOK_IMPL(ncclAllReduce),
-	HOOK_IMPL(ncclAllGather),
-	HOOK_IMPL(ncclReduceScatter),
-	HOOK_IMPL(ncclBroadcast),
-	HOOK_IMPL(ncclReduce),
-	HOOK_IMPL(ncclSend),
-	HOOK_IMPL(ncclRecv),
-	HOOK_IMPL(ncclGroupStart),
-	HOOK_IMPL(ncclGroupEnd),
+#define HOOK(name, group) HOOK_IMPL_IF(group, NCCL, HOOK_ID_##name, hook_##name)
+#include "hooks.def"
+#undef HOOK
 	{ 0, NULL },
 };

@@ -44,7 +44,34 @@ struct hook_impl {
 	void *fn;
 };
 
-#define HOOK_IMPL(name) { HOOK_ID_##name, (void *)hook_##name }
+/*
+ * Each hook_*.c file builds its table from hooks.def, so a symbol listed there without
+ * a hook_<name> in the file of its group does not compile:
+ *
+ *   const struct hook_impl hook_impls_nccl[] = {
+ *   #define HOOK(name, group) HOOK_IMPL_IF(group, NCCL, HOOK_ID_##name, hook_##name)
+ *   #include "hooks.def"
+ *   #undef HOOK
+ *           { 0, NULL },
+ *   };
+ *
+ * The names are pasted right there, before a header's macro can rename them (cuda.h
+ * defines cuGetProcAddress as cuGetProcAddress_v2). HOOK_IMPL_IF(group, want, id, fn)
+ * is `{ id, fn },` when group is want, else nothing: HOOK_SAME_<g>_<g> exists only for
+ * equal groups, and its two tokens push HOOK_IMPL_ENTRY into the place HOOK_PICK_2ND
+ * takes.
+ */
+#define HOOK_IMPL_IF(group, want, id, fn) \
+	HOOK_PICK_2ND_(HOOK_SAME_##group##_##want, HOOK_IMPL_SKIP, ~)(id, fn)
+#define HOOK_SAME_DL_DL ~, HOOK_IMPL_ENTRY
+#define HOOK_SAME_CUDART_CUDART ~, HOOK_IMPL_ENTRY
+#define HOOK_SAME_CUDA_CUDA ~, HOOK_IMPL_ENTRY
+#define HOOK_SAME_NCCL_NCCL ~, HOOK_IMPL_ENTRY
+#define HOOK_SAME_IBV_IBV ~, HOOK_IMPL_ENTRY
+#define HOOK_PICK_2ND_(...) HOOK_PICK_2ND(__VA_ARGS__)
+#define HOOK_PICK_2ND(a, b, ...) b
+#define HOOK_IMPL_ENTRY(id, fn) { id, (void *)fn },
+#define HOOK_IMPL_SKIP(id, fn)
 
 /* Implementation tables, one per hook_*.c file, terminated by { 0, NULL }. */
 extern const struct hook_impl hook_impls_dl[];
@@ -365,6 +392,108 @@ void cupti__disable(struct aiprof_ring_hdr *h);
 /* Around a launch or copy while CUPTI is active: returns the correlation id pushed. */
 uint64_t cupti__push(void);
 void cupti__pop(void);
+
+/* ---- hook bodies the hook_*.c files share ------------------------------------------ */
+
+/*
+ * Defines hook_<name> for a call recorded as one event, the body most hooks have: a
+ * HOOK_FAST whose slow path returns `no_real` while no real function is resolved, calls
+ * the real one untimed when rec_begin(`collector`) says not to record, and otherwise
+ * times the call and evaluates `done`. `done` publishes the event (rec_mem() and the
+ * like, or rec_event() + rec_done()); it sees the hook's parameters, `r` (the struct
+ * rec), `ret` (what the real function returned) and `corr`, the CUPTI correlation id
+ * pushed around the call when `correlate` is true and CUPTI is active, else 0 (so no
+ * parameter of the hook may have one of these names):
+ *
+ *   HOOK_RECORD(cudaError_t, NO_REAL, AIPROF_COLLECT_CUDA, false, cudaFree, cudaFree_fn,
+ *               (void *dev), (dev), rec_mem(&r, AIPROF_EV_CUDA_FREE, ..., ret))
+ */
+#define HOOK_RECORD(ret_t, no_real, collector, correlate, name, fn_t, params, args, done) \
+	HOOK_FAST(ret_t, name, fn_t, params, args)                                        \
+	{                                                                                 \
+		fn_t real = (fn_t)hook_real_get(HOOK_ID_##name);                          \
+		uint64_t corr = 0;                                                        \
+		struct rec r;                                                             \
+		ret_t ret;                                                                \
+											  \
+		if (unlikely(!real))                                                      \
+			return no_real;                                                   \
+		if (likely(!rec_begin(&r, collector)))                                    \
+			return real args;                                                 \
+		if ((correlate) &&                                                        \
+		    atomic_load_explicit(&g_cupti_active, memory_order_relaxed))          \
+			corr = cupti__push();                                             \
+		ret = real args;                                                          \
+		if (corr)                                                                 \
+			cupti__pop();                                                     \
+		done;                                                                     \
+		return ret;                                                               \
+	}
+
+/*
+ * Defines hook_<name> for a lookup that returns a function through `*out`
+ * (cuGetProcAddress, cudaGetDriverEntryPoint): when it returns `ok` with the real
+ * function of one of our hooks of `group`, the caller gets the hook instead. Records
+ * nothing, and has no idle fast path: handing out hooks is what it is for.
+ */
+#define HOOK_HAND_OUT(ret_t, ok, no_real, group, name, fn_t, params, args, out)          \
+	static ret_t hook_##name params                                                  \
+	{                                                                                \
+		fn_t real = (fn_t)hook_real_get(HOOK_ID_##name);                         \
+		ret_t ret;                                                               \
+											 \
+		if (unlikely(!real))                                                     \
+			return no_real;                                                  \
+		ret = real args;                                                         \
+		if (ret == (ok) && (out) && *(out))                                      \
+			*(out) = hook_substitute(*(out), group);                         \
+		return ret;                                                              \
+	}
+
+/* The events of a recorded call, as `done` of HOOK_RECORD: each ends the record. */
+
+/* An allocation or free (`type` CUDA_ALLOC / CUDA_FREE) of `kind` memory at `ptr`. */
+static inline void rec_mem(struct rec *r, uint16_t type, uint16_t api, uintptr_t ptr,
+			   uint64_t bytes, uint32_t kind, int32_t result)
+{
+	struct aiprof_event *e = rec_event(r, type, api);
+
+	if (e)
+		e->u.mem = (struct aiprof_ev_mem){ .ptr = ptr, .bytes = bytes, .kind = kind,
+						   .result = result };
+	rec_done(r, e);
+}
+
+/* A wait on a stream, event, context or the device (`handle` 0). */
+static inline void rec_sync(struct rec *r, uint16_t api, uintptr_t handle, uint32_t kind,
+			    int32_t result)
+{
+	struct aiprof_event *e = rec_event(r, AIPROF_EV_CUDA_SYNC, api);
+
+	if (e)
+		e->u.sync = (struct aiprof_ev_sync){ .handle = handle, .kind = kind,
+						     .result = result };
+	rec_done(r, e);
+}
+
+/* A copy of `kind` (enum aiprof_memcpy_kind): classifies its host side. */
+static inline void rec_memcpy(struct rec *r, uint16_t api, uint32_t kind, uintptr_t dst,
+			      uintptr_t src, uint64_t bytes, uintptr_t stream, bool async,
+			      uint64_t corr, int32_t result)
+{
+	struct aiprof_event *e = rec_event(r, AIPROF_EV_CUDA_MEMCPY, api);
+
+	if (e) {
+		uint32_t k, flags = async ? AIPROF_MEMCPY_F_ASYNC : 0;
+
+		hostmem__memcpy_class(kind, dst, src, &k, &flags);
+		e->u.memcpy = (struct aiprof_ev_memcpy){
+			.bytes = bytes, .dst = dst, .src = src, .stream = stream, .kind = k,
+			.flags = flags, .correlation = corr, .result = result,
+		};
+	}
+	rec_done(r, e);
+}
 
 /* ---- ibverbs ops-table wrapping (hook_ibv.c) ---------------------------------------- */
 
