@@ -335,19 +335,24 @@ static int elf_file_load(struct elf_file *f)
 	return 0;
 }
 
-static struct elf_file *elf_file_alloc(void)
+/* A new, empty elf_file, once libelf is ready: 0, -ELIBBAD or -ENOMEM. */
+static int elf_file_alloc(struct elf_file **ret)
 {
-	struct elf_file *f = calloc(1, sizeof(*f));
+	struct elf_file *f;
 
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ELIBBAD;
+	f = calloc(1, sizeof(*f));
 	if (!f)
-		return NULL;
+		return -ENOMEM;
 	f->fd = -1;
 	f->index = calloc(1, sizeof(*f->index));
 	if (!f->index) {
 		free(f);
-		return NULL;
+		return -ENOMEM;
 	}
-	return f;
+	*ret = f;
+	return 0;
 }
 
 void elf_file__free(struct elf_file *f)
@@ -394,11 +399,9 @@ int elf_file__open_fd(int fd, struct elf_file **ret)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -ENOEXEC;
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ELIBBAD;
-	f = elf_file_alloc();
-	if (!f)
-		return -ENOMEM;
+	r = elf_file_alloc(&f);
+	if (r < 0)
+		return r;
 	f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (f->fd < 0) {
 		r = -errno;
@@ -438,16 +441,15 @@ int elf_file__open(const char *path, struct elf_file **ret)
 int elf_file__open_mem(const void *buf, size_t len, struct elf_file **ret)
 {
 	struct elf_file *f = NULL;
+	int r;
 
 	if (!buf || !ret)
 		return -EINVAL;
 	if (len == 0)
 		return -ENOEXEC;
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ELIBBAD;
-	f = elf_file_alloc();
-	if (!f)
-		return -ENOMEM;
+	r = elf_file_alloc(&f);
+	if (r < 0)
+		return r;
 	/* libelf may convert data in place (byte order); it gets a copy we own. */
 	f->image = malloc(len);
 	if (!f->image) {
@@ -472,6 +474,17 @@ bool elf_info__is_x86_64(const struct elf_info *info)
 static bool sym_defined(const GElf_Sym *s)
 {
 	return s->st_shndx != SHN_UNDEF && s->st_shndx != SHN_ABS && s->st_shndx != SHN_COMMON;
+}
+
+/* The name of symbol i of t when it is defined here, with the symbol in *s; else NULL (and
+ * *s zeroed). */
+static const char *defined_sym(const struct symtab *t, size_t i, GElf_Sym *s)
+{
+	if (!gelf_getsym(t->syms, (int)i, s) || !sym_defined(s)) {
+		memset(s, 0, sizeof(*s));
+		return NULL;
+	}
+	return strtab_get(t->strs, s->st_name);
 }
 
 static const char *verdef_name(const struct elf_file *f, unsigned ndx)
@@ -503,18 +516,13 @@ static void symtab_search(const struct elf_file *f, const struct symtab *t, bool
 {
 	for (size_t i = 0; i < t->n && best->score < 5; i++) {
 		GElf_Sym s;
-		const char *name, *version = NULL;
-		unsigned type;
+		const char *name = defined_sym(t, i, &s), *version = NULL;
+		unsigned type = GELF_ST_TYPE(s.st_info);
 		bool hidden = false;
 		int score;
 
-		if (!gelf_getsym(t->syms, (int)i, &s) || !sym_defined(&s))
-			continue;
-		type = GELF_ST_TYPE(s.st_info);
-		if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC)
-			continue;
-		name = strtab_get(t->strs, s.st_name);
-		if (!name || strncmp(name, q->name, q->len) != 0)
+		if (!name || (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC) ||
+		    strncmp(name, q->name, q->len) != 0)
 			continue;
 		if (dynamic) {
 			GElf_Versym vs;
@@ -617,16 +625,10 @@ static void index_add(struct addr_index *ix, const struct symtab *t, bool dynami
 {
 	for (size_t i = 0; i < t->n; i++) {
 		GElf_Sym s;
-		const char *name;
-		unsigned type;
+		const char *name = defined_sym(t, i, &s);
+		unsigned type = GELF_ST_TYPE(s.st_info);
 
-		if (!gelf_getsym(t->syms, (int)i, &s) || !sym_defined(&s))
-			continue;
-		type = GELF_ST_TYPE(s.st_info);
-		if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
-			continue;
-		name = strtab_get(t->strs, s.st_name);
-		if (!name || !*name)
+		if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE))
 			continue;
 		ix->v[ix->n++] = (struct addr_sym) {
 			.addr = s.st_value, .size = s.st_size, .name = name,

@@ -201,6 +201,22 @@ static int chunk_to_split(void *ctx, const char *buf, size_t len)
 	return kjson_split__feed(ctx, buf, len);
 }
 
+/* "&labelSelector=..." for the list and watch paths, or "" without a selector. */
+static int selector_param(const struct informer *inf, char *buf, size_t len)
+{
+	char *e;
+
+	buf[0] = 0;
+	if (!inf->ops->label_selector)
+		return 0;
+	e = curl_easy_escape(NULL, inf->ops->label_selector, 0);
+	if (!e)
+		return -ENOMEM;
+	snprintf(buf, len, "&labelSelector=%s", e);
+	curl_free(e);
+	return 0;
+}
+
 static int list(struct informer *inf)
 {
 	char *cont = NULL, *rv = NULL, path[2048], sel[600] = "";
@@ -208,14 +224,8 @@ static int list(struct informer *inf)
 	int r;
 
 	inf->epoch++;
-	if (inf->ops->label_selector) {
-		char *e = curl_easy_escape(NULL, inf->ops->label_selector, 0);
-
-		if (!e)
-			return -ENOMEM;
-		snprintf(sel, sizeof(sel), "&labelSelector=%s", e);
-		curl_free(e);
-	}
+	if (selector_param(inf, sel, sizeof(sel)) < 0)
+		return -ENOMEM;
 	for (;;) {
 		struct kjson_split sp;
 
@@ -321,14 +331,8 @@ static int watch(struct informer *inf)
 
 	if (timeout <= 0)
 		timeout = 300 + (long)(random_u64() % 300);
-	if (inf->ops->label_selector) {
-		char *e = curl_easy_escape(NULL, inf->ops->label_selector, 0);
-
-		if (!e)
-			return -ENOMEM;
-		snprintf(sel, sizeof(sel), "&labelSelector=%s", e);
-		curl_free(e);
-	}
+	if (selector_param(inf, sel, sizeof(sel)) < 0)
+		return -ENOMEM;
 	snprintf(path, sizeof(path), "%s?watch=1&resourceVersion=%s&allowWatchBookmarks=true"
 		 "&timeoutSeconds=%ld%s", inf->ops->path, inf->rv, timeout, sel);
 	kjson_split__init(&w.split, KJSON_STREAM, on_watch_event, &w);

@@ -191,18 +191,25 @@ static int add_locked(struct workqueue *q, struct kstate *k)
 	return fifo_push(q, k);
 }
 
+/* Takes the queue's lock and key's state, made if new: 0, -ESHUTDOWN or -ENOMEM. The lock
+ * is held on return either way. */
+static int lock_new_key(struct workqueue *q, const char *key, struct kstate **ret)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->shutdown)
+		return -ESHUTDOWN;
+	*ret = lookup(q, key, true);
+	return *ret ? 0 : -ENOMEM;
+}
+
 int workqueue__add(struct workqueue *q, const char *key)
 {
 	struct kstate *k;
 	int r;
 
-	pthread_mutex_lock(&q->lock);
-	if (q->shutdown) {
-		pthread_mutex_unlock(&q->lock);
-		return -ESHUTDOWN;
-	}
-	k = lookup(q, key, true);
-	r = k ? add_locked(q, k) : -ENOMEM;
+	r = lock_new_key(q, key, &k);
+	if (r == 0)
+		r = add_locked(q, k);
 	pthread_mutex_unlock(&q->lock);
 	return r;
 }
@@ -283,13 +290,9 @@ int workqueue__add_after(struct workqueue *q, const char *key, uint64_t delay_ns
 	struct kstate *k;
 	int r;
 
-	pthread_mutex_lock(&q->lock);
-	if (q->shutdown) {
-		pthread_mutex_unlock(&q->lock);
-		return -ESHUTDOWN;
-	}
-	k = lookup(q, key, true);
-	r = k ? add_after_locked(q, k, delay_ns) : -ENOMEM;
+	r = lock_new_key(q, key, &k);
+	if (r == 0)
+		r = add_after_locked(q, k, delay_ns);
 	pthread_mutex_unlock(&q->lock);
 	return r;
 }
@@ -319,12 +322,18 @@ int workqueue__add_rate_limited(struct workqueue *q, const char *key)
 	return r;
 }
 
+/* Takes the queue's lock, and finds key's state under it (NULL if it has none). */
+static struct kstate *lock_key(struct workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->lock);
+	return lookup(q, key, false);
+}
+
 void workqueue__forget(struct workqueue *q, const char *key)
 {
 	struct kstate *k;
 
-	pthread_mutex_lock(&q->lock);
-	k = lookup(q, key, false);
+	k = lock_key(q, key);
 	if (k) {
 		k->failures = 0;
 		maybe_drop(q, k);
@@ -337,8 +346,7 @@ unsigned workqueue__failures(struct workqueue *q, const char *key)
 	struct kstate *k;
 	unsigned n;
 
-	pthread_mutex_lock(&q->lock);
-	k = lookup(q, key, false);
+	k = lock_key(q, key);
 	n = k ? k->failures : 0;
 	pthread_mutex_unlock(&q->lock);
 	return n;
@@ -435,8 +443,7 @@ void workqueue__done(struct workqueue *q, const char *key)
 {
 	struct kstate *k;
 
-	pthread_mutex_lock(&q->lock);
-	k = lookup(q, key, false);
+	k = lock_key(q, key);
 	if (k) {
 		k->processing = false;
 		if (k->dirty) {

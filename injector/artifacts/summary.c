@@ -14,6 +14,7 @@
 #include "model/names.h"
 #include "model/profile.h"
 #include "collect/ebpf.h"
+#include "ebpf_artifacts.h"
 #include "collect/uprobes.h"
 #include "analyze/diagnosis.h"
 #include "launch_stacks.h"

@@ -20,7 +20,9 @@
 #include "model/names.h"
 #include "model/profile.h"
 #include "collect/ebpf.h"
+#include "ebpf_artifacts.h"
 #include "timeline.h"
+#include "trace_json.h"
 #include "timeline_plan.h"
 
 #define GPU_TRACK_BASE TL_GPU_TRACK_BASE /* tid of GPU stream tracks: base + device*1000 + stream */
@@ -62,21 +64,6 @@ static const char *category(const struct aiprof_event *e)
 	case AIPROF_EV_GPU_MEMCPY: return "cuda_memcpy";
 	default: return NULL;
 	}
-}
-
-static void begin_event(struct jsonw *w, const char *ph, const char *cat, const char *name,
-			pid_t pid, uint32_t tid, uint64_t ts_ns)
-{
-	jsonw_newline(w);
-	jsonw_obj_open(w);
-	jsonw_kv_str(w, "ph", ph);
-	if (cat)
-		jsonw_kv_str(w, "cat", cat);
-	jsonw_kv_str(w, "name", name);
-	jsonw_kv_int(w, "pid", pid);
-	jsonw_kv_uint(w, "tid", tid);
-	jsonw_key(w, "ts");
-	jsonw_fixed3(w, ts_ns);
 }
 
 /* The target's NCCL collectives by the CUPTI correlation id pushed around them (sorted), so
@@ -341,9 +328,9 @@ static void write_target(struct jsonw *w, const struct target *t, const struct t
 		if (e->type == AIPROF_EV_GPU_KERNEL) {
 			const char *kn = event_store__string(&t->store, e->u.gpu.name_id);
 
-			begin_event(w, "X", cat, kn ? kn : "[unknown kernel]", t->pid, tid, e->ts);
+			trace_event_begin(w, "X", cat, kn ? kn : "[unknown kernel]", t->pid, tid, e->ts);
 		} else {
-			begin_event(w, "X", cat, api_name(e->api), t->pid, tid, e->ts);
+			trace_event_begin(w, "X", cat, api_name(e->api), t->pid, tid, e->ts);
 		}
 		jsonw_key(w, "dur");
 		jsonw_fixed3(w, e->dur);
@@ -358,7 +345,7 @@ static void write_target(struct jsonw *w, const struct target *t, const struct t
 			char id[48];
 
 			tl_flow_id(id, sizeof(id), t->pid, e->u.launch.correlation);
-			begin_event(w, "s", "cuda_kernel", "launch", t->pid, tid, e->ts);
+			trace_event_begin(w, "s", "cuda_kernel", "launch", t->pid, tid, e->ts);
 			jsonw_kv_str(w, "id", id);
 			jsonw_obj_close(w);
 			st->flows++;
@@ -367,7 +354,7 @@ static void write_target(struct jsonw *w, const struct target *t, const struct t
 			char id[48];
 
 			tl_flow_id(id, sizeof(id), t->pid, e->u.gpu.correlation);
-			begin_event(w, "f", "cuda_kernel", "launch", t->pid, tid, e->ts);
+			trace_event_begin(w, "f", "cuda_kernel", "launch", t->pid, tid, e->ts);
 			jsonw_kv_str(w, "id", id);
 			jsonw_kv_str(w, "bp", "e");
 			jsonw_obj_close(w);

@@ -8,6 +8,7 @@
 #include "jsonw.h"
 #include "model/profile.h"
 #include "collect/ebpf.h"
+#include "ebpf_artifacts.h"
 #include "timeline_plan.h"
 
 /* Rough uncompressed size of one written event, by type (measured on the trainer). */

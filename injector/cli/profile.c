@@ -31,6 +31,7 @@
 #include "collect/ebpf.h"
 #include "collect/uprobes.h"
 #include "analyze/diagnosis.h"
+#include "artifacts/ebpf_artifacts.h"
 #include "artifacts/report.h"
 #include "artifacts/summary.h"
 #include "artifacts/termlog.h"

@@ -9,7 +9,7 @@
  *   ebpf__stop()  recording off, last records, kernel-side totals, symbols resolved
  *   ebpf__free()
  *
- * The artifact builders read the results through ebpf_timeline_write(),
+ * The artifact builders read the results (artifacts/ebpf_artifacts.h) through ebpf_timeline_write(),
  * ebpf_summary_write() and ebpf_folded_write().
  */
 #ifndef AIPROF_EBPF_H
@@ -63,17 +63,5 @@ uint32_t ebpf__collectors(const struct ebpf *e);
 /* What runs, in words ("cpu at 99 Hz, offcpu from 1ms, python 3.11.2 in pid 42"). */
 const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len);
 
-/* The eBPF events of target t (its cpu_sample, offcpu and syscall events, and names of
- * threads the library did not see), inside the traceEvents array. */
-void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t);
-/* The top-level "stackFrames" member the events' "sf" ids refer to. */
-void ebpf_timeline_write_frames(struct jsonw *w, struct ebpf *e);
-
-/* The summary's "ebpf" member. e may be NULL: then why_off says why eBPF did not run. */
-void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_off);
-
-/* stacks.folded (on-CPU samples) and offcpu.folded (microseconds blocked) into dir.
- * Returns 0 or a negative errno. */
-int ebpf_folded_write(const struct ebpf *e, const char *dir);
 
 #endif

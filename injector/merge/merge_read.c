@@ -68,6 +68,30 @@ static size_t skip_value(const char *b, size_t n, size_t i)
 	return SIZE_MAX;
 }
 
+/* Into the object or array that opens at i with `open`: the first non-blank after it, *empty
+ * when `close` comes at once; SIZE_MAX when i is not at `open`. */
+static size_t enter(const char *b, size_t n, size_t i, char open, char close, bool *empty)
+{
+	if (i >= n || b[i] != open)
+		return SIZE_MAX;
+	i = skip_ws(b, n, i + 1);
+	*empty = i < n && b[i] == close;
+	return i;
+}
+
+/* After an item that ends at e in an object or array closed by `close`: 1 with *i at the next
+ * item, 0 at the close, -EBADMSG at anything else. */
+static int next_item(const char *b, size_t n, size_t e, char close, size_t *i)
+{
+	size_t k = skip_ws(b, n, e);
+
+	if (k < n && b[k] == ',') {
+		*i = skip_ws(b, n, k + 1);
+		return 1;
+	}
+	return k < n && b[k] == close ? 0 : -EBADMSG;
+}
+
 /* The end of the value at i when it starts with first, else SIZE_MAX. */
 static size_t value_at(const char *b, size_t n, size_t i, char first)
 {
@@ -76,12 +100,12 @@ static size_t value_at(const char *b, size_t n, size_t i, char first)
 
 int merge_json_members(const char *b, size_t n, int (*fn)(void *ctx, const struct merge_member *m), void *ctx)
 {
-	size_t i = skip_ws(b, n, 0);
+	bool empty;
+	size_t i = enter(b, n, skip_ws(b, n, 0), '{', '}', &empty);
 
-	if (i >= n || b[i] != '{')
+	if (i == SIZE_MAX)
 		return -EBADMSG;
-	i = skip_ws(b, n, i + 1);
-	if (i < n && b[i] == '}')
+	if (empty)
 		return 0;
 	for (;;) {
 		struct merge_member m;
@@ -105,14 +129,9 @@ int merge_json_members(const char *b, size_t n, int (*fn)(void *ctx, const struc
 		r = fn(ctx, &m);
 		if (r < 0)
 			return r;
-		i = skip_ws(b, n, e);
-		if (i < n && b[i] == ',') {
-			i = skip_ws(b, n, i + 1);
-			continue;
-		}
-		if (i < n && b[i] == '}')
-			return 0;
-		return -EBADMSG;
+		r = next_item(b, n, e, '}', &i);
+		if (r <= 0)
+			return r;
 	}
 }
 
@@ -329,12 +348,13 @@ out:
 static int scan_events(struct scan *sc)
 {
 	const char *b = sc->tl + sc->events_off;
-	size_t n = sc->events_len, i = skip_ws(b, n, 0);
+	size_t n = sc->events_len, i;
+	bool empty;
 
-	if (i >= n || b[i] != '[')
+	i = enter(b, n, skip_ws(b, n, 0), '[', ']', &empty);
+	if (i == SIZE_MAX)
 		return -EBADMSG;
-	i = skip_ws(b, n, i + 1);
-	if (i < n && b[i] == ']')
+	if (empty)
 		return 0;
 	for (;;) {
 		size_t e;
@@ -346,12 +366,9 @@ static int scan_events(struct scan *sc)
 		r = scan_event(sc, sc->events_off + i, e - i);
 		if (r < 0)
 			return r;
-		i = skip_ws(b, n, e);
-		if (i < n && b[i] == ',') {
-			i = skip_ws(b, n, i + 1);
-			continue;
-		}
-		return i < n && b[i] == ']' ? 0 : -EBADMSG;
+		r = next_item(b, n, e, ']', &i);
+		if (r <= 0)
+			return r;
 	}
 }
 

@@ -55,31 +55,41 @@ static void write_end(void)
 	atomic_fetch_add_explicit(&g_seq, 1, memory_order_release);
 }
 
+/* Range src into slot dst, under the lock (readers retry on the sequence count). */
+static void copy_range(uint32_t dst, uint32_t src)
+{
+	atomic_store_explicit(&g_ranges[dst].start,
+			      atomic_load_explicit(&g_ranges[src].start, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&g_ranges[dst].len,
+			      atomic_load_explicit(&g_ranges[src].len, memory_order_relaxed),
+			      memory_order_relaxed);
+}
+
+/* Takes the lock; *n ranges, *i the index after the last that starts at or below ptr; true
+ * when the range before it starts at ptr exactly. */
+static bool lock_find(uintptr_t ptr, uint32_t *n, uint32_t *i)
+{
+	pthread_mutex_lock(&g_lock);
+	*n = atomic_load_explicit(&g_n, memory_order_relaxed);
+	*i = upper_bound(*n, ptr);
+	return *i > 0 && atomic_load_explicit(&g_ranges[*i - 1].start, memory_order_relaxed) == ptr;
+}
+
 void hostmem__add(uintptr_t ptr, uint64_t len)
 {
 	uint32_t n, i;
 
 	if (!ptr || !len)
 		return;
-	pthread_mutex_lock(&g_lock);
-	n = atomic_load_explicit(&g_n, memory_order_relaxed);
-	i = upper_bound(n, ptr);
-	if (i > 0 && atomic_load_explicit(&g_ranges[i - 1].start, memory_order_relaxed) == ptr) {
+	if (lock_find(ptr, &n, &i)) {
 		write_begin();
 		atomic_store_explicit(&g_ranges[i - 1].len, len, memory_order_relaxed);
 		write_end();
 	} else if (n < HOSTMEM_CAP) {
 		write_begin();
-		for (uint32_t j = n; j > i; j--) {
-			atomic_store_explicit(&g_ranges[j].start,
-					      atomic_load_explicit(&g_ranges[j - 1].start,
-								   memory_order_relaxed),
-					      memory_order_relaxed);
-			atomic_store_explicit(&g_ranges[j].len,
-					      atomic_load_explicit(&g_ranges[j - 1].len,
-								   memory_order_relaxed),
-					      memory_order_relaxed);
-		}
+		for (uint32_t j = n; j > i; j--)
+			copy_range(j, j - 1);
 		atomic_store_explicit(&g_ranges[i].start, ptr, memory_order_relaxed);
 		atomic_store_explicit(&g_ranges[i].len, len, memory_order_relaxed);
 		atomic_store_explicit(&g_n, n + 1, memory_order_relaxed);
@@ -96,21 +106,10 @@ void hostmem__del(uintptr_t ptr)
 
 	if (!ptr)
 		return;
-	pthread_mutex_lock(&g_lock);
-	n = atomic_load_explicit(&g_n, memory_order_relaxed);
-	i = upper_bound(n, ptr);
-	if (i > 0 && atomic_load_explicit(&g_ranges[i - 1].start, memory_order_relaxed) == ptr) {
+	if (lock_find(ptr, &n, &i)) {
 		write_begin();
-		for (uint32_t j = i - 1; j + 1 < n; j++) {
-			atomic_store_explicit(&g_ranges[j].start,
-					      atomic_load_explicit(&g_ranges[j + 1].start,
-								   memory_order_relaxed),
-					      memory_order_relaxed);
-			atomic_store_explicit(&g_ranges[j].len,
-					      atomic_load_explicit(&g_ranges[j + 1].len,
-								   memory_order_relaxed),
-					      memory_order_relaxed);
-		}
+		for (uint32_t j = i - 1; j + 1 < n; j++)
+			copy_range(j, j + 1);
 		atomic_store_explicit(&g_n, n - 1, memory_order_relaxed);
 		write_end();
 	}

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "jsonw.h"
-#include "ebpf_internal.h"
+#include "collect/ebpf_internal.h"
+#include "ebpf_artifacts.h"
 
 #define TOP_SYSCALLS 25
 #define TOP_REASONS 10

@@ -13,21 +13,9 @@
 
 #include "jsonw.h"
 #include "model/profile.h"
-#include "ebpf_internal.h"
-
-static void begin(struct jsonw *w, const char *ph, const char *cat, const char *name, pid_t pid,
-		  uint32_t tid, uint64_t ts_ns)
-{
-	jsonw_newline(w);
-	jsonw_obj_open(w);
-	jsonw_kv_str(w, "ph", ph);
-	jsonw_kv_str(w, "cat", cat);
-	jsonw_kv_str(w, "name", name);
-	jsonw_kv_int(w, "pid", pid);
-	jsonw_kv_uint(w, "tid", tid);
-	jsonw_key(w, "ts");
-	jsonw_fixed3(w, ts_ns);
-}
+#include "collect/ebpf_internal.h"
+#include "ebpf_artifacts.h"
+#include "trace_json.h"
 
 static void sf(struct jsonw *w, struct ebpf *e, uint32_t stack)
 {
@@ -90,7 +78,7 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 	for (size_t i = 0; i < td->ncpu; i++) {
 		const struct ebpf_cpu_ev *c = &td->cpu[i];
 
-		begin(w, "i", "cpu_sample", stack_store__frame_name(&e->stacks, c->leaf), t->pid,
+		trace_event_begin(w, "i", "cpu_sample", stack_store__frame_name(&e->stacks, c->leaf), t->pid,
 		      c->tid, c->ts);
 		jsonw_kv_str(w, "s", "t");
 		sf(w, e, c->stack);
@@ -104,7 +92,7 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 		const struct ebpf_off_ev *o = &td->off[i];
 
 		off_name(e, o, name, sizeof(name));
-		begin(w, "X", "offcpu", name, t->pid, o->tid, o->ts);
+		trace_event_begin(w, "X", "offcpu", name, t->pid, o->tid, o->ts);
 		jsonw_key(w, "dur");
 		jsonw_fixed3(w, o->dur);
 		sf(w, e, o->stack);
@@ -130,7 +118,7 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 	for (size_t i = 0; i < td->nsys; i++) {
 		const struct ebpf_sys_ev *s = &td->sys[i];
 
-		begin(w, "X", "syscall", ebpf_syscall_name(s->nr, nb, sizeof(nb)), t->pid, s->tid, s->ts);
+		trace_event_begin(w, "X", "syscall", ebpf_syscall_name(s->nr, nb, sizeof(nb)), t->pid, s->tid, s->ts);
 		jsonw_key(w, "dur");
 		jsonw_fixed3(w, s->dur);
 		jsonw_key(w, "args");
