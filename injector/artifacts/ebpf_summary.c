@@ -160,10 +160,12 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	jsonw_kv_int(w, "pid", td->pid);
 	jsonw_kv_str(w, "comm", td->comm);
 	if (e->on & EBPF_COLLECT_CPU) {
-		jsonw_kv_uint(w, "cpu_samples", td->ncpu);
+		jsonw_kv_uint(w, "cpu_samples", td->cpu_samples);
 		jsonw_kv_double(w, "truncated_stack_share", share(td->samples_truncated, td->samples_user));
-		jsonw_kv_double(w, "kernel_stack_share", share(td->samples_kernel, td->ncpu));
+		jsonw_kv_double(w, "kernel_stack_share", share(td->samples_kernel, td->cpu_samples));
 	}
+	/* past the event budget: in the flame graphs and totals, not in the timeline */
+	jsonw_kv_uint(w, "events_summed", td->summed);
 	jsonw_key(w, "python");
 	jsonw_obj_open(w);
 	if (td->py) {
@@ -197,7 +199,7 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 
 void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_off)
 {
-	uint64_t samples = 0, user = 0, trunc = 0, off = 0, slow = 0;
+	uint64_t samples = 0, user = 0, trunc = 0, off = 0, slow = 0, summed = 0;
 
 	jsonw_key(w, "ebpf");
 	jsonw_obj_open(w);
@@ -229,7 +231,8 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
 	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);
 	for (size_t i = 0; i < e->nt; i++) {
-		samples += e->t[i].ncpu;
+		samples += e->t[i].cpu_samples;
+		summed += e->t[i].summed;
 		user += e->t[i].samples_user;
 		trunc += e->t[i].samples_truncated;
 		off += e->t[i].noff;
@@ -243,6 +246,8 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "unique_stacks", stack_store__nstacks(&e->stacks));
 	jsonw_kv_uint(w, "offcpu_events", off);
 	jsonw_kv_uint(w, "slow_syscall_events", slow);
+	jsonw_kv_uint(w, "events_per_process", e->opts.max_events);
+	jsonw_kv_uint(w, "events_summed", summed);
 	jsonw_kv_uint(w, "records", e->records);
 	jsonw_kv_uint(w, "lost_records", e->lost);
 	jsonw_kv_uint(w, "foreign_records", e->foreign);

@@ -121,7 +121,9 @@ static void write_target(struct jsonw *w, const struct target *t)
 	if (t->inj.return_path[0])
 		jsonw_kv_str(w, "return_path", t->inj.return_path);
 	write_us(w, "load_us", t->inj.load_ns);
-	jsonw_kv_uint(w, "events", t->store.n);
+	jsonw_kv_uint(w, "events", t->store.n + t->store.over.events);
+	/* of those, past the event budget: in the sums (counts, tables), not kept whole */
+	jsonw_kv_uint(w, "summed_events", t->store.over.events);
 	jsonw_kv_uint(w, "dropped_events", t->store.drops + t->store.store_drops);
 	/* records from the target's ring that failed validation (counted, never used) */
 	jsonw_kv_uint(w, "rejected_records", t->store.rejected);
@@ -165,66 +167,104 @@ struct totals {
 	struct aggs kernels, copies, nccl, syncs;
 	uint64_t cat_counts[6];         /* per categories[] */
 	uint64_t events, drops;
+	uint64_t summed;                /* of events, past the budget: in the sums only */
 	uint64_t alloc_count, alloc_bytes, free_count;
 };
 
-/* One event into the totals: its category, and its aggregate where it has one. */
-static void count_event(struct totals *tot, const struct target *t, const struct aiprof_event *e)
+/* What one event or one sum of events adds: how many, their API time and bytes. */
+struct weight {
+	uint64_t count, dur_ns, bytes;
+};
+
+/* Events into the totals: their category, and their aggregate where they have one. */
+static void count_event(struct totals *tot, const struct target *t, const struct aiprof_event *e,
+			struct weight wt)
 {
 	struct agg *a = NULL;
 
 	switch (e->type) {
 	case AIPROF_EV_CUDA_LAUNCH:
-		tot->cat_counts[0]++;
+		tot->cat_counts[0] += wt.count;
 		a = agg_get(&tot->kernels, launch_kernel_name(t, e), NULL);
 		break;
 	case AIPROF_EV_CUDA_SYNC:
-		tot->cat_counts[0]++;
+		tot->cat_counts[0] += wt.count;
 		a = agg_get(&tot->syncs, api_name(e->api), NULL);
 		break;
 	case AIPROF_EV_GPU_KERNEL:
-		tot->cat_counts[1]++;
+		tot->cat_counts[1] += wt.count;
 		break;
 	case AIPROF_EV_CUDA_MEMCPY:
-		tot->cat_counts[2]++;
+		tot->cat_counts[2] += wt.count;
 		a = agg_get(&tot->copies, memcpy_kind_name(e->u.memcpy.kind),
 			    memcpy_host_memory(&e->u.memcpy));
 		if (a)
-			a->bytes += e->u.memcpy.bytes;
+			a->bytes += wt.bytes;
 		break;
 	case AIPROF_EV_CUDA_MEMSET:
 	case AIPROF_EV_GPU_MEMCPY:
-		tot->cat_counts[2]++;
+		tot->cat_counts[2] += wt.count;
 		break;
 	case AIPROF_EV_CUDA_ALLOC:
-		tot->cat_counts[3]++;
-		tot->alloc_count++;
-		tot->alloc_bytes += e->u.mem.bytes;
+		tot->cat_counts[3] += wt.count;
+		tot->alloc_count += wt.count;
+		tot->alloc_bytes += wt.bytes;
 		break;
 	case AIPROF_EV_CUDA_FREE:
-		tot->cat_counts[3]++;
-		tot->free_count++;
+		tot->cat_counts[3] += wt.count;
+		tot->free_count += wt.count;
 		break;
 	case AIPROF_EV_NCCL_COLL:
-		tot->cat_counts[4]++;
+		tot->cat_counts[4] += wt.count;
 		a = agg_get(&tot->nccl, nccl_op_name(e->api), NULL);
 		if (a)
-			a->bytes += e->u.nccl.bytes;
+			a->bytes += wt.bytes;
 		break;
 	case AIPROF_EV_NCCL_INIT:
 	case AIPROF_EV_NCCL_GROUP:
-		tot->cat_counts[4]++;
+		tot->cat_counts[4] += wt.count;
 		break;
 	case AIPROF_EV_IBV:
-		tot->cat_counts[5]++;
+		tot->cat_counts[5] += wt.count;
 		break;
 	default:
 		break;
 	}
 	if (a) {
-		a->count++;
-		a->ns += e->dur;
+		a->count += wt.count;
+		a->ns += wt.dur_ns;
 	}
+}
+
+static struct weight weight_of(const struct aiprof_event *e)
+{
+	struct weight w = { .count = 1, .dur_ns = e->dur };
+
+	if (e->type == AIPROF_EV_CUDA_MEMCPY)
+		w.bytes = e->u.memcpy.bytes;
+	else if (e->type == AIPROF_EV_CUDA_ALLOC)
+		w.bytes = e->u.mem.bytes;
+	else if (e->type == AIPROF_EV_NCCL_COLL)
+		w.bytes = e->u.nccl.bytes;
+	return w;
+}
+
+/* A sum of the events past the budget (event_store.h), counted as they would have been. */
+static void count_total(struct totals *tot, const struct target *t, const struct event_total *o)
+{
+	struct aiprof_event e = { .type = o->type, .api = o->api };
+
+	if (o->type == AIPROF_EV_CUDA_LAUNCH) {
+		e.flags = o->flags;
+		if (o->key & EVENT_TOTAL_NAMED)
+			e.u.launch.name_id = (uint32_t)(o->key & ~EVENT_TOTAL_NAMED);
+		else
+			e.u.launch.func = o->key;
+	} else if (o->type == AIPROF_EV_CUDA_MEMCPY || o->type == AIPROF_EV_CUDA_MEMSET) {
+		e.u.memcpy.kind = (uint32_t)o->key;
+		e.u.memcpy.flags = o->flags;
+	}
+	count_event(tot, t, &e, (struct weight){ o->count, o->dur_ns, o->bytes });
 }
 
 static void sort_aggs(struct aggs *g)
@@ -240,9 +280,12 @@ static void count_all(const struct profile *p, struct totals *tot)
 		const struct target *t = &p->targets[ti];
 
 		tot->drops += t->store.drops + t->store.store_drops;
-		tot->events += t->store.n;
+		tot->events += t->store.n + t->store.over.events;
+		tot->summed += t->store.over.events;
 		for (size_t i = 0; i < t->store.n; i++)
-			count_event(tot, t, &t->store.v[i]);
+			count_event(tot, t, &t->store.v[i], weight_of(&t->store.v[i]));
+		for (size_t i = 0; i < t->store.over.n; i++)
+			count_total(tot, t, &t->store.over.v[i]);
 	}
 	sort_aggs(&tot->kernels);
 	sort_aggs(&tot->copies);
@@ -324,6 +367,41 @@ static void write_aggregates(struct jsonw *w, const struct totals *tot)
 	jsonw_arr_close(w);
 }
 
+/*
+ * "event_budget": how much of the window is kept whole. Past a process's budget (the memory
+ * aiprof may use, shared by the targets) events are summed instead of kept: they are in the
+ * counts and the kernels/memcpy/nccl/synchronization tables, and the eBPF flame graphs are
+ * whole-window anyway; the timeline, the GPU-launch flame graph and the diagnosis cover the
+ * events kept, from the start of the window to kept_until_s.
+ */
+static void write_event_budget(struct jsonw *w, const struct profile *p, const struct totals *tot)
+{
+	uint64_t first = 0, per_process = 0;
+
+	for (size_t i = 0; i < p->ntargets; i++) {
+		const struct event_store *st = &p->targets[i].store;
+
+		per_process = st->max_events ? st->max_events : EVENT_STORE_MAX_EVENTS;
+		if (st->over.events && (!first || st->over.first_ts < first))
+			first = st->over.first_ts;
+	}
+	jsonw_key(w, "event_budget");
+	jsonw_obj_open(w);
+	jsonw_kv_uint(w, "events_per_process", per_process);
+	jsonw_kv_uint(w, "kept", tot->events - tot->summed);
+	jsonw_kv_uint(w, "summed", tot->summed);
+	if (tot->summed) {
+		jsonw_kv_double(w, "kept_until_s", first > p->start_ns ?
+				(double)(first - p->start_ns) / 1e9 : 0);
+		jsonw_kv_str(w, "note", "past the budget events are summed, not kept: the library "
+			     "events' counts, the kernels, memcpy, nccl and synchronization tables and "
+			     "the CPU and off-CPU flame graphs cover the whole window; the timeline, "
+			     "the GPU-launch flame graph and the diagnosis cover it up to "
+			     "kept_until_s");
+	}
+	jsonw_obj_close(w);
+}
+
 static void write_document(struct jsonw *w, const struct profile *p, const struct totals *tot)
 {
 	jsonw_obj_open(w);
@@ -339,6 +417,7 @@ static void write_document(struct jsonw *w, const struct profile *p, const struc
 
 	jsonw_kv_uint(w, "events", tot->events);
 	jsonw_kv_uint(w, "dropped_events", tot->drops);
+	write_event_budget(w, p, tot);
 	jsonw_key(w, "counts");
 	jsonw_obj_open(w);
 	for (size_t i = 0; i < 6; i++)

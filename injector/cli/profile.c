@@ -393,29 +393,48 @@ static size_t count_exited(const struct target *targets, size_t n)
 }
 
 /*
- * What each target's window may keep: the event and what writing the artifacts needs of it
- * peak at about EVENT_PEAK_BYTES; half of aiprof's memory limit (a container's, a unit's)
- * goes to events, shared by the targets; without a limit, EVENT_STORE_MAX_EVENTS each.
- * The rest is counted as dropped: the window's memory does not grow with its length.
+ * What each target's window may keep whole. Writing the artifacts needs, at its peak, about
+ * EVENT_PEAK_BYTES per library event and EBPF_EVENT_PEAK_BYTES per eBPF event (its timeline
+ * line, its wait for the findings; tests/bench/bench_memory.py, rounded up). Of aiprof's
+ * memory limit (a container's, a unit's) 3/8 goes to library events and 1/8 to eBPF events,
+ * shared by the targets; without a limit, EVENT_STORE_MAX_EVENTS library and
+ * EBPF_EVENTS_UNLIMITED eBPF events each. Past it events are
+ * summed, not kept: the window's memory does not grow with its length. AIPROF_EVENT_BUDGET
+ * (a number of events) sets both, for tests.
  */
-#define EVENT_PEAK_BYTES 192
-#define EVENTS_MIN       ((size_t)1 << 16)
+#define EVENT_PEAK_BYTES      192
+#define EBPF_EVENT_PEAK_BYTES 2048
+#define EVENTS_MIN            ((size_t)1 << 14)
+#define EBPF_EVENTS_MIN       ((size_t)1 << 10)
+#define EBPF_EVENTS_UNLIMITED ((size_t)1 << 20)    /* without a limit: ~2 GiB at the peak */
 
-static size_t events_budget(size_t ntargets, uint64_t *ret_limit)
+static size_t budget_of(uint64_t bytes, uint64_t per_event, size_t ntargets, size_t min)
 {
-	uint64_t limit = memlimit_self(), n;
+	uint64_t n = bytes / per_event / (ntargets ? ntargets : 1);
+
+	return n < min ? min : n > EVENT_STORE_MAX_EVENTS ? EVENT_STORE_MAX_EVENTS : (size_t)n;
+}
+
+static size_t events_budget(size_t ntargets, uint64_t *ret_limit, size_t *ret_ebpf)
+{
+	const char *env = getenv("AIPROF_EVENT_BUDGET");
+	uint64_t limit = memlimit_self();
+	size_t n;
 
 	*ret_limit = limit;
-	if (limit == UINT64_MAX)
+	if (env && *env && strtoull(env, NULL, 10) > 0) {
+		*ret_ebpf = (size_t)strtoull(env, NULL, 10);
+		return *ret_ebpf;
+	}
+	if (limit == UINT64_MAX) {
+		*ret_ebpf = EBPF_EVENTS_UNLIMITED;
 		return EVENT_STORE_MAX_EVENTS;
-	n = limit / 2 / EVENT_PEAK_BYTES / (ntargets ? ntargets : 1);
-	if (n < EVENTS_MIN)
-		n = EVENTS_MIN;
-	if (n > EVENT_STORE_MAX_EVENTS)
-		n = EVENT_STORE_MAX_EVENTS;
-	log_debug("memory limit %llu MiB: up to %llu events per process",
-		  (unsigned long long)(limit >> 20), (unsigned long long)n);
-	return (size_t)n;
+	}
+	n = budget_of(limit / 8 * 3, EVENT_PEAK_BYTES, ntargets, EVENTS_MIN);
+	*ret_ebpf = budget_of(limit / 8, EBPF_EVENT_PEAK_BYTES, ntargets, EBPF_EVENTS_MIN);
+	log_debug("memory limit %llu MiB: up to %zu library and %zu eBPF events per process "
+		  "kept whole", (unsigned long long)(limit >> 20), n, *ret_ebpf);
+	return n;
 }
 
 /* What `aiprof profile` was asked to do: its options, checked. */
@@ -633,14 +652,14 @@ static int resolve_inputs(struct cli_result *oc, struct profile_opts *o)
 /* Every target checked and held (pidfd, start time), the output folder made; an exit code. */
 static int prepare_targets(struct run *run)
 {
-	const struct profile_opts *o = run->o;
+	struct profile_opts *o = run->o;
 	size_t max_events;
 	int r;
 
 	run->targets = calloc(o->npids, sizeof(*run->targets));
 	if (!run->targets)
 		return cli_fail(run->oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
-	max_events = events_budget(o->npids, &run->mem_limit);
+	max_events = events_budget(o->npids, &run->mem_limit, &o->eo.max_events);
 	for (size_t i = 0; i < o->npids; i++) {
 		struct target *t = &run->targets[i];
 		char msg[512];
@@ -889,15 +908,17 @@ static void report_results(struct run *run)
 
 		if (t->error)
 			continue;
-		log_info("pid %d (%s): %zu events, %llu dropped", t->pid, t->comm, t->store.n,
+		log_info("pid %d (%s): %llu events, %llu dropped", t->pid, t->comm,
+			 (unsigned long long)(t->store.n + t->store.over.events),
 			 (unsigned long long)(t->store.drops + t->store.store_drops));
-		if (t->store.max_events && t->store.n >= t->store.max_events)
-			log_warning("pid %d: kept the first %zu events, the most one process may "
-				    "keep%s; the later ones are counted as dropped. Use a shorter "
-				    "--duration to see all of them", t->pid, t->store.n,
-				    run->mem_limit == UINT64_MAX ? "" : " within half of aiprof's "
-				    "memory limit");
-		events += t->store.n;
+		if (t->store.over.events)
+			log_notice("pid %d: the first %zu events are kept whole, the most one process "
+				   "may keep%s; the %llu after them are in the summary's counts and "
+				   "tables, not in the timeline or the diagnosis (summary.json "
+				   "event_budget). A shorter --duration keeps all of them", t->pid,
+				   t->store.n, run->mem_limit == UINT64_MAX ? "" : " within aiprof's "
+				   "memory limit", (unsigned long long)t->store.over.events);
+		events += t->store.n + t->store.over.events;
 		dropped += t->store.drops + t->store.store_drops;
 	}
 	if (!term)

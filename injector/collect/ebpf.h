@@ -37,6 +37,9 @@ struct ebpf_opts {
 	uint64_t offcpu_min_ns;           /* shortest block recorded; default 1 ms */
 	uint64_t slow_syscall_ns;         /* a call at least this long is an event; default 1 ms */
 	const char *btf_path;             /* NULL: $AIPROF_VMLINUX_BTF, else /sys/kernel/btf/vmlinux */
+	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);
+					   * past it events count in the flame graphs and totals
+					   * only, so memory stays flat however long the window */
 };
 
 #define EBPF_DEFAULT_FREQUENCY 99

@@ -52,6 +52,14 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
 	td->ntids++;
 }
 
+bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td)
+{
+	if (!e->opts.max_events || td->ncpu + td->noff + td->nsys < e->opts.max_events)
+		return true;
+	td->summed++;
+	return false;
+}
+
 const char *ebpf_state_letter(uint32_t state)
 {
 	if (state & 2)

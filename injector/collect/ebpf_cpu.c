@@ -129,6 +129,10 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 	id = ebpf_stack_from(e, td, &s->st, false, true, &leaf, NULL);
 	if (id < 0)
 		return;
+	stack_store__add(&e->stacks, (uint32_t)id, STACK_CPU, 1);
+	td->cpu_samples++;
+	if (!ebpf_keep_event(e, td))
+		return;
 	if (td->ncpu == td->capcpu) {
 		size_t ncap = td->capcpu ? td->capcpu * 2 : 1024;
 		struct ebpf_cpu_ev *nv = realloc(td->cpu, ncap * sizeof(*nv));
@@ -141,7 +145,6 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 	ev = &td->cpu[td->ncpu++];
 	*ev = (struct ebpf_cpu_ev){ .ts = s->hdr.ts, .tid = s->hdr.tid, .cpu = s->hdr.cpu,
 				    .stack = (uint32_t)id, .leaf = leaf };
-	stack_store__add(&e->stacks, (uint32_t)id, STACK_CPU, 1);
 }
 
 static void ebpf_cpu__destroy(struct ebpf *e)

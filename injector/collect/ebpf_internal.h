@@ -84,6 +84,8 @@ struct ebpf_tdata {
 	size_t noff, capoff;
 	struct ebpf_sys_ev *sys;
 	size_t nsys, capsys;
+	uint64_t summed;                  /* events past opts.max_events: not kept whole */
+	uint64_t cpu_samples;             /* every on-CPU sample, kept whole or not */
 	struct ebpf_sys_stat *stats;
 	size_t nstats;
 
@@ -133,6 +135,9 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
 		    bool offcpu, bool count, uint32_t *ret_leaf, uint32_t *ret_wchan);
 const char *ebpf_state_letter(uint32_t state);
+/* May td keep one more event whole (cpu, offcpu, syscall together)? Past the budget it is
+ * counted in td->summed; its weight goes into the flame graphs all the same. */
+bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td);
 
 /*
  * One collector: ebpf_cpu.c, ebpf_offcpu.c, ebpf_syscalls.c, each a triad with its

@@ -91,6 +91,9 @@ static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64
 		return;
 	if (wchan == UINT32_MAX)
 		wchan = wchan_hint;
+	stack_store__add(&e->stacks, (uint32_t)id, STACK_OFFCPU, dur / 1000 ? dur / 1000 : 1);
+	if (!ebpf_keep_event(e, td))
+		return;
 	if (td->noff == td->capoff) {
 		size_t ncap = td->capoff ? td->capoff * 2 : 256;
 		struct ebpf_off_ev *nv = realloc(td->off, ncap * sizeof(*nv));
@@ -104,7 +107,6 @@ static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64
 	*ev = (struct ebpf_off_ev){ .ts = ts, .dur = dur, .tid = tid, .stack = (uint32_t)id,
 				    .state = state, .syscall = syscall, .wchan = wchan,
 				    .open_at_end = open_at_end };
-	stack_store__add(&e->stacks, (uint32_t)id, STACK_OFFCPU, dur / 1000 ? dur / 1000 : 1);
 }
 
 static void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)

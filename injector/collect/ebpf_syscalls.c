@@ -211,6 +211,8 @@ static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const v
 		return;
 	}
 	ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
+	if (!ebpf_keep_event(e, td))
+		return;         /* its latency is in the kernel-side totals all the same */
 	if (td->nsys == td->capsys) {
 		size_t ncap = td->capsys ? td->capsys * 2 : 256;
 		struct ebpf_sys_ev *nv = realloc(td->sys, ncap * sizeof(*nv));

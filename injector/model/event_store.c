@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,8 @@ void event_store__clear(struct event_store *s)
 	free(s->strings);
 	free(s->string_total);
 	free(s->v);
+	blobtab_clear(&s->over.keys);
+	free(s->over.v);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -69,6 +72,82 @@ oom:
 	s->store_drops++;
 }
 
+/* The key an event is summed under: what the summary's tables tell apart. */
+static struct event_total total_key(const struct aiprof_event *e)
+{
+	struct event_total k = { .type = e->type, .api = e->api };
+
+	switch (e->type) {
+	case AIPROF_EV_CUDA_LAUNCH:
+		k.flags = e->flags;
+		k.key = e->u.launch.name_id ? EVENT_TOTAL_NAMED | e->u.launch.name_id :
+			e->u.launch.func;
+		break;
+	case AIPROF_EV_CUDA_MEMCPY:
+	case AIPROF_EV_CUDA_MEMSET:
+		k.flags = e->u.memcpy.flags;
+		k.key = e->u.memcpy.kind;
+		break;
+	default:
+		break;
+	}
+	return k;
+}
+
+static uint64_t total_bytes(const struct aiprof_event *e)
+{
+	switch (e->type) {
+	case AIPROF_EV_CUDA_MEMCPY:
+	case AIPROF_EV_CUDA_MEMSET:
+		return e->u.memcpy.bytes;
+	case AIPROF_EV_CUDA_ALLOC:
+	case AIPROF_EV_CUDA_FREE:
+		return e->u.mem.bytes;
+	case AIPROF_EV_NCCL_COLL:
+		return e->u.nccl.bytes;
+	default:
+		return 0;
+	}
+}
+
+/* An event past the budget, into its sum; counted as dropped only when even that fails. */
+static void sum_event(struct event_store *s, const struct aiprof_event *e)
+{
+	struct event_totals *o = &s->over;
+	struct event_total k = total_key(e);
+	struct event_total *t;
+	int64_t id;
+
+	/* the key's bytes: type, api, flags, key (no padding among them) */
+	id = blobtab_intern(&o->keys, &k, offsetof(struct event_total, count));
+	if (id < 0)
+		goto drop;
+	if ((size_t)id == o->n) {
+		if (o->n == o->cap) {
+			size_t ncap = o->cap ? o->cap * 2 : 64;
+			struct event_total *nv = realloc(o->v, ncap * sizeof(*nv));
+
+			if (!nv)
+				goto drop;      /* the key stays interned, unused: harmless */
+			o->v = nv;
+			o->cap = ncap;
+		}
+		o->v[o->n++] = k;
+	}
+	if ((size_t)id >= o->n)
+		goto drop;
+	t = &o->v[id];
+	t->count++;
+	t->dur_ns += e->dur;
+	t->bytes += total_bytes(e);
+	if (!o->events)
+		o->first_ts = e->ts;
+	o->events++;
+	return;
+drop:
+	s->store_drops++;
+}
+
 void event_store__add(struct event_store *s, const struct aiprof_event *e)
 {
 	if (e->type == AIPROF_EV_NONE || e->type >= AIPROF_EV__MAX || e->api >= AIPROF_API__MAX) {
@@ -82,7 +161,7 @@ void event_store__add(struct event_store *s, const struct aiprof_event *e)
 	size_t max = s->max_events ? s->max_events : EVENT_STORE_MAX_EVENTS;
 
 	if (s->n >= max) {
-		s->store_drops++;       /* bounded, whatever the window's length */
+		sum_event(s, e);  /* bounded, whatever the window's length */
 		return;
 	}
 	if (s->n == s->cap) {

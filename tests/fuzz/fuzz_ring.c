@@ -3,10 +3,11 @@
  * libFuzzer target for the consumer side of the event ring: the slots as the target's
  * process left them (any bytes at all — it can write its ring) are popped with the geometry
  * and position the consumer keeps itself (ring__pop_at) into an event store
- * (event_store__add: string reassembly, type and API checks). The first input bytes choose
- * the ring's size and the consumer's starting position; the rest fills the slots, with the
- * sequence words bent toward "committed" so that most slots are taken.
- * FUZZ_SOURCES: injector/model/event_store.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
+ * (event_store__add: string reassembly, type and API checks, sums past a small budget).
+ * The first input bytes choose the ring's size and the consumer's starting position (and
+ * from it the budget); the rest fills the slots, with the sequence words bent toward
+ * "committed" so that most slots are taken.
+ * FUZZ_SOURCES: injector/model/event_store.c common/blobtab.c common/u64map.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
  * FUZZ_LIBS: -lelf -lz
  */
 #include <stddef.h>
@@ -51,6 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			atomic_store(&e->seq, pos + 1);   /* a committed slot at its position */
 	}
 	memset(&store, 0, sizeof(store));
+	/* a budget of 1 .. 8 events: most runs also sum events past it (event_totals) */
+	store.max_events = 1 + (start >> 8) % 8;
 	tail = start;
 	while (taken < 2u * nslots && ring__pop_at(h, nslots, &tail, &out)) {
 		event_store__add(&store, &out);
@@ -58,6 +61,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	CHECK(tail == start + taken);
 	CHECK(store.n + store.rejected <= taken);
+	CHECK(store.n <= store.max_events);
+	{
+		uint64_t summed = 0;
+
+		for (size_t i = 0; i < store.over.n; i++)
+			summed += store.over.v[i].count;
+		CHECK(summed == store.over.events);
+		CHECK(store.n + store.over.events + store.rejected + store.store_drops <= taken);
+	}
 	for (size_t i = 0; i < store.nstrings; i++) {
 		const char *s = event_store__string(&store, (uint32_t)i);
 

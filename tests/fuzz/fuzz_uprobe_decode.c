@@ -4,7 +4,7 @@
  * method's ring buffer delivers them, whose argument words come from the target process
  * (any value at all). The input is cut into struct gp_rec-sized pieces; fn is folded so
  * that most records name a real function.
- * FUZZ_SOURCES: injector/collect/uprobe_decode.c injector/model/event_store.c injector/model/names.c common/u64map.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
+ * FUZZ_SOURCES: injector/collect/uprobe_decode.c injector/model/event_store.c injector/model/names.c common/blobtab.c common/u64map.c common/timeutil.c common/elfsym.c common/procmaps.c common/readfile.c
  * FUZZ_LIBS: -lelf -lz
  */
 #include <errno.h>

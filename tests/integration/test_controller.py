@@ -585,7 +585,8 @@ def test_conflict_on_every_status_write_then_recovery(env):
         inj = wait_injector(env)["metadata"]["name"]
         time.sleep(4)
         refused = [r for r in proxy.requests(method="PATCH", path=status + "$") if r["fault"]]
-        assert 2 <= len(refused) <= 40, f"{len(refused)} status writes in 4 s of 409s"
+        # backoff from a few ms up: about 35 writes here; a hot loop would make thousands
+        assert 2 <= len(refused) <= 60, f"{len(refused)} status writes in 4 s of 409s"
         assert (get_session(env).get("status") or {}).get("phase") in (None, "", "Pending")
         proxy.clear_faults()
         run_to_success(env, inj)
