@@ -84,6 +84,7 @@
 #include "procsyms.h"
 #include "readfile.h"
 #include "timeutil.h"
+#include "target/target.h"
 #include "inject.h"
 
 #ifndef __x86_64__
@@ -1285,6 +1286,29 @@ struct inject_job {
 	struct inject_report *rep;
 };
 
+/*
+ * A process with CET shadow stacks (glibc and kernel enable them where the binary asks) would
+ * crash on the first remote call's return: its return address is on the stack but not on the
+ * shadow stack. Refused before anything is touched; the uprobe method needs no remote call.
+ */
+static int refuse_shadow_stack(pid_t pid, struct inject_report *rep)
+{
+	char path[64], *st = NULL;
+	bool shstk;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (readfile(path, 1 << 16, 0, &st, NULL) < 0)
+		return 0;       /* gone or unreadable: the attach says so */
+	shstk = target_status_has_shstk(st);
+	free(st);
+	if (!shstk)
+		return 0;
+	snprintf(rep->message, sizeof(rep->message), "pid %d runs with CET shadow stacks "
+		 "(x86_Thread_features: shstk): a remote call's return would crash it, so nothing "
+		 "is injected; use --method ebpf, which loads nothing into the process", pid);
+	return -EPROTONOSUPPORT;
+}
+
 /* The library read, the target's functions found, its memory opened and the return path
  * written: all before any thread is stopped (the return path is the same for all). */
 static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
@@ -1299,6 +1323,9 @@ static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
 			 "AIPROF_LIB to point at libaiprof.so)", opts->lib_path, strerror(-r));
 		return r;
 	}
+	r = refuse_shadow_stack(j->pid, rep);
+	if (r < 0)
+		return r;
 	r = resolve_funcs(j->pid, &j->funcs, rep->message, sizeof(rep->message));
 	if (r < 0)
 		return r;

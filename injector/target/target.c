@@ -45,6 +45,25 @@ static char process_state(pid_t pid)
 	return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
+bool target_status_has_shstk(const char *status)
+{
+	static const char key[] = "\nx86_Thread_features:";
+	const char *p = status ? strstr(status, key) : NULL;
+
+	if (!p)
+		return false;
+	for (p += sizeof(key) - 1; *p && *p != '\n';) {
+		size_t n;
+
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t\n");
+		if (n == 5 && strncmp(p, "shstk", 5) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
 bool target_exited(pid_t pid)
 {
 	char state = process_state(pid);

@@ -31,4 +31,11 @@ bool target_same_process(const struct target *t);
 /* Re-reads /proc/PID/task so library tids (pid namespace) map to host tids and names. */
 void target_refresh_threads(struct target *t);
 
+/*
+ * Does a /proc/PID/status text say the thread runs with a CET shadow stack (the
+ * "x86_Thread_features:" line lists "shstk")? Such a thread's returns are checked against
+ * the shadow stack, which knows nothing of a remote call's return address.
+ */
+bool target_status_has_shstk(const char *status);
+
 #endif
