@@ -7,6 +7,7 @@
 #ifndef AIPROF_CLI_H
 #define AIPROF_CLI_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include "artifacts/termlog.h"   /* the exit codes, the termination message */
 
@@ -23,7 +24,8 @@ int exit_code_for(int err);
 struct cli_result {
 	char error[TERM_ERROR_MAX];     /* the first error */
 	struct termination *term;       /* counts and findings; NULL without --termination-log */
-	const char *outdir;             /* artifacts written there (NULL until they are) */
+	char outdir[PATH_MAX];          /* artifacts written there ("" until they are): a copy,
+					 * read after the command's own buffers are gone */
 	bool to_s3;                     /* -o s3://: only what was uploaded counts as artifacts */
 	bool uploaded;                  /* and uploaded (outdir/manifest.json lists them) */
 };

@@ -203,7 +203,7 @@ static int merge_run(int argc, char **argv, struct cli_result *res)
 		rc = cli_fail(res, EXIT_OUTPUT, 0, "cannot write the merged artifacts into %s: %s", outdir, strerror(-r));
 		goto out;
 	}
-	res->outdir = outdir;
+	snprintf(res->outdir, sizeof(res->outdir), "%s", outdir);
 	res->to_s3 = a.s3url[0];
 	report_merge(res, m);
 	if (a.s3url[0]) {

@@ -883,7 +883,7 @@ static int write_artifacts(struct run *run)
 	if (r < 0)
 		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write the flame graphs and report "
 			    "into %s: %m", outdir);
-	run->oc->outdir = outdir;
+	snprintf(run->oc->outdir, sizeof(run->oc->outdir), "%s", outdir);
 	return EXIT_OK;
 }
 

@@ -48,9 +48,9 @@ static void write_termination(const char *path, const char *command, struct cli_
 	struct termination *t = res->term;
 	int r = 0;
 
-	if (res->outdir && res->uploaded)
+	if (res->outdir[0] && res->uploaded)
 		r = termlog_uploaded_artifacts(t, res->outdir);
-	else if (res->outdir && !res->to_s3)
+	else if (res->outdir[0] && !res->to_s3)
 		r = termlog_local_artifacts(t, res->outdir);
 	if (r < 0)
 		log_warning_errno(r, "the termination message lists no artifacts: cannot read "

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import AIPROF, BUILD, load_summary, require_root, start_trainer
+from test_container import assert_lists_local_artifacts, read_termination
 
 SCRIBBLER = os.path.join(BUILD, "tests", "workloads", "ring_scribbler")
 
@@ -30,8 +31,10 @@ def test_a_target_that_scribbles_its_ring(procs, tmp_path, mode):
     require_root()
     trainer, pid = start_trainer(procs, "--ranks", "1", "--run-seconds", "60")
     out = tmp_path / "out"
+    termlog = tmp_path / "termination-log"
     prof, _ = procs.start([AIPROF, "profile", "--pid", str(pid), "--duration", "4s", "--no-ebpf",
-                           "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           "-o", str(out), "--termination-log", str(termlog)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # recording has begun once the library answers: give it the attach, then damage the ring
     # with the trainer stopped, so its own hooks do not overwrite what is planted
     deadline = time.monotonic() + 20
@@ -65,3 +68,7 @@ def test_a_target_that_scribbles_its_ring(procs, tmp_path, mode):
         assert "truncate: refused" in said, said
         assert t["events"] > 0, json.dumps(t)[:2000]
     assert (out / "timeline.json.gz").exists()
+    # the termination message, written last (under ASan too: it reads what the run left)
+    term = read_termination(termlog)
+    assert term["summary"]["exit_code"] == 0, term
+    assert_lists_local_artifacts(term, out)
