@@ -544,7 +544,9 @@ def test_watch_cut_and_410(env):
     try:
         c = env["controller"]("--watch-timeout", "60s", kubeconfig=kc)
         make_pod(env)
-        make_session(env, name="before")
+        # long windows: the faults below take a while on a loaded machine, and a session past
+        # its duration plus grace ends DeadlineExceeded (its injector pod deleted)
+        make_session(env, name="before", duration="300s")
         wait_injector(env, "before")
         wait_for(lambda: c.metric('aiprof_relists_total{resource="pods"}') == 1, 5, "first list")
         wait_for(lambda: proxy.requests(path=rf"/namespaces/{env['ns']}/profilingsessions$") and
@@ -561,7 +563,8 @@ def test_watch_cut_and_410(env):
                  any(r["fault"] == fid for r in proxy.requests()), 10, "a watch answered 410")
         wait_for(lambda: c.metric('aiprof_relists_total{resource="profilingsessions"}') > relists, 15,
                  "a relist after 410 Expired")
-        make_session(env, name="after", targets={"podName": "trainer-1", "container": "trainer"})
+        make_session(env, name="after", targets={"podName": "trainer-1", "container": "trainer"},
+                     duration="300s")
         wait_injector(env, "after")
         for n in ("before", "after"):
             inj = injector_pods(env, n)[0]["metadata"]["name"]
