@@ -20,6 +20,7 @@
 #include "event.h"
 #include "log.h"
 #include "procsyms.h"
+#include "recheck.h"
 #include "redact.h"
 #include "timeutil.h"
 #include "model/profile.h"
@@ -327,13 +328,16 @@ static int resolve_container(struct cli_result *oc, const char *id, const char *
 	int r, rc = EXIT_OK;
 
 	if (match) {
+		char why[256];
+
+		if (recheck(match, why, sizeof(why)) < 0)
+			return cli_fail(oc, EXIT_USAGE, 0, "--match '%.256s' is refused: %s", match,
+					why);
 		r = regcomp(&re, match, REG_EXTENDED | REG_NOSUB);
 		if (r) {
-			char why[256];
-
 			regerror(r, &re, why, sizeof(why));
-			return cli_fail(oc, EXIT_USAGE, 0, "--match '%s' is not a POSIX extended regular "
-				    "expression: %s", match, why);
+			return cli_fail(oc, EXIT_USAGE, 0, "--match '%.256s' is not a POSIX extended "
+				    "regular expression: %s", match, why);
 		}
 		have_re = true;
 	}
