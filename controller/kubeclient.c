@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include "kubeclient.h"
 #include "readfile.h"
+#include "timeutil.h"
 
 #define BODY_MAX (256u << 20)   /* a non-streamed answer larger than this is refused */
 #define ERRBODY_MAX (64u << 10) /* what is kept of an error answer */
@@ -22,11 +23,16 @@ struct kube_client {
 	struct curl_slist *connect_to;
 	const atomic_bool *stop;
 	long timeout_ms;
+	bool skip_gate;         /* writes skip the write gate */
 	/* token file cache: re-read when the file's identity changes */
 	char *token;
 	struct stat token_st;
 	bool token_loaded;
 };
+
+/* kube_client__set_write_gate() */
+static kube_write_gate_fn write_gate;
+static void *write_gate_ctx;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void)
@@ -247,6 +253,38 @@ void kube_client__set_stop(struct kube_client *c, const atomic_bool *stop)
 void kube_client__set_timeout_ms(struct kube_client *c, long ms)
 {
 	c->timeout_ms = ms;
+}
+
+void kube_client__set_write_gate(kube_write_gate_fn fn, void *ctx)
+{
+	write_gate = fn;
+	write_gate_ctx = ctx;
+}
+
+void kube_client__skip_write_gate(struct kube_client *c)
+{
+	c->skip_gate = true;
+}
+
+/* The write gate on a request about to go out: 0, with a write's timeout cut to the time
+ * left to act, or -ENOLCK (st says why). */
+static int pass_write_gate(struct kube_client *c, const char *method, const char *path,
+			   struct kube_status *st)
+{
+	uint64_t left_ms;
+
+	if (!write_gate || c->skip_gate || strcmp(method, "GET") == 0)
+		return 0;
+	left_ms = write_gate(write_gate_ctx) / NSEC_PER_MSEC;
+	if (left_ms == 0) {
+		snprintf(st->reason, sizeof(st->reason), "NotLeader");
+		snprintf(st->message, sizeof(st->message), "not the leader (lease lost or not "
+			 "renewed in time): %s %.300s not sent", method, path);
+		return -ENOLCK;
+	}
+	if (c->timeout_ms <= 0 || left_ms < (uint64_t)c->timeout_ms)
+		curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)left_ms);
+	return 0;
 }
 
 /* The bearer token to send now: the fixed one, or the token file's current contents. */
@@ -522,7 +560,9 @@ static int perform(struct kube_client *c, const char *method, const char *path,
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
 	}
-	err = transfer_result(c, x, curl_easy_perform(c->curl), errbuf, st);
+	err = pass_write_gate(c, method, path, st);
+	if (err == 0)
+		err = transfer_result(c, x, curl_easy_perform(c->curl), errbuf, st);
 out:
 	/* libcurl keeps no pointer to these once the transfer is over */
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);

@@ -14,6 +14,7 @@
  *   429 TooManyRequests -> -EBUSY               5xx -> -EIO (504 Timeout -> -ETIMEDOUT)
  *   transport: -ECONNREFUSED, -ETIMEDOUT, -ECONNRESET, -EHOSTUNREACH, -EPROTO (TLS),
  *   -ECANCELED (stopped through kube_client__set_stop()).
+ *   -ENOLCK: a write the write gate refused (below); nothing was sent.
  * A 401 re-reads a rotated token file and tries once more.
  *
  * Nothing here logs; no message ever contains the token.
@@ -24,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "kubeconfig.h"
 
 struct kube_status {
@@ -52,6 +54,20 @@ void kube_client__free(struct kube_client *c);  /* NULL-safe */
 void kube_client__set_stop(struct kube_client *c, const atomic_bool *stop);
 /* Total time allowed for one kube_client__request(), ms (default 30000). */
 void kube_client__set_timeout_ms(struct kube_client *c, long ms);
+
+/*
+ * The write gate, process-wide: once set, every write (any method but GET) of every client
+ * asks fn(ctx) right before it goes out, after whatever the caller waited for. fn returns
+ * how long this process may still act, in ns: 0 refuses the write here (-ENOLCK, "not the
+ * leader ..."; nothing is sent), else the request's timeout is cut to that, so that no
+ * write of ours is in flight past it. fn NULL: no gate. Set it before the threads that use
+ * clients start, or once they stopped: it is not synchronised with them. fn is called from
+ * those threads and must be thread-safe.
+ */
+typedef uint64_t (*kube_write_gate_fn)(void *ctx);
+void kube_client__set_write_gate(kube_write_gate_fn fn, void *ctx);
+/* This client's writes skip the gate (the Lease's own requests, which keep the gate open). */
+void kube_client__skip_write_gate(struct kube_client *c);
 
 /*
  * One request. path starts with '/' ("/api/v1/namespaces/ns/pods?limit=500"); body may be

@@ -16,11 +16,14 @@ struct leader {
 	struct leader_config cfg;
 	struct kube_client *kc;
 	pthread_t thread;
-	bool running;
-	atomic_bool stop, leading, lost;
+	bool running, fenced;
+	atomic_bool stop, lost;
+	_Atomic uint64_t act_until_ns;  /* may act while monotonic now < this; 0: does not lead */
+	/* the election thread's own (the caller's after leader__free() joined it) */
+	bool leading;
+	uint64_t deadline_ns;           /* the current round's requests end by then */
 	struct lease_record seen;
 	uint64_t observed_ns;
-	uint64_t last_renew_ns;
 	char rv[64];
 	bool exists;
 	int64_t acquire_ns;             /* acquireTime we wrote, wall clock */
@@ -36,6 +39,46 @@ enum leader_decision leader__decide(const struct lease_record *r, const char *id
 	if (r->holder[0] && observed_ns + dur > now_ns)
 		return LEADER_WAIT;
 	return LEADER_TAKE;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int refuse(char *msg, size_t msglen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, msglen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+int leader__check_timing(const struct leader_config *cfg, char *msg, size_t msglen)
+{
+	unsigned long long lease_ms = cfg->lease_duration_ns / NSEC_PER_MSEC;
+	unsigned long long renew_ms = cfg->renew_deadline_ns / NSEC_PER_MSEC;
+	unsigned long long retry_ms = cfg->retry_period_ns / NSEC_PER_MSEC;
+
+	if (cfg->lease_duration_ns < NSEC_PER_SEC || cfg->lease_duration_ns % NSEC_PER_SEC)
+		return refuse(msg, msglen, "--lease-duration %llu ms: give whole seconds, at least "
+			      "1s (the Lease stores leaseDurationSeconds)", lease_ms);
+	if (cfg->retry_period_ns == 0 || cfg->retry_period_ns > cfg->renew_deadline_ns / 2)
+		return refuse(msg, msglen, "--renew-deadline %llu ms must be at least twice "
+			      "--retry-period %llu ms, so that a failed renewal is tried again "
+			      "before the deadline", renew_ms, retry_ms);
+	if (cfg->renew_deadline_ns > cfg->lease_duration_ns - LEADER_MARGIN_NS)
+		return refuse(msg, msglen, "--renew-deadline %llu ms must end at least %llu ms "
+			      "before --lease-duration %llu ms: the leader acts until its renew "
+			      "deadline, another replica may take the lease once its duration is "
+			      "over", renew_ms, LEADER_MARGIN_NS / NSEC_PER_MSEC, lease_ms);
+	return 0;
+}
+
+uint64_t leader__round_deadline_ns(const struct leader_config *cfg, uint64_t round_start_ns,
+				   bool leading, uint64_t act_until_ns)
+{
+	uint64_t own = round_start_ns + cfg->renew_deadline_ns;
+
+	return leading && act_until_ns < own ? act_until_ns : own;
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -65,13 +108,32 @@ int leader__new(const struct leader_config *cfg, struct leader **ret)
 		free(l);
 		return r;
 	}
-	kube_client__set_timeout_ms(l->kc, (long)(cfg->retry_period_ns / NSEC_PER_MSEC) + 2000);
+	kube_client__skip_write_gate(l->kc);          /* the lease's writes keep the gate open */
 	*ret = l;
 	return 0;
 }
 
-/* GETs the lease into l->seen; -ENOENT when there is none. */
-static int read_lease(struct leader *l, uint64_t now)
+/* One request of the current round, with the time left to l->deadline_ns as its timeout;
+ * -ETIMEDOUT without sending when none is left. */
+static int lease_request(struct leader *l, const char *method, const char *path,
+			 const char *body, char **ret_body, size_t *ret_len, struct kube_status *st)
+{
+	uint64_t now = now_monotonic_ns();
+	uint64_t left_ms = l->deadline_ns > now ? (l->deadline_ns - now) / NSEC_PER_MSEC : 0;
+
+	if (left_ms == 0) {
+		memset(st, 0, sizeof(*st));
+		snprintf(st->message, sizeof(st->message), "no time left before the renew deadline");
+		return -ETIMEDOUT;
+	}
+	kube_client__set_timeout_ms(l->kc, (long)left_ms);
+	return kube_client__request(l->kc, method, path, NULL, body, body ? strlen(body) : 0,
+				    ret_body, ret_len, st);
+}
+
+/* GETs the lease into l->seen; -ENOENT when there is none. A change is dated when the answer
+ * came, not when the question left: a later date only makes a candidate wait longer. */
+static int read_lease(struct leader *l)
 {
 	struct kube_status st;
 	struct lease_record rec = { .duration_s = 0 };
@@ -79,13 +141,15 @@ static int read_lease(struct leader *l, uint64_t now)
 	size_t len = 0;
 	json_t *j;
 	const char *v;
+	uint64_t now;
 	int r;
 
 	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
 		 l->cfg.namespace, l->cfg.name);
-	r = kube_client__request(l->kc, "GET", path, NULL, NULL, 0, &body, &len, &st);
+	r = lease_request(l, "GET", path, NULL, &body, &len, &st);
 	if (r < 0)
 		return r;
+	now = now_monotonic_ns();
 	j = json_loadb(body, len, 0, NULL);
 	free(body);
 	if (!j)
@@ -141,22 +205,23 @@ static int write_lease(struct leader *l, const char *holder, int64_t duration_s,
 	else
 		snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
 			 l->cfg.namespace, l->cfg.name);
-	r = kube_client__request(l->kc, create ? "POST" : "PUT", path, NULL, body, strlen(body),
-				 NULL, NULL, &st);
+	r = lease_request(l, create ? "POST" : "PUT", path, body, NULL, NULL, &st);
 	free(body);
 	if (r < 0 && r != -ESTALE && r != -EEXIST)
 		llog(l, 1, "lease %s/%s: %s", l->cfg.namespace, l->cfg.name, st.message);
 	return r;
 }
 
-/* One round: returns true if this candidate holds the lease afterwards. */
-static bool try_acquire_or_renew(struct leader *l)
+/* One round, begun at start: returns true if this candidate holds the lease afterwards. */
+static bool try_acquire_or_renew(struct leader *l, uint64_t start)
 {
-	uint64_t now = now_monotonic_ns();
 	int64_t dur_s = (int64_t)(l->cfg.lease_duration_ns / NSEC_PER_SEC);
 	enum leader_decision d;
-	int r = read_lease(l, now);
+	int r;
 
+	l->deadline_ns = leader__round_deadline_ns(&l->cfg, start, l->leading,
+						   atomic_load(&l->act_until_ns));
+	r = read_lease(l);
 	if (dur_s < 1)
 		dur_s = 1;
 	if (r == -ENOENT) {
@@ -166,7 +231,14 @@ static bool try_acquire_or_renew(struct leader *l)
 	}
 	if (r < 0)
 		return false;
-	d = leader__decide(&l->seen, l->cfg.identity, l->observed_ns, now);
+	d = leader__decide(&l->seen, l->cfg.identity, l->observed_ns, now_monotonic_ns());
+	if (d != LEADER_RENEW && l->leading) {
+		/* the record names another holder (or none): whoever wrote it, stop acting now */
+		atomic_store(&l->act_until_ns, 0);
+		llog(l, 0, "the lease %s/%s is no longer ours (holder '%s')", l->cfg.namespace,
+		     l->cfg.name, l->seen.holder);
+		return false;
+	}
 	if (d == LEADER_WAIT)
 		return false;
 	if (d == LEADER_TAKE)
@@ -184,31 +256,47 @@ static void nap(struct leader *l, uint64_t ns)
 		sleep_ns(20 * NSEC_PER_MSEC);
 }
 
+/* A round begun at start got or kept the lease: may act until start + renew deadline. */
+static void renewed(struct leader *l, uint64_t start)
+{
+	atomic_store(&l->act_until_ns, start + l->cfg.renew_deadline_ns);
+	if (l->leading)
+		return;
+	l->leading = true;
+	llog(l, 3, "became the leader (lease %s/%s, identity %s)", l->cfg.namespace, l->cfg.name,
+	     l->cfg.identity);
+}
+
+/* Until the next round: the retry period, but a leader short of time tries again at its
+ * deadline at the latest (where a round with no time left finds it lost). */
+static uint64_t until_next_round(struct leader *l)
+{
+	uint64_t now = now_monotonic_ns(), until = atomic_load(&l->act_until_ns);
+
+	if (l->leading && until < now + l->cfg.retry_period_ns)
+		return until > now ? until - now : 0;
+	return l->cfg.retry_period_ns;
+}
+
 static void *run(void *arg)
 {
 	struct leader *l = arg;
 
 	while (!atomic_load(&l->stop)) {
-		bool ok = try_acquire_or_renew(l);
-		uint64_t now = now_monotonic_ns();
+		uint64_t start = now_monotonic_ns();
 
-		if (ok) {
-			l->last_renew_ns = now;
-			if (!atomic_load(&l->leading)) {
-				atomic_store(&l->leading, true);
-				llog(l, 3, "became the leader (lease %s/%s, identity %s)",
-				     l->cfg.namespace, l->cfg.name, l->cfg.identity);
-			}
-		} else if (atomic_load(&l->leading) &&
-			   now - l->last_renew_ns > l->cfg.renew_deadline_ns) {
-			atomic_store(&l->leading, false);
+		if (try_acquire_or_renew(l, start)) {
+			renewed(l, start);
+		} else if (l->leading && now_monotonic_ns() >= atomic_load(&l->act_until_ns)) {
+			l->leading = false;
 			atomic_store(&l->lost, true);
-			llog(l, 0, "lost the lease %s/%s: could not renew it within %llu ms",
+			llog(l, 0, "lost the lease %s/%s: could not renew it within %llu ms; stopped "
+			     "acting at the renew deadline (writes refused from then on)",
 			     l->cfg.namespace, l->cfg.name,
 			     (unsigned long long)(l->cfg.renew_deadline_ns / NSEC_PER_MSEC));
 			break;
 		}
-		nap(l, l->cfg.retry_period_ns);
+		nap(l, until_next_round(l));
 	}
 	return NULL;
 }
@@ -223,9 +311,32 @@ int leader__start(struct leader *l)
 	return 0;
 }
 
+uint64_t leader__act_left_ns(struct leader *l)
+{
+	uint64_t until = atomic_load(&l->act_until_ns), now = now_monotonic_ns();
+
+	return until > now ? until - now : 0;
+}
+
+bool leader__may_act(struct leader *l)
+{
+	return leader__act_left_ns(l) > 0;
+}
+
 bool leader__is_leader(struct leader *l)
 {
-	return atomic_load(&l->leading);
+	return leader__may_act(l);
+}
+
+static uint64_t write_gate(void *ctx)
+{
+	return leader__act_left_ns(ctx);
+}
+
+void leader__fence_writes(struct leader *l)
+{
+	kube_client__set_write_gate(write_gate, l);
+	l->fenced = true;
 }
 
 bool leader__lost(struct leader *l)
@@ -241,13 +352,17 @@ void leader__free(struct leader *l)
 		atomic_store(&l->stop, true);
 		pthread_join(l->thread, NULL);
 	}
-	if (atomic_load(&l->leading)) {
-		/* release: an empty holder lets a standby take over without waiting */
-		if (read_lease(l, now_monotonic_ns()) == 0 &&
-		    strcmp(l->seen.holder, l->cfg.identity) == 0 &&
+	if (l->leading && leader__may_act(l)) {
+		/* release: an empty holder lets a standby take over without waiting; only while
+		 * this replica may still act, as any write */
+		l->deadline_ns = atomic_load(&l->act_until_ns);
+		if (read_lease(l) == 0 && strcmp(l->seen.holder, l->cfg.identity) == 0 &&
 		    write_lease(l, "", 1, l->seen.transitions, false) == 0)
 			llog(l, 3, "released the lease %s/%s", l->cfg.namespace, l->cfg.name);
+		atomic_store(&l->act_until_ns, 0);
 	}
+	if (l->fenced)
+		kube_client__set_write_gate(NULL, NULL);
 	kube_client__free(l->kc);
 	free(l);
 }

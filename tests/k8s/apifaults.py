@@ -9,7 +9,11 @@ demand, made on the way to and from one.
                                            # does for a resourceVersion compacted away
     proxy.fault(path_rx, method="POST", action="drop", times=1)
                                            # forward, then reset instead of the answer
-    proxy.requests(...)                    # what went through: method, path, code, fault
+    proxy.fault(path_rx, method="PUT", action="delay", delay=8, times=10)
+                                           # a slow server: forward 8 s late, whether or not
+                                           # the client still waits (the server does the work)
+    proxy.requests(...)                    # what went through: method, path, code, fault,
+                                           # time (came in), done (answer over; None if not)
     proxy.stop()
 
 It listens on 127.0.0.1 with the API server's own certificate and key (the kit's PKI: valid
@@ -72,12 +76,14 @@ class ApiFaults:
         os.chmod(path, 0o600)
         return path
 
-    def fault(self, path, method=None, action="error", code=500, times=1, watch=None):
+    def fault(self, path, method=None, action="error", code=500, times=1, watch=None, delay=0.0):
         """The next `times` requests whose path (and query) matches `path` (a regex) and method:
         error (answer a Status with `code`), drop (forward, then reset the connection instead
-        of answering), hang (answer nothing until the fault is cleared, then close)."""
+        of answering), hang (answer nothing until the fault is cleared, then close), delay
+        (forward `delay` seconds late — or never, if the proxy stops first — then answer as
+        the server does; a client that gave up meanwhile does not stop the request)."""
         f = {"rx": re.compile(path), "method": method, "action": action, "code": code, "times": times,
-             "watch": watch, "id": len(self.faults) + 1}
+             "watch": watch, "delay": delay, "id": len(self.faults) + 1}
         with self.lock:
             self.faults.append(f)
         return f["id"]
@@ -162,7 +168,7 @@ class ApiFaults:
         f = self._take_fault(method, target, watch)
         entry = {"method": method, "path": target.split("?", 1)[0], "query": target.partition("?")[2],
                  "watch": watch, "fault": f["id"] if f else None, "action": f["action"] if f else None,
-                 "code": None, "time": time.time()}
+                 "code": None, "time": time.time(), "done": None}
         with self.lock:
             self.log.append(entry)
         if f and f["action"] == "error":
@@ -181,6 +187,12 @@ class ApiFaults:
             while not self.stopping and any(x is f for x in self.faults):
                 time.sleep(0.1)
             return False
+        if f and f["action"] == "delay":
+            end = time.monotonic() + f["delay"]
+            while not self.stopping and time.monotonic() < end:
+                time.sleep(0.05)
+            if self.stopping:
+                return False
         up = self.up_ctx.wrap_socket(socket.create_connection((self.up_host, self.up_port), timeout=30),
                                      server_hostname="127.0.0.1")
         try:
@@ -211,7 +223,13 @@ class ApiFaults:
                     m = re.match(rb"HTTP/1\.[01] (\d+)", data)
                     entry["code"] = int(m.group(1)) if m else None
                     first = False
-                c.sendall(data)
+                try:
+                    c.sendall(data)
+                except OSError:
+                    if not (f and f["action"] == "delay"):
+                        raise
+                    up.settimeout(30)   # the client gave up: the server still does the work
+            entry["done"] = time.time()
             return False            # the answer ended with the upstream connection: close too
         finally:
             up.close()
