@@ -519,7 +519,9 @@ static void scan_pod(void *ctx, void *obj)
 	if (sc->err || strcmp(kpod__ns(p), sc->s->ns) != 0)
 		return;
 	if (kpod__session_uid(p)[0]) {
-		if (strcmp(kpod__session_uid(p), sc->s->uid) == 0) {
+		/* the session's label and its ownerReference: a look-alike is not stopped */
+		if (strcmp(kpod__session_uid(p), sc->s->uid) == 0 &&
+		    strcmp(kpod__owner_uid(p), sc->s->uid) == 0) {
 			struct gather *g = sc->g;
 
 			if (g->n_all_inj == g->cap_all_inj) {
@@ -639,6 +641,12 @@ static void observe_target(struct controller *c, struct kube_client *kc,
 			kpod__unref(g->pods[i]);
 			g->pods[i] = fetch_pod(c, kc, s->ns, o->name);
 		}
+	}
+	/* a pod under the injector's name that is not the session's is left alone */
+	if (g->injs[i] && !reconcile__injector_ours(s, o->name, g->injs[i])) {
+		o->foreign_injector = true;
+		kpod__unref(g->injs[i]);
+		g->injs[i] = NULL;
 	}
 	o->pod = g->pods[i];
 	o->injector = g->injs[i];
@@ -1005,6 +1013,10 @@ struct pass {
 	struct kpod *merge_pod;         /* a reference, or NULL */
 	struct reconcile_input in;
 	struct reconcile_plan plan;
+	/* a session naming a ClusterProfilingStorage is planned as view: a copy of its fields
+	 * (borrowed from the cached session, which stays as read) with spec.s3 = storage */
+	struct session view;
+	struct session_s3 storage;      /* owned */
 };
 
 static void pass_release(struct pass *ps)
@@ -1013,6 +1025,66 @@ static void pass_release(struct pass *ps)
 	kpod__unref(ps->merge_pod);
 	ps->merge_pod = NULL;
 	reconcile_plan__release(&ps->plan);
+	session__s3_clear(&ps->storage);
+}
+
+struct ns_count {
+	const struct session *s;
+	size_t n;
+};
+
+static void count_running(void *ctx, void *obj)
+{
+	struct ns_count *nc = ctx;
+	const struct session *o = obj;
+
+	nc->n += o != nc->s && strcmp(o->ns, nc->s->ns) == 0 && strcmp(o->uid, nc->s->uid) != 0 &&
+		 reconcile__session_running(o);
+}
+
+/* The other sessions of s's namespace running now (from the cache). */
+static size_t running_in_namespace(struct controller *c, const struct session *s)
+{
+	struct ns_count nc = { .s = s };
+
+	store__foreach(informer__store(c->sessions), count_running, &nc);
+	return nc.n;
+}
+
+/* Reads the ClusterProfilingStorage s names into ps->storage; the error and why into
+ * ps->in (the plan turns them into the session's status). Returns the session to plan. */
+static const struct session *resolve_storage(struct kube_client *kc, const struct session *s,
+					     struct pass *ps)
+{
+	struct reconcile_input *in = &ps->in;
+	struct kube_status st;
+	char path[400], *body = NULL;
+	size_t len = 0;
+	json_t *j;
+	int r;
+
+	snprintf(path, sizeof(path), "/apis/%s/clusterprofilingstorages/%s", AIPROF_API_VERSION,
+		 s->spec.storage_ref);
+	r = kube_client__request(kc, "GET", path, NULL, NULL, 0, &body, &len, &st);
+	if (r == 0) {
+		j = json_loadb(body, len, 0, NULL);
+		r = j ? session__resolve_storage(s, j, &ps->storage, in->storage_msg,
+						 sizeof(in->storage_msg)) : -EBADMSG;
+		json_decref(j);
+	}
+	free(body);
+	if (r == -ENOENT)
+		snprintf(in->storage_msg, sizeof(in->storage_msg), "ClusterProfilingStorage %.100s "
+			 "not found (kubectl get clusterprofilingstorages lists those there are)",
+			 s->spec.storage_ref);
+	else if (r < 0 && r != -EPERM && r != -EINVAL)
+		snprintf(in->storage_msg, sizeof(in->storage_msg), "cannot read "
+			 "ClusterProfilingStorage %.100s: %.200s", s->spec.storage_ref,
+			 r == -EBADMSG ? "the answer is not JSON" : st.message);
+	in->storage_err = r == -EPERM || r == -EINVAL || r == -ENOENT || r == 0 ? r : -EAGAIN;
+	ps->view = *s;
+	ps->view.spec.s3 = ps->storage;
+	return &ps->view;
 }
 
 /* Gathers the session's input (from the caches, and the API server where they lag) and
@@ -1033,6 +1105,10 @@ static int plan_pass(struct controller *c, struct kube_client *kc, const struct 
 		.n_injectors = ps->g.n_all_inj, .merge_pod = ps->merge_pod,
 		.now_ns = (int64_t)now_realtime_ns(), .cfg = &c->cfg.rc,
 	};
+	if (s->spec.storage_ref && !s->deleting && !session_phase_terminal(s->phase))
+		ps->in.s = resolve_storage(kc, s, ps);
+	if (c->cfg.rc.max_running_per_ns)
+		ps->in.ns_running = running_in_namespace(c, s);
 	return reconcile__plan(&ps->in, &ps->plan);
 }
 

@@ -1,20 +1,66 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <libwebsockets.h>
+#include "httpauth.h"
 #include "httpd.h"
+
+#define NS_MAX 64               /* a namespace name (63 characters) and its NUL */
+#define WHY_MAX 512
+#define SKIP_BATCH 256          /* messages of hidden namespaces skipped in one turn */
+#define RETRY_AFTER "5"
+#define WS_CLOSE_REASON_MAX 123 /* RFC 6455: a close frame's payload is at most 125 bytes */
+/* A request waiting for its review: the review's timeout and some (lws closes it after). */
+#define PARK_TIMEOUT_S (HTTPAUTH_TIMEOUT_MS / 1000 + 5)
+
+/* The websocket's close codes: the HTTP status + 4000, as an application's own (4000-4999). */
+#define WS_CLOSE_UNAUTHORIZED 4401
+#define WS_CLOSE_TRY_AGAIN 1013
+
+enum refusal {
+	REFUSED_CONNECTIONS, REFUSED_WEBSOCKETS, REFUSED_UNAUTHENTICATED, REFUSED_FORBIDDEN,
+	REFUSED_UNAVAILABLE, REFUSED__MAX, REFUSED_NONE = REFUSED__MAX,
+};
+
+static const char *const refusal_names[REFUSED__MAX] = {
+	"connections", "websockets", "unauthenticated", "forbidden", "unavailable",
+};
+
+static const struct httpauth_attr metrics_attr = { .verb = "get", .path = "/metrics" };
 
 struct msg {
 	unsigned char *buf;     /* LWS_PRE bytes of room, then the text */
 	size_t len;
+	char ns[NS_MAX];        /* the session's namespace ("" for none: every client sees it) */
 };
+
+struct snap_line {
+	size_t off, len;
+	char ns[NS_MAX];
+};
+
+/* Every session as one feed message, shared by the clients that connect until the feed
+ * moved on by HTTPD_RING / 2 messages (service thread only). */
+struct snapshot {
+	unsigned refs;
+	uint64_t seq;           /* the feed before it is in it: its clients go on from there */
+	char *text;             /* the messages, newline-separated */
+	size_t n;
+	struct snap_line line[];
+};
+
+struct pss;
 
 struct httpd {
 	struct httpd_handlers h;
+	struct httpd_config cfg;        /* addr not kept */
+	struct httpauth *auth;          /* NULL: HTTPD_AUTH_NONE */
 	struct lws_context *ctx;
 	struct lws_protocols protocols[2];
 	pthread_t thread;
@@ -22,20 +68,33 @@ struct httpd {
 	atomic_bool stop;
 	char iface[64];
 	int port;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;           /* the ring */
 	struct msg ring[HTTPD_RING];
-	uint64_t next_seq;      /* sequence number of the next broadcast */
-	atomic_bool pending;
+	uint64_t next_seq;              /* sequence number of the next broadcast */
+	atomic_bool pending;            /* a broadcast came */
+	atomic_bool reviewed;           /* a review is done: parked clients ask again */
+	/* the service thread's own */
+	struct snapshot *snap;          /* the latest */
+	struct pss *parked;             /* clients waiting for a review */
+	unsigned conns, ws_clients;
+	unsigned long long refused[REFUSED__MAX];
 };
 
-/* Per connection: an HTTP answer being sent, or a websocket client's position. */
+/* Per connection (per HTTP transaction): an answer being sent, or a websocket client. */
 struct pss {
-	unsigned char *body;    /* LWS_PRE + answer */
+	struct lws *wsi;
+	struct pss *prev, *next;        /* in httpd.parked */
+	bool parked;
+	bool waiting;                   /* /metrics waits for its review */
+	bool flow_off;                  /* its input is paused meanwhile */
+	unsigned char *body;            /* LWS_PRE + answer */
 	size_t len;
 	bool ws;
-	uint64_t seq;           /* next ring message to send */
-	char *snap;             /* snapshot lines still to send (malloc'd), or NULL */
-	size_t snap_off, snap_len;
+	uint8_t key[HTTPAUTH_KEY_LEN];  /* its token's */
+	struct httpauth_user *user;     /* once the token is reviewed */
+	uint64_t seq;                   /* next ring message to send */
+	struct snapshot *snap;          /* snapshot lines still to send, from snap_i */
+	size_t snap_i;
 	bool gap;
 };
 
@@ -44,12 +103,35 @@ static struct httpd *of(struct lws *wsi)
 	return lws_context_user(lws_get_context(wsi));
 }
 
-static int answer(struct lws *wsi, struct pss *p, unsigned code, const char *ctype,
-		  struct strbuf *b)
+/* ---- answers ----------------------------------------------------------------------------- */
+
+/* The status line and headers of an answer of len bytes, written now. 0 or -1. */
+static int write_head(struct lws *wsi, unsigned code, const char *ctype, size_t len)
 {
+	static const char bearer[] = "Bearer realm=\"aiprof-controller\"";
 	unsigned char hdr[LWS_PRE + 512], *start = &hdr[LWS_PRE], *pos = start,
 		      *end = &hdr[sizeof(hdr) - 1];
 
+	if (lws_add_http_common_headers(wsi, code, ctype, (lws_filepos_t)len, &pos, end) ||
+	    lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL,
+					 (const unsigned char *)"no-store", 8, &pos, end))
+		return -1;
+	if (code == HTTP_STATUS_UNAUTHORIZED &&
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"www-authenticate:",
+					(const unsigned char *)bearer, sizeof(bearer) - 1, &pos, end))
+		return -1;
+	if (code == HTTP_STATUS_SERVICE_UNAVAILABLE &&
+	    lws_add_http_header_by_name(wsi, (const unsigned char *)"retry-after:",
+					(const unsigned char *)RETRY_AFTER,
+					sizeof(RETRY_AFTER) - 1, &pos, end))
+		return -1;
+	return lws_finalize_write_http_header(wsi, start, &pos, end) ? -1 : 0;
+}
+
+/* Headers now, the body when the connection is writable. */
+static int answer(struct lws *wsi, struct pss *p, unsigned code, const char *ctype,
+		  struct strbuf *b)
+{
 	if (strbuf_err(b))
 		return -1;
 	p->len = b->len;
@@ -58,13 +140,250 @@ static int answer(struct lws *wsi, struct pss *p, unsigned code, const char *cty
 		return -1;
 	if (b->len)
 		memcpy(p->body + LWS_PRE, b->s, b->len);
-	if (lws_add_http_common_headers(wsi, code, ctype, (lws_filepos_t)b->len, &pos, end) ||
-	    lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL,
-					 (const unsigned char *)"no-store", 8, &pos, end) ||
-	    lws_finalize_write_http_header(wsi, start, &pos, end))
+	if (write_head(wsi, code, ctype, b->len))
 		return 1;
 	lws_callback_on_writable(wsi);
 	return 0;
+}
+
+static void count(struct httpd *d, enum refusal why)
+{
+	if (why != REFUSED_NONE)
+		d->refused[why]++;
+}
+
+/* A refusal (plain text, why and a newline) as the answer of p's request. */
+static int refuse(struct lws *wsi, struct pss *p, unsigned code, enum refusal r, const char *why)
+{
+	struct strbuf b = STRBUF_INIT;
+	int ret;
+
+	count(of(wsi), r);
+	strbuf_addf(&b, "%s\n", why);
+	ret = answer(wsi, p, code, "text/plain", &b);
+	free(b.s);
+	return ret;
+}
+
+/* A refusal written whole now, where there is no per-connection state (an upgrade being
+ * confirmed). Returns 1: the upgrade is answered. */
+static int refuse_now(struct lws *wsi, unsigned code, enum refusal r, const char *why)
+{
+	unsigned char buf[LWS_PRE + WHY_MAX + 2];
+	int n = snprintf((char *)buf + LWS_PRE, WHY_MAX + 2, "%s\n", why);
+
+	count(of(wsi), r);
+	if (n > WHY_MAX + 1)
+		n = WHY_MAX + 1;
+	if (write_head(wsi, code, "text/plain", (size_t)n) ||
+	    lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_HTTP_FINAL) < n)
+		return -1;
+	return 1;
+}
+
+/* ---- authentication ---------------------------------------------------------------------- */
+
+static void park(struct httpd *d, struct pss *p, struct lws *wsi)
+{
+	if (p->parked)
+		return;
+	p->wsi = wsi;
+	p->parked = true;
+	p->prev = NULL;
+	p->next = d->parked;
+	if (d->parked)
+		d->parked->prev = p;
+	d->parked = p;
+}
+
+static void unpark(struct httpd *d, struct pss *p)
+{
+	if (!p->parked)
+		return;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		d->parked = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->parked = false;
+}
+
+/* The reviewer's wake(): any thread. */
+static void reviewed(void *ctx)
+{
+	struct httpd *d = ctx;
+
+	atomic_store(&d->reviewed, true);
+	lws_cancel_service(d->ctx);
+}
+
+/* Every parked client asks again (service thread). A request's input is let on first:
+ * libwebsockets does not call a connection back as writable while its input is paused. */
+static void unpark_all(struct httpd *d)
+{
+	while (d->parked) {
+		struct pss *p = d->parked;
+
+		unpark(d, p);
+		if (p->flow_off)
+			lws_rx_flow_control(p->wsi, 1);
+		p->flow_off = false;
+		lws_callback_on_writable(p->wsi);
+	}
+}
+
+/* The request's bearer token into tok (toklen > HTTPAUTH_TOKEN_MAX + 64 holds the whole
+ * header), or 401's text into why. */
+static int bearer_of(struct lws *wsi, char *tok, size_t toklen, const char *may,
+		     char *why, size_t whylen)
+{
+	int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), r;
+
+	if (n >= (int)toklen)
+		r = -E2BIG;
+	else if (n <= 0 || lws_hdr_copy(wsi, tok, (int)toklen, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+		r = -ENOENT;
+	else
+		r = httpauth__bearer(tok, tok, toklen);     /* in place */
+	if (r == -ENOENT)
+		snprintf(why, whylen, "unauthorized: send 'Authorization: Bearer <token>' with a "
+			 "Kubernetes token (a service account's: kubectl create token NAME) that "
+			 "may %s", may);
+	else if (r == -E2BIG)
+		snprintf(why, whylen, "unauthorized: the bearer token is longer than %d bytes",
+			 HTTPAUTH_TOKEN_MAX);
+	else if (r < 0)
+		snprintf(why, whylen, "unauthorized: the Authorization header is not "
+			 "'Bearer <token>'");
+	return r;
+}
+
+/* Who the request's token is: HTTPAUTH_ALLOW with *ret_user, or another verdict with why
+ * (HTTPAUTH_UNAUTHENTICATED: no token). ret_key (may be NULL) gets the token's key. */
+static enum httpauth_verdict authenticate(struct httpd *d, struct lws *wsi, const char *may,
+					  uint8_t *ret_key, struct httpauth_user **ret_user,
+					  char *why, size_t whylen)
+{
+	char tok[HTTPAUTH_TOKEN_MAX + 64];
+	uint8_t key[HTTPAUTH_KEY_LEN];
+	enum httpauth_verdict v;
+
+	if (bearer_of(wsi, tok, sizeof(tok), may, why, whylen) < 0) {
+		explicit_bzero(tok, sizeof(tok));
+		return HTTPAUTH_UNAUTHENTICATED;
+	}
+	httpauth__key(tok, key);
+	v = httpauth__authenticate(d->auth, key, tok, ret_user, why, whylen);
+	explicit_bzero(tok, sizeof(tok));
+	if (ret_key)
+		memcpy(ret_key, key, HTTPAUTH_KEY_LEN);
+	return v;
+}
+
+/* The HTTP status for a verdict, with why made a full sentence; 0 for one still to come. */
+static unsigned status_of(enum httpauth_verdict v, char *why, size_t whylen, enum refusal *r)
+{
+	char reason[WHY_MAX];
+
+	snprintf(reason, sizeof(reason), "%s", why);
+	*r = REFUSED_NONE;
+	switch (v) {
+	case HTTPAUTH_ALLOW:
+		return HTTP_STATUS_OK;
+	case HTTPAUTH_PENDING:
+	case HTTPAUTH_BUSY:
+		return 0;
+	case HTTPAUTH_UNAUTHENTICATED:
+		*r = REFUSED_UNAUTHENTICATED;
+		if (strncmp(reason, "unauthorized: ", 14) != 0)
+			snprintf(why, whylen, "unauthorized: %s", reason);
+		return HTTP_STATUS_UNAUTHORIZED;
+	case HTTPAUTH_DENY:
+		*r = REFUSED_FORBIDDEN;
+		snprintf(why, whylen, "forbidden: %s", reason);
+		return HTTP_STATUS_FORBIDDEN;
+	case HTTPAUTH_ERROR:
+	default:
+		*r = REFUSED_UNAVAILABLE;
+		snprintf(why, whylen, "service unavailable: cannot review the token now (%s): "
+			 "try again", reason);
+		return HTTP_STATUS_SERVICE_UNAVAILABLE;
+	}
+}
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+/* The endpoint's own metrics, after the controller's. */
+static void own_metrics(struct httpd *d, struct strbuf *b)
+{
+	strbuf_addf(b, "# HELP aiprof_http_connections Connections open to the HTTP endpoint "
+		    "(websockets included; at most --max-connections).\n"
+		    "# TYPE aiprof_http_connections gauge\naiprof_http_connections %u\n", d->conns);
+	strbuf_addf(b, "# HELP aiprof_websocket_clients Clients of /ws/sessions (at most "
+		    "--max-ws-clients).\n# TYPE aiprof_websocket_clients gauge\n"
+		    "aiprof_websocket_clients %u\n", d->ws_clients);
+	strbuf_adds(b, "# HELP aiprof_http_refused_total Connections closed over "
+		    "--max-connections, websockets refused over --max-ws-clients, requests "
+		    "without a valid token (401), not allowed (403), whose review failed (503).\n"
+		    "# TYPE aiprof_http_refused_total counter\n");
+	for (int i = 0; i < REFUSED__MAX; i++)
+		strbuf_addf(b, "aiprof_http_refused_total{reason=\"%s\"} %llu\n", refusal_names[i],
+			    d->refused[i]);
+}
+
+/* Whether p's request may get /metrics: HTTP_STATUS_OK, a refusal's status with why, or 0
+ * while its review is under way: the request is parked (its input paused) and comes back
+ * through LWS_CALLBACK_HTTP_WRITEABLE when a review is done. */
+static unsigned metrics_gate(struct httpd *d, struct lws *wsi, struct pss *p, enum refusal *r,
+			     char *why, size_t whylen)
+{
+	struct httpauth_user *u = NULL;
+	enum httpauth_verdict v;
+	unsigned code;
+
+	*r = REFUSED_NONE;
+	if (!d->auth)
+		return HTTP_STATUS_OK;
+	v = authenticate(d, wsi, "get /metrics", NULL, &u, why, whylen);
+	if (v == HTTPAUTH_ALLOW) {
+		v = httpauth__authorize(d->auth, u, &metrics_attr, why, whylen);
+		httpauth_user__unref(u);
+	}
+	code = status_of(v, why, whylen, r);
+	if (code)
+		return code;
+	park(d, p, wsi);
+	p->waiting = true;
+	if (!p->flow_off)
+		lws_rx_flow_control(wsi, 0);
+	p->flow_off = true;
+	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, PARK_TIMEOUT_S);
+	return 0;
+}
+
+static int serve_metrics(struct lws *wsi, struct pss *p)
+{
+	struct httpd *d = of(wsi);
+	struct strbuf b = STRBUF_INIT;
+	char why[WHY_MAX] = "";
+	enum refusal rf;
+	unsigned code = metrics_gate(d, wsi, p, &rf, why, sizeof(why));
+	int r;
+
+	if (!code)
+		return 0;
+	if (p->flow_off)
+		lws_rx_flow_control(wsi, 1);
+	p->flow_off = false;
+	if (code != HTTP_STATUS_OK)
+		return refuse(wsi, p, code, rf, why);
+	if (d->h.metrics)
+		d->h.metrics(d->h.ctx, &b);
+	own_metrics(d, &b);
+	r = answer(wsi, p, HTTP_STATUS_OK, "text/plain; version=0.0.4; charset=utf-8", &b);
+	free(b.s);
+	return r;
 }
 
 static int on_http(struct lws *wsi, struct pss *p, const char *uri)
@@ -74,6 +393,8 @@ static int on_http(struct lws *wsi, struct pss *p, const char *uri)
 	char why[256] = "";
 	int r;
 
+	if (strcmp(uri, "/metrics") == 0)
+		return serve_metrics(wsi, p);
 	if (strcmp(uri, "/healthz") == 0 || strcmp(uri, "/livez") == 0) {
 		strbuf_adds(&b, "ok\n");
 		r = answer(wsi, p, HTTP_STATUS_OK, "text/plain", &b);
@@ -83,10 +404,6 @@ static int on_http(struct lws *wsi, struct pss *p, const char *uri)
 		strbuf_addf(&b, "%s\n", ok && !why[0] ? "ok" : why);
 		r = answer(wsi, p, ok ? HTTP_STATUS_OK : HTTP_STATUS_SERVICE_UNAVAILABLE,
 			   "text/plain", &b);
-	} else if (strcmp(uri, "/metrics") == 0) {
-		if (d->h.metrics)
-			d->h.metrics(d->h.ctx, &b);
-		r = answer(wsi, p, HTTP_STATUS_OK, "text/plain; version=0.0.4; charset=utf-8", &b);
 	} else {
 		strbuf_adds(&b, "not found: try /healthz, /readyz, /metrics or /ws/sessions\n");
 		r = answer(wsi, p, HTTP_STATUS_NOT_FOUND, "text/plain", &b);
@@ -95,123 +412,413 @@ static int on_http(struct lws *wsi, struct pss *p, const char *uri)
 	return r;
 }
 
-/* Sends one message (snapshot line, gap notice or ring entry) to a websocket client. */
+static int http_writeable(struct lws *wsi, struct pss *p)
+{
+	if (p->waiting) {
+		p->waiting = false;
+		return serve_metrics(wsi, p);
+	}
+	if (!p->body)
+		return 0;
+	if (lws_write(wsi, p->body + LWS_PRE, p->len, LWS_WRITE_HTTP_FINAL) < (int)p->len)
+		return 1;
+	free(p->body);
+	p->body = NULL;
+	return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* ---- the feed ---------------------------------------------------------------------------- */
+
+/* The namespace a feed message is about. One that cannot be read gets "-", a namespace
+ * nobody can be granted: it goes only to clients that may list every namespace. */
+static void feed_namespace(const char *json, size_t len, char ns[NS_MAX])
+{
+	json_t *j = json_loadb(json, len, 0, NULL);
+	const char *s = json_string_value(json_object_get(j, "namespace"));
+
+	snprintf(ns, NS_MAX, "%s", s && *s && strlen(s) < NS_MAX ? s : "-");
+	json_decref(j);
+}
+
+static void snapshot_unref(struct snapshot *s)
+{
+	if (s && !--s->refs) {
+		free(s->text);
+		free(s);
+	}
+}
+
+/* The sessions now, as the feed's messages; seq: the next broadcast's, read before. */
+static struct snapshot *snapshot_new(struct httpd *d, uint64_t seq)
+{
+	struct strbuf b = STRBUF_INIT;
+	struct snapshot *s;
+	size_t n = 0;
+
+	if (d->h.snapshot)
+		d->h.snapshot(d->h.ctx, &b);
+	for (size_t i = 0; i < b.len; i++)
+		n += b.s[i] == '\n';
+	s = strbuf_err(&b) ? NULL : malloc(sizeof(*s) + (n + 1) * sizeof(s->line[0]));
+	if (!s) {
+		free(b.s);
+		return NULL;
+	}
+	*s = (struct snapshot){ .refs = 1, .seq = seq, .text = b.s };
+	for (size_t off = 0; off < b.len;) {
+		const char *nl = memchr(b.s + off, '\n', b.len - off);
+		size_t len = nl ? (size_t)(nl - (b.s + off)) : b.len - off;
+
+		if (len) {
+			s->line[s->n] = (struct snap_line){ .off = off, .len = len };
+			feed_namespace(b.s + off, len, s->line[s->n++].ns);
+		}
+		off += len + 1;
+	}
+	return s;
+}
+
+/* The snapshot for a client connecting now (a reference): the latest while the feed moved
+ * on by less than HTTPD_RING / 2 since (the client replays those from the ring), else a new
+ * one. NULL when out of memory. */
+static struct snapshot *snapshot_get(struct httpd *d)
+{
+	uint64_t seq;
+
+	pthread_mutex_lock(&d->lock);
+	seq = d->next_seq;
+	pthread_mutex_unlock(&d->lock);
+	if (!d->snap || seq - d->snap->seq >= HTTPD_RING / 2) {
+		struct snapshot *s = snapshot_new(d, seq);
+
+		if (!s)
+			return NULL;
+		snapshot_unref(d->snap);
+		d->snap = s;
+	}
+	d->snap->refs++;
+	return d->snap;
+}
+
+/* Is there a message for p? Its namespace into ns. */
+static bool peek(struct httpd *d, struct pss *p, char ns[NS_MAX])
+{
+	bool got = true;
+
+	if (p->snap && p->snap_i < p->snap->n) {
+		memcpy(ns, p->snap->line[p->snap_i].ns, NS_MAX);
+		return true;
+	}
+	snapshot_unref(p->snap);
+	p->snap = NULL;
+	pthread_mutex_lock(&d->lock);
+	if (d->next_seq - p->seq > HTTPD_RING) {
+		p->seq = d->next_seq - HTTPD_RING;
+		p->gap = true;
+	}
+	if (p->gap)
+		ns[0] = '\0';
+	else if (p->seq < d->next_seq)
+		memcpy(ns, d->ring[p->seq % HTTPD_RING].ns, NS_MAX);
+	else
+		got = false;
+	pthread_mutex_unlock(&d->lock);
+	return got;
+}
+
+static unsigned char *copy_msg(const char *text, size_t len)
+{
+	unsigned char *buf = malloc(LWS_PRE + len + 1);
+
+	if (buf)
+		memcpy(buf + LWS_PRE, text, len);
+	return buf;
+}
+
+/* Moves p past the message peek() saw, into *ret_buf (LWS_PRE + text) when send. Returns 1
+ * when there is one to send (or skip), 0 when the ring moved on meanwhile (peek again),
+ * -1 when out of memory. */
+static int take(struct httpd *d, struct pss *p, bool send, unsigned char **ret_buf,
+		size_t *ret_len)
+{
+	static const char gap[] = "{\"type\":\"gap\"}";
+	const char *text = NULL;
+	int r = 1;
+
+	if (p->snap) {
+		const struct snap_line *l = &p->snap->line[p->snap_i++];
+
+		*ret_len = l->len;
+		text = p->snap->text + l->off;
+		*ret_buf = send ? copy_msg(text, l->len) : NULL;
+		return send && !*ret_buf ? -1 : 1;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (d->next_seq - p->seq > HTTPD_RING) {
+		r = 0;
+	} else if (p->gap) {
+		p->gap = false;
+		text = gap;
+		*ret_len = sizeof(gap) - 1;
+	} else {
+		const struct msg *m = &d->ring[p->seq++ % HTTPD_RING];
+
+		text = (const char *)m->buf + LWS_PRE;
+		*ret_len = m->len;
+	}
+	*ret_buf = r && send ? copy_msg(text, *ret_len) : NULL;
+	pthread_mutex_unlock(&d->lock);
+	return r && send && !*ret_buf ? -1 : r;
+}
+
+static bool more(struct httpd *d, const struct pss *p)
+{
+	bool m;
+
+	if (p->snap && p->snap_i < p->snap->n)
+		return true;
+	pthread_mutex_lock(&d->lock);
+	m = p->gap || p->seq < d->next_seq;
+	pthread_mutex_unlock(&d->lock);
+	return m;
+}
+
+/* May p see the sessions of namespace ns ("": a message about none)? */
+static enum httpauth_verdict may_see(struct httpd *d, struct pss *p, const char *ns, char *why,
+				     size_t whylen)
+{
+	struct httpauth_attr at = {
+		.verb = "list", .group = "aiprof.io", .resource = "profilingsessions", .ns = "",
+	};
+	enum httpauth_verdict v;
+
+	if (!d->auth || !ns[0])
+		return HTTPAUTH_ALLOW;
+	v = httpauth__authorize(d->auth, p->user, &at, why, whylen);
+	if (v != HTTPAUTH_DENY)
+		return v;
+	at.ns = ns;
+	return httpauth__authorize(d->auth, p->user, &at, why, whylen);
+}
+
+static int ws_close(struct lws *wsi, int code, const char *why)
+{
+	size_t n = strlen(why);
+
+	lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)why,
+			 n < WS_CLOSE_REASON_MAX ? n : WS_CLOSE_REASON_MAX);
+	return -1;
+}
+
+/* The client's token, reviewed: 0 to go on, 1 while the review is under way (parked), -1
+ * once the connection is to close. */
+static int ws_authenticated(struct httpd *d, struct lws *wsi, struct pss *p)
+{
+	char why[WHY_MAX];
+	enum httpauth_verdict v;
+
+	if (!d->auth || p->user)
+		return 0;
+	v = httpauth__authenticate(d->auth, p->key, NULL, &p->user, why, sizeof(why));
+	switch (v) {
+	case HTTPAUTH_ALLOW:
+		return 0;
+	case HTTPAUTH_PENDING:
+	case HTTPAUTH_BUSY:
+		park(d, p, wsi);
+		return 1;
+	case HTTPAUTH_UNAUTHENTICATED:
+		count(d, REFUSED_UNAUTHENTICATED);
+		return ws_close(wsi, WS_CLOSE_UNAUTHORIZED, why);
+	default:
+		count(d, REFUSED_UNAVAILABLE);
+		return ws_close(wsi, WS_CLOSE_TRY_AGAIN, why);
+	}
+}
+
+/* Sends the client's next message it may see (snapshot line, gap notice or ring entry),
+ * skipping those of namespaces it may not list. */
 static int ws_write_next(struct lws *wsi, struct pss *p)
 {
 	struct httpd *d = of(wsi);
-	unsigned char *buf = NULL;
+	unsigned char *buf;
+	char ns[NS_MAX], why[WHY_MAX];
 	size_t len = 0;
-	bool more;
-	int r;
+	int r = ws_authenticated(d, wsi, p);
 
-	if (p->snap && p->snap_off < p->snap_len) {
-		char *line = p->snap + p->snap_off, *nl = memchr(line, '\n', p->snap_len - p->snap_off);
+	if (r)
+		return r < 0 ? -1 : 0;
+	for (int i = 0; i < SKIP_BATCH; i++) {
+		enum httpauth_verdict v;
 
-		len = nl ? (size_t)(nl - line) : p->snap_len - p->snap_off;
-		p->snap_off += len + 1;
-		buf = malloc(LWS_PRE + len + 1);
-		if (!buf)
+		if (!peek(d, p, ns))
+			return 0;
+		v = may_see(d, p, ns, why, sizeof(why));
+		if (v == HTTPAUTH_PENDING || v == HTTPAUTH_BUSY) {
+			park(d, p, wsi);
+			return 0;
+		}
+		if (v == HTTPAUTH_ERROR) {
+			count(d, REFUSED_UNAVAILABLE);
+			return ws_close(wsi, WS_CLOSE_TRY_AGAIN, why);
+		}
+		r = take(d, p, v == HTTPAUTH_ALLOW, &buf, &len);
+		if (r < 0)
 			return -1;
-		memcpy(buf + LWS_PRE, line, len);
-	} else {
-		pthread_mutex_lock(&d->lock);
-		if (d->next_seq - p->seq > HTTPD_RING) {
-			p->seq = d->next_seq - HTTPD_RING;
-			p->gap = true;
-		}
-		if (p->gap) {
-			static const char gap[] = "{\"type\":\"gap\"}";
-
-			len = sizeof(gap) - 1;
-			buf = malloc(LWS_PRE + len + 1);
-			if (buf)
-				memcpy(buf + LWS_PRE, gap, len);
-			p->gap = false;
-		} else if (p->seq < d->next_seq) {
-			struct msg *m = &d->ring[p->seq % HTTPD_RING];
-
-			len = m->len;
-			buf = malloc(LWS_PRE + len + 1);
-			if (buf)
-				memcpy(buf + LWS_PRE, m->buf + LWS_PRE, len);
-			p->seq++;
-		}
-		pthread_mutex_unlock(&d->lock);
-		if (!buf)
-			return len ? -1 : 0;
+		if (r == 0 || !buf)
+			continue;
+		r = lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_TEXT);
+		free(buf);
+		if (r < (int)len)
+			return -1;
+		break;
 	}
-	r = lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_TEXT);
-	free(buf);
-	if (r < (int)len)
-		return -1;
-	pthread_mutex_lock(&d->lock);
-	more = (p->snap && p->snap_off < p->snap_len) || p->seq < d->next_seq;
-	pthread_mutex_unlock(&d->lock);
-	if (more)
+	if (more(d, p))
 		lws_callback_on_writable(wsi);
 	return 0;
+}
+
+/* An upgrade to the websocket, before the handshake (no per-connection state yet): 0 lets it
+ * go on, 1 when refused here with an answer. The token is reviewed now; the client waits for
+ * a review under way after the handshake (ws_authenticated()), for the handshake cannot
+ * wait. */
+static int ws_confirm(struct lws *wsi)
+{
+	struct httpd *d = of(wsi);
+	struct httpauth_user *u = NULL;
+	char uri[128], why[WHY_MAX];
+	enum httpauth_verdict v;
+	enum refusal rf;
+	unsigned code;
+
+	if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
+	    strcmp(uri, "/ws/sessions") != 0)
+		return refuse_now(wsi, HTTP_STATUS_NOT_FOUND, REFUSED_NONE,
+				  "not found: the websocket is /ws/sessions");
+	if (d->ws_clients >= d->cfg.max_ws_clients) {
+		snprintf(why, sizeof(why), "service unavailable: %u websocket clients are "
+			 "connected, as many as --max-ws-clients allows: try again later",
+			 d->ws_clients);
+		return refuse_now(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, REFUSED_WEBSOCKETS, why);
+	}
+	if (!d->auth)
+		return 0;
+	v = authenticate(d, wsi, "list profilingsessions", NULL, &u, why, sizeof(why));
+	httpauth_user__unref(u);
+	code = status_of(v, why, sizeof(why), &rf);
+	if (code == 0 && v == HTTPAUTH_BUSY) {
+		snprintf(why, sizeof(why), "service unavailable: too many token reviews under "
+			 "way: try again");
+		return refuse_now(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, REFUSED_UNAVAILABLE, why);
+	}
+	return code == 0 || code == HTTP_STATUS_OK ? 0 : refuse_now(wsi, code, rf, why);
+}
+
+/* The handshake is about to be answered: the client's token key (ws_confirm() reviewed it). */
+static int ws_filter(struct lws *wsi, struct pss *p)
+{
+	struct httpd *d = of(wsi);
+	char uri[128], why[WHY_MAX];
+	enum httpauth_verdict v;
+
+	if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
+	    strcmp(uri, "/ws/sessions") != 0)
+		return 1;       /* websockets only there */
+	if (!d->auth)
+		return 0;
+	v = authenticate(d, wsi, "list profilingsessions", p->key, &p->user, why, sizeof(why));
+	return v == HTTPAUTH_ALLOW || v == HTTPAUTH_PENDING ? 0 : 1;
+}
+
+static int ws_established(struct lws *wsi, struct pss *p)
+{
+	struct httpd *d = of(wsi);
+
+	p->snap = snapshot_get(d);
+	if (!p->snap)
+		return -1;
+	p->ws = true;
+	p->wsi = wsi;
+	d->ws_clients++;
+	p->seq = p->snap->seq;
+	lws_callback_on_writable(wsi);
+	return 0;
+}
+
+static void ws_closed(struct httpd *d, struct pss *p)
+{
+	if (!p->ws)
+		return;
+	d->ws_clients--;
+	unpark(d, p);
+	snapshot_unref(p->snap);
+	p->snap = NULL;
+	httpauth_user__unref(p->user);
+	p->user = NULL;
+	p->ws = false;
+}
+
+/* ---- the callback ------------------------------------------------------------------------ */
+
+static int on_connections(struct httpd *d, enum lws_callback_reasons reason)
+{
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		if (d->conns < d->cfg.max_connections)
+			return 0;
+		count(d, REFUSED_CONNECTIONS);
+		return 1;               /* closed as accepted */
+	case LWS_CALLBACK_WSI_CREATE:
+		d->conns++;
+		return 0;
+	default:                        /* LWS_CALLBACK_WSI_DESTROY; the listener's too */
+		d->conns -= d->conns > 0;
+		return 0;
+	}
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
 	struct pss *p = user;
-	struct httpd *d;
-	char uri[128];
+	struct httpd *d = wsi ? of(wsi) : NULL;
 
 	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+	case LWS_CALLBACK_WSI_CREATE:
+	case LWS_CALLBACK_WSI_DESTROY:
+		if (d && on_connections(d, reason))
+			return 1;
+		break;
 	case LWS_CALLBACK_HTTP:
 		return on_http(wsi, p, in ? (const char *)in : "/");
 	case LWS_CALLBACK_HTTP_WRITEABLE:
-		if (!p->body)
-			break;
-		if (lws_write(wsi, p->body + LWS_PRE, p->len, LWS_WRITE_HTTP_FINAL) < (int)p->len)
-			return 1;
-		free(p->body);
-		p->body = NULL;
-		if (lws_http_transaction_completed(wsi))
-			return -1;
-		return 0;
+		return http_writeable(wsi, p);
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 	case LWS_CALLBACK_CLOSED_HTTP:
-		free(p->body);
-		p->body = NULL;
-		break;
-	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
-		    strcmp(uri, "/ws/sessions") != 0)
-			return 1;       /* websockets only there */
-		break;
-	case LWS_CALLBACK_ESTABLISHED: {
-		struct strbuf b = STRBUF_INIT;
-
-		d = of(wsi);
-		memset(p, 0, sizeof(*p));
-		p->ws = true;
-		if (d->h.snapshot)
-			d->h.snapshot(d->h.ctx, &b);
-		pthread_mutex_lock(&d->lock);
-		p->seq = d->next_seq;   /* the snapshot covers what came before */
-		pthread_mutex_unlock(&d->lock);
-		if (!strbuf_err(&b) && b.len) {
-			p->snap = b.s;
-			p->snap_len = b.len;
-			b.s = NULL;
+		if (p) {        /* the next transaction on the connection starts afresh */
+			unpark(d, p);
+			free(p->body);
+			memset(p, 0, sizeof(*p));
 		}
-		free(b.s);
-		lws_callback_on_writable(wsi);
 		break;
-	}
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		return ws_confirm(wsi);
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+		return ws_filter(wsi, p);
+	case LWS_CALLBACK_ESTABLISHED:
+		return ws_established(wsi, p);
 	case LWS_CALLBACK_SERVER_WRITEABLE:
-		if (p->ws)
+		if (p && p->ws)
 			return ws_write_next(wsi, p);
 		break;
 	case LWS_CALLBACK_CLOSED:
-		free(p->snap);
-		p->snap = NULL;
+		if (p)
+			ws_closed(d, p);
 		break;
 	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-		d = lws_context_user(lws_get_context(wsi));
+		if (d && atomic_exchange(&d->reviewed, false))
+			unpark_all(d);
 		if (d && atomic_exchange(&d->pending, false))
 			lws_callback_on_writable_all_protocol(d->ctx, &d->protocols[0]);
 		break;
@@ -220,6 +827,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
+
+/* ---- set-up ------------------------------------------------------------------------------ */
 
 static struct httpd *log_target;
 
@@ -260,25 +869,61 @@ static int parse_addr(const char *addr, char *iface, size_t ilen, int *port)
 	return 0;
 }
 
-int httpd__new(const char *addr, const struct httpd_handlers *h, struct httpd **ret)
+/* 127.0.0.0/8, ::1 or localhost: reachable from this host (this pod) only. */
+static bool loopback(const char *iface)
+{
+	struct in_addr a4;
+
+	if (strcmp(iface, "localhost") == 0 || strcmp(iface, "::1") == 0)
+		return true;
+	return inet_pton(AF_INET, iface, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+int httpd__parse_auth(const char *s, enum httpd_auth *ret)
+{
+	if (strcmp(s, "kubernetes") == 0)
+		*ret = HTTPD_AUTH_KUBERNETES;
+	else if (strcmp(s, "none") == 0)
+		*ret = HTTPD_AUTH_NONE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int httpd__check(const struct httpd_config *cfg, char *msg, size_t msglen)
+{
+	char iface[64];
+	int port;
+
+	if (parse_addr(cfg->addr, iface, sizeof(iface), &port) < 0)
+		snprintf(msg, msglen, "--metrics-addr '%s' is not [HOST]:PORT", cfg->addr);
+	else if (cfg->auth == HTTPD_AUTH_NONE && !loopback(iface))
+		snprintf(msg, msglen, "--http-auth=none serves the metrics and every namespace's "
+			 "sessions to whoever connects: it needs a loopback --metrics-addr such as "
+			 "127.0.0.1:8080, not '%s'", cfg->addr);
+	else if (cfg->auth == HTTPD_AUTH_KUBERNETES && !cfg->kube)
+		snprintf(msg, msglen, "--http-auth=kubernetes needs the API server's configuration");
+	else if (cfg->max_ws_clients < 1)
+		snprintf(msg, msglen, "--max-ws-clients must be 1 or more");
+	else if (cfg->max_connections < cfg->max_ws_clients + HTTPD_SPARE_CONNECTIONS)
+		snprintf(msg, msglen, "--max-connections %u leaves too little room beside "
+			 "--max-ws-clients %u for probes and scrapes: give at least %u",
+			 cfg->max_connections, cfg->max_ws_clients,
+			 cfg->max_ws_clients + HTTPD_SPARE_CONNECTIONS);
+	else
+		return 0;
+	return -EINVAL;
+}
+
+static int create_context(struct httpd *d)
 {
 	struct lws_context_creation_info info;
 	struct lws_vhost *vh;
-	struct httpd *d = calloc(1, sizeof(*d));
-	int r;
 
-	if (!d)
-		return -ENOMEM;
-	d->h = *h;
-	r = parse_addr(addr, d->iface, sizeof(d->iface), &d->port);
-	if (r < 0) {
-		free(d);
-		return r;
-	}
-	pthread_mutex_init(&d->lock, NULL);
 	d->protocols[0] = (struct lws_protocols){
 		.name = "aiprof-sessions", .callback = callback,
-		.per_session_data_size = sizeof(struct pss), .rx_buffer_size = 4096,
+		/* clients send nothing but control frames (at most 125 bytes) */
+		.per_session_data_size = sizeof(struct pss), .rx_buffer_size = 512,
 	};
 	log_target = d;
 	lws_set_log_level(LLL_ERR, lws_log);
@@ -289,15 +934,45 @@ int httpd__new(const char *addr, const struct httpd_handlers *h, struct httpd **
 	info.user = d;
 	info.options = LWS_SERVER_OPTION_DISABLE_IPV6 * (d->iface[0] && !strchr(d->iface, ':'));
 	info.vhost_name = "default";
+	/* a header table for every connection allowed: one waiting for its review holds its
+	 * own, and must not keep a probe waiting for one */
+	info.max_http_header_pool = (unsigned short)(d->cfg.max_connections < 65535 ?
+						     d->cfg.max_connections : 65535);
 	d->ctx = lws_create_context(&info);
-	if (!d->ctx) {
-		pthread_mutex_destroy(&d->lock);
-		free(d);
+	if (!d->ctx)
 		return -EADDRINUSE;
-	}
 	vh = lws_get_vhost_by_name(d->ctx, "default");
 	if (vh)
 		d->port = lws_get_vhost_listen_port(vh);
+	return 0;
+}
+
+int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
+	       struct httpd **ret)
+{
+	struct httpauth_config ac = { .kube = cfg->kube, .wake = reviewed };
+	struct httpd *d;
+	char msg[256];
+	int r;
+
+	if (httpd__check(cfg, msg, sizeof(msg)) < 0)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->h = *h;
+	d->cfg = *cfg;
+	d->cfg.addr = NULL;
+	parse_addr(cfg->addr, d->iface, sizeof(d->iface), &d->port);
+	pthread_mutex_init(&d->lock, NULL);
+	ac.ctx = d;
+	r = cfg->auth == HTTPD_AUTH_KUBERNETES ? httpauth__new(&ac, &d->auth) : 0;
+	if (r == 0)
+		r = create_context(d);
+	if (r < 0) {
+		httpd__free(d);
+		return r;
+	}
 	*ret = d;
 	return 0;
 }
@@ -319,8 +994,11 @@ static void *serve(void *arg)
 
 int httpd__start(struct httpd *h)
 {
-	int r = pthread_create(&h->thread, NULL, serve, h);
+	int r = h->auth ? httpauth__start(h->auth) : 0;
 
+	if (r < 0)
+		return r;
+	r = pthread_create(&h->thread, NULL, serve, h);
 	if (r)
 		return -r;
 	h->running = true;
@@ -329,24 +1007,25 @@ int httpd__start(struct httpd *h)
 
 void httpd__broadcast(struct httpd *h, const char *json, size_t len)
 {
-	unsigned char *buf = malloc(LWS_PRE + len + 1);
+	unsigned char *buf;
+	char ns[NS_MAX];
 	struct msg *m;
 
-	if (!buf || !h)
-		goto out;
-	memcpy(buf + LWS_PRE, json, len);
+	if (!h)
+		return;
+	buf = copy_msg(json, len);
+	if (!buf)
+		return;
+	feed_namespace(json, len, ns);
 	pthread_mutex_lock(&h->lock);
 	m = &h->ring[h->next_seq % HTTPD_RING];
 	free(m->buf);
-	m->buf = buf;
-	m->len = len;
+	*m = (struct msg){ .buf = buf, .len = len };
+	memcpy(m->ns, ns, NS_MAX);
 	h->next_seq++;
 	pthread_mutex_unlock(&h->lock);
-	buf = NULL;
 	atomic_store(&h->pending, true);
 	lws_cancel_service(h->ctx);
-out:
-	free(buf);
 }
 
 void httpd__free(struct httpd *h)
@@ -358,11 +1037,16 @@ void httpd__free(struct httpd *h)
 		lws_cancel_service(h->ctx);
 		pthread_join(h->thread, NULL);
 	}
-	lws_context_destroy(h->ctx);
+	/* the reviewer first: its wake() needs the context */
+	httpauth__free(h->auth);
+	h->auth = NULL;
+	if (h->ctx)
+		lws_context_destroy(h->ctx);
 	if (log_target == h)
 		log_target = NULL;
 	for (size_t i = 0; i < HTTPD_RING; i++)
 		free(h->ring[i].buf);
+	snapshot_unref(h->snap);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }

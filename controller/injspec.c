@@ -48,8 +48,9 @@ int injspec__output_url(const struct session *s, const char *target_pod, char **
 	const struct session_s3 *o = &s->spec.s3;
 	char *u;
 
-	if (asprintf(&u, "s3://%s/%s%s%s/%s/%s", o->bucket, o->prefix ? o->prefix : "",
-		     o->prefix && o->prefix[0] ? "/" : "", s->ns, s->name, target_pod) < 0)
+	/* the UID too: a session made again under the same name writes beside the last run */
+	if (asprintf(&u, "s3://%s/%s%s%s/%s/%s/%s", o->bucket, o->prefix ? o->prefix : "",
+		     o->prefix && o->prefix[0] ? "/" : "", s->ns, s->name, s->uid, target_pod) < 0)
 		return -ENOMEM;
 	*ret = u;
 	return 0;
@@ -166,9 +167,12 @@ static json_t *injector_env(const struct injector_target *t, bool ephemeral)
 
 static json_t *security_context(const struct injector_target *t)
 {
-	json_t *add = json_pack("[sss]", "SYS_PTRACE", "BPF", "PERFMON");
+	/* the least the collectors asked for need: library collectors only -> ptrace alone */
+	bool ebpf = session__needs_ebpf(t->s);
+	json_t *add = ebpf ? json_pack("[sss]", "SYS_PTRACE", "BPF", "PERFMON") :
+			     json_pack("[s]", "SYS_PTRACE");
 
-	if (add && t->need_sys_admin && add_str(add, "SYS_ADMIN")) {
+	if (add && ebpf && t->need_sys_admin && add_str(add, "SYS_ADMIN")) {
 		json_decref(add);
 		return NULL;
 	}

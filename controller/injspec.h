@@ -7,7 +7,8 @@
  * The node-agent pod: nodeName = the target's node, hostPID (the host's pid namespace holds
  * the target container's processes; the injector reaches the container's mount namespace
  * through /proc/PID/root and never writes into it), restartPolicy Never, no service-account
- * token, capabilities dropped to SYS_PTRACE, BPF and PERFMON (plus SYS_ADMIN only for a
+ * token, capabilities dropped to SYS_PTRACE, BPF and PERFMON (SYS_PTRACE alone when the
+ * session asks for library collectors only; plus SYS_ADMIN for eBPF on a
  * kernel older than 5.8, which has no CAP_BPF/CAP_PERFMON), tolerating every taint, an
  * activeDeadlineSeconds of duration + grace, and an ownerReference to the session.
  * The ephemeral container: targetContainerName = the target container, so it shares that
@@ -71,13 +72,13 @@ void injspec__pod_name(const struct session *s, const char *target_pod,
 /* The ephemeral container's name: "aiprof-<10 hex of uid>". */
 void injspec__ephemeral_name(const struct session *s, char out[32]);
 
-/* "s3://bucket/prefix/namespace/session/pod": where one target's artifacts go. */
+/* "s3://bucket/prefix/namespace/session/uid/pod": where one target's artifacts go. */
 int injspec__output_url(const struct session *s, const char *target_pod, char **ret);
 
 /*
  * The merge pod of a multi-rank session: once every target is done and at least two
  * succeeded, one pod runs
- *   aiprof merge -o s3://B/P/NS/SESSION/merged --termination-log /dev/termination-log SRC...
+ *   aiprof merge -o s3://B/P/NS/SESSION/UID/merged --termination-log /dev/termination-log SRC...
  * over the per-target artifact prefixes SRC (injspec__output_url of each succeeded target).
  * Same image, no hostPID, no node, every capability dropped, the S3 secret mounted as for
  * the node-agent pod, labels with the session UID and component aiprof-merge, an

@@ -129,6 +129,18 @@ static uint16_t pack_containers(struct packer *p, const json_t *specs, const jso
 	return (uint16_t)n;
 }
 
+/* The uid of the ownerReference with controller: true, or NULL. */
+static const char *controller_owner_uid(const json_t *j)
+{
+	const json_t *o;
+	size_t i;
+
+	json_array_foreach(kj_get(j, "metadata.ownerReferences"), i, o)
+		if (json_is_true(json_object_get(o, "controller")))
+			return kj_str(o, "uid");
+	return NULL;
+}
+
 static void fill(struct packer *p, const json_t *j, struct kpod *pod)
 {
 	const char *ns = kj_str(j, "metadata.namespace"), *name = kj_str(j, "metadata.name");
@@ -153,6 +165,8 @@ static void fill(struct packer *p, const json_t *j, struct kpod *pod)
 	hdr.o_phase = pk_str(p, kj_str(j, "status.phase"));
 	hdr.o_session_uid = pk_str(p, suid);
 	hdr.o_session_name = pk_str(p, json_string_value(json_object_get(labels, LABEL_SESSION)));
+	hdr.o_uid = pk_str(p, suid ? kj_str(j, "metadata.uid") : NULL);
+	hdr.o_owner_uid = pk_str(p, suid ? controller_owner_uid(j) : NULL);
 	del = kj_get(j, "metadata.deletionTimestamp");
 	hdr.deleting = del && !json_is_null(del);
 	hdr.host_pid = json_is_true(kj_get(j, "spec.hostPID"));

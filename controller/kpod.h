@@ -50,7 +50,7 @@ struct kpod {
 	uint16_t n_labels, n_containers, n_ephemeral;
 	/* offsets of NUL-terminated strings in this allocation */
 	uint32_t o_key, o_name, o_ns, o_rv, o_node, o_runtime_class, o_phase, o_session_uid,
-		 o_session_name;
+		 o_session_name, o_uid, o_owner_uid;
 	uint32_t o_labels;           /* "key\0value\0" n_labels times */
 	uint32_t o_containers;       /* packed containers (kpod.c), then the ephemeral ones */
 	uint32_t o_ephemeral;
@@ -70,6 +70,13 @@ static inline const char *kpod__runtime_class(const struct kpod *p)
 	return KPOD_STR(p, o_runtime_class);
 }
 static inline const char *kpod__phase(const struct kpod *p) { return KPOD_STR(p, o_phase); }
+/* metadata.uid and the uid of the controlling ownerReference: kept for pods labelled with a
+ * session UID only (injector and merge pods), "" for the others */
+static inline const char *kpod__uid(const struct kpod *p) { return KPOD_STR(p, o_uid); }
+static inline const char *kpod__owner_uid(const struct kpod *p)
+{
+	return KPOD_STR(p, o_owner_uid);
+}
 /* label aiprof.io/session-uid, "" if the pod is not an injector */
 static inline const char *kpod__session_uid(const struct kpod *p)
 {

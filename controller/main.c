@@ -20,8 +20,27 @@
 
 static volatile sig_atomic_t stop_signal;
 
+static unsigned shutdown_timeout_s = 10;
+
+/* A stop that overran --shutdown-timeout: leave now (async-signal-safe). */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "aiprof-controller: not stopped within --shutdown-timeout of the "
+				  "signal: exiting now\n";
+
+	(void)sig;
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* The first SIGTERM/SIGINT asks for a clean stop and arms the watchdog: the process is gone
+ * by --shutdown-timeout whatever its threads are doing (a standby takes the lease once it
+ * expires). */
 static void on_signal(int sig)
 {
+	if (!stop_signal && shutdown_timeout_s)
+		alarm(shutdown_timeout_s);
 	stop_signal = sig;
 }
 
@@ -37,6 +56,15 @@ static void usage(FILE *out)
 		"  --namespace NS           watch one namespace (default: all)\n"
 		"  --metrics-addr ADDR      /healthz /readyz /metrics /ws/sessions (default :8080;\n"
 		"                           port 0 picks a free one, printed at start)\n"
+		"  --http-auth MODE         who may read /metrics and /ws/sessions: kubernetes\n"
+		"                           (default: 'Authorization: Bearer <token>', checked with a\n"
+		"                           TokenReview; /metrics needs get on the non-resource URL\n"
+		"                           /metrics, the feed shows the namespaces where the token\n"
+		"                           may list profilingsessions) or none (only with a loopback\n"
+		"                           --metrics-addr such as 127.0.0.1:8080)\n"
+		"  --max-ws-clients N       /ws/sessions clients at once (default 100; more get 503)\n"
+		"  --max-connections N      HTTP connections at once (default 256, or --max-ws-clients\n"
+		"                           + 16 if more; more are closed as they come)\n"
 		"  --workers N              sessions reconciled in parallel (default 4)\n"
 		"  --injector-image IMAGE   the aiprof injector image\n"
 		"  --image-pull-policy P    Always, IfNotPresent (default) or Never\n"
@@ -57,10 +85,23 @@ static void usage(FILE *out)
 		"                           run as one of several replicas (default on)\n"
 		"  --lease-namespace NS     the Lease's namespace (default: the configuration's)\n"
 		"  --lease-name NAME        default aiprof-controller\n"
-		"  --lease-duration D       default 15s; --renew-deadline D default 10s;\n"
-		"  --retry-period D         default 2s\n"
+		"  --lease-duration D       default 15s (whole seconds); --renew-deadline D default\n"
+		"                           10s, at least 1s shorter: a leader not renewed by then\n"
+		"                           stops acting (every write refused) and exits 1;\n"
+		"  --retry-period D         default 2s, at most half the renew deadline\n"
 		"  --identity ID            this replica (default: hostname_pid)\n"
 		"  --watch-timeout D        server-side watch timeout (default 5-10m at random)\n"
+		"  --allow-inline-s3        let sessions give spec.output.s3 (their own endpoint,\n"
+		"                           bucket and Secret); off: only the admin's storage\n"
+		"                           (spec.output.storageRef) and the defaults\n"
+		"  --max-sessions-per-namespace N\n"
+		"                           sessions of one namespace running at once; later ones\n"
+		"                           wait Pending (default: no limit)\n"
+		"  --denied-namespaces LIST namespaces whose sessions are refused (TargetDenied),\n"
+		"                           ','-separated (default kube-system,kube-public,\n"
+		"                           kube-node-lease and $POD_NAMESPACE, the controller's own)\n"
+		"  --shutdown-timeout D     exit this long after SIGTERM even if work is still\n"
+		"                           stopping (default 10s; 0: wait for it)\n"
 		"  --service-account-dir D  in-cluster credentials folder (default\n"
 		"                           " KUBE_SA_DIR ")\n"
 		"  -v, --verbose            debug logs;  -q, --quiet  warnings and errors only\n"
@@ -137,14 +178,21 @@ enum {
 	OPT_PULL, OPT_PRIORITY, OPT_GRACE, OPT_TARGET_WAIT, OPT_LE, OPT_NO_LE, OPT_LEASE_NS,
 	OPT_LEASE_NAME, OPT_LEASE_DUR, OPT_RENEW, OPT_RETRY, OPT_IDENTITY, OPT_WATCH_TIMEOUT,
 	OPT_SA_DIR, OPT_MERGE_SEL, OPT_MERGE_TOL, OPT_S3_ENDPOINT, OPT_S3_BUCKET, OPT_S3_PREFIX,
-	OPT_S3_REGION, OPT_S3_SECRET,
+	OPT_S3_REGION, OPT_S3_SECRET, OPT_DENIED_NS, OPT_SHUTDOWN_TIMEOUT, OPT_INLINE_S3,
+	OPT_MAX_PER_NS,
 };
+
+/* the HTTP endpoint's (httpd.h) */
+enum { OPT_HTTP_AUTH = 0x200, OPT_MAX_WS, OPT_MAX_CONNS };
 
 static const struct option long_opts[] = {
 	{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
 	{ "context", required_argument, NULL, OPT_CONTEXT },
 	{ "namespace", required_argument, NULL, OPT_NAMESPACE },
 	{ "metrics-addr", required_argument, NULL, OPT_METRICS },
+	{ "http-auth", required_argument, NULL, OPT_HTTP_AUTH },
+	{ "max-ws-clients", required_argument, NULL, OPT_MAX_WS },
+	{ "max-connections", required_argument, NULL, OPT_MAX_CONNS },
 	{ "workers", required_argument, NULL, OPT_WORKERS },
 	{ "injector-image", required_argument, NULL, OPT_IMAGE },
 	{ "image-pull-policy", required_argument, NULL, OPT_PULL },
@@ -168,6 +216,10 @@ static const struct option long_opts[] = {
 	{ "default-s3-prefix", required_argument, NULL, OPT_S3_PREFIX },
 	{ "default-s3-region", required_argument, NULL, OPT_S3_REGION },
 	{ "default-s3-secret", required_argument, NULL, OPT_S3_SECRET },
+	{ "denied-namespaces", required_argument, NULL, OPT_DENIED_NS },
+	{ "allow-inline-s3", no_argument, NULL, OPT_INLINE_S3 },
+	{ "max-sessions-per-namespace", required_argument, NULL, OPT_MAX_PER_NS },
+	{ "shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -178,12 +230,16 @@ static const struct option long_opts[] = {
  * by options_free()) and lent to cc.rc.inj once the options are checked. */
 struct options {
 	const char *kubeconfig, *context, *ns, *metrics, *sa_dir;
+	enum httpd_auth http_auth;
+	unsigned max_ws, max_conns;     /* 0: the default */
 	const char *lease_ns, *lease_name, *identity;   /* identity: NULL for hostname_pid */
 	bool leader_elect;
 	struct controller_config cc;
 	struct leader_config lc;
 	struct session_s3_defaults s3d;
 	json_t *merge_sel, *merge_tol;
+	char denied[1024];              /* --denied-namespaces, or the default list */
+	bool denied_set;
 };
 
 static void options_init(struct options *o)
@@ -234,6 +290,20 @@ static int workers_opt(const char *v, unsigned *ret)
 	return 0;
 }
 
+/* --max-ws-clients, --max-connections: 1 to 100000. */
+static int limit_opt(const char *name, const char *v, unsigned *ret)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+
+	if (*end || n < 1 || n > 100000) {
+		log_error("--%s '%s' is not a number from 1 to 100000", name, v);
+		return -EINVAL;
+	}
+	*ret = (unsigned)n;
+	return 0;
+}
+
 /* --merge-node-selector / --merge-toleration: one more entry of the merge pods'. */
 static int merge_placement_opt(struct options *o, int c, const char *v)
 {
@@ -248,6 +318,44 @@ static int merge_placement_opt(struct options *o, int c, const char *v)
 	return 0;
 }
 
+/* --denied-namespaces: namespace names, ','-separated ("" denies none). */
+static int denied_opt(struct options *o, const char *arg)
+{
+	const char *p = arg;
+
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		bool ok = len >= 1 && len <= 63 && p[0] != '-' && p[len - 1] != '-';
+
+		for (size_t i = 0; i < len; i++)
+			ok &= (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+			      p[i] == '-';
+		if (!ok) {
+			log_error("--denied-namespaces: '%.*s' is not a namespace name; give names "
+				  "separated by ','", (int)(len < 100 ? len : 100), p);
+			return -EINVAL;
+		}
+		p += len + (p[len] == ',');
+	}
+	if (strlen(arg) >= sizeof(o->denied)) {
+		log_error("--denied-namespaces: longer than %zu characters", sizeof(o->denied) - 1);
+		return -EINVAL;
+	}
+	snprintf(o->denied, sizeof(o->denied), "%s", arg);
+	o->denied_set = true;
+	return 0;
+}
+
+/* The default denied namespaces: the system's, and the controller's own when it runs in a
+ * pod that says which (the chart sets POD_NAMESPACE from the downward API). */
+static void default_denied(struct options *o)
+{
+	const char *own = getenv("POD_NAMESPACE");
+
+	snprintf(o->denied, sizeof(o->denied), "kube-system,kube-public,kube-node-lease%s%.253s",
+		 own && *own ? "," : "", own && *own ? own : "");
+}
+
 /* One option from getopt_long() (not --help) into o. Returns 0, or -EINVAL once the error
  * is logged. */
 static int parse_option(struct options *o, int c, const char *arg)
@@ -259,6 +367,14 @@ static int parse_option(struct options *o, int c, const char *arg)
 	case OPT_CONTEXT: o->context = arg; break;
 	case OPT_NAMESPACE: o->ns = arg; break;
 	case OPT_METRICS: o->metrics = arg; break;
+	case OPT_HTTP_AUTH:
+		if (httpd__parse_auth(arg, &o->http_auth) < 0) {
+			log_error("--http-auth '%s': use kubernetes or none", arg);
+			return -EINVAL;
+		}
+		break;
+	case OPT_MAX_WS: return limit_opt("max-ws-clients", arg, &o->max_ws);
+	case OPT_MAX_CONNS: return limit_opt("max-connections", arg, &o->max_conns);
 	case OPT_WORKERS: return workers_opt(arg, &o->cc.workers);
 	case OPT_IMAGE: o->cc.rc.inj.image = arg; break;
 	case OPT_PULL:
@@ -292,6 +408,15 @@ static int parse_option(struct options *o, int c, const char *arg)
 	case OPT_S3_PREFIX: o->s3d.prefix = arg; break;
 	case OPT_S3_REGION: o->s3d.region = arg; break;
 	case OPT_S3_SECRET: o->s3d.secret = arg; break;
+	case OPT_DENIED_NS: return denied_opt(o, arg);
+	case OPT_INLINE_S3: session__set_inline_s3(true); break;
+	case OPT_MAX_PER_NS:
+		return limit_opt("max-sessions-per-namespace", arg, &o->cc.rc.max_running_per_ns);
+	case OPT_SHUTDOWN_TIMEOUT:
+		if (duration_opt("shutdown-timeout", arg, &wt) < 0)
+			return -EINVAL;
+		shutdown_timeout_s = (unsigned)((wt + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
+		break;
 	case 'v': log_set_max_level(LOG_DEBUG); break;
 	case 'q': log_set_max_level(LOG_WARNING); break;
 	default: usage(stderr); return -EINVAL;
@@ -319,14 +444,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 		if (parse_option(o, c, optarg) < 0)
 			return -EINVAL;
 	}
+	if (!o->denied_set)
+		default_denied(o);
+	o->cc.rc.denied_ns = o->denied;
 	if (optind < argc) {
 		log_error("unexpected argument '%s'", argv[optind]);
 		usage(stderr);
 		return -EINVAL;
 	}
-	if (o->lc.renew_deadline_ns >= o->lc.lease_duration_ns ||
-	    o->lc.retry_period_ns >= o->lc.renew_deadline_ns) {
-		log_error("leader election needs retry-period < renew-deadline < lease-duration");
+	if (leader__check_timing(&o->lc, msg, sizeof(msg)) < 0) {
+		log_error("leader election: %s", msg);
 		return -EINVAL;
 	}
 	if (!o->merge_sel || !o->merge_tol) {
@@ -350,13 +477,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 static void setup_process(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = { .sa_handler = on_signal }, al = { .sa_handler = on_alarm };
 
 	/* two malloc arenas: many threads, a small steady footprint */
 	mallopt(M_ARENA_MAX, 2);
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGALRM, &al, NULL);
 }
 
 /* --kubeconfig, else $KUBECONFIG, else the in-cluster service account. Logs either way. */
@@ -396,13 +524,26 @@ static int start_serving(struct options *o, const struct kube_config *kcfg,
 		.ready = http_ready, .metrics = http_metrics, .snapshot = http_snapshot,
 		.log = hook_log, .ctx = app,
 	};
+	struct httpd_config hc = {
+		.addr = o->metrics, .auth = o->http_auth, .kube = kcfg,
+		.max_ws_clients = o->max_ws ? o->max_ws : HTTPD_MAX_WS_CLIENTS,
+	};
+	char msg[512];
 	int r;
+
+	hc.max_connections = o->max_conns ? o->max_conns :
+		hc.max_ws_clients + HTTPD_SPARE_CONNECTIONS > HTTPD_MAX_CONNECTIONS ?
+		hc.max_ws_clients + HTTPD_SPARE_CONNECTIONS : HTTPD_MAX_CONNECTIONS;
+	if (httpd__check(&hc, msg, sizeof(msg)) < 0) {
+		log_error("%s", msg);
+		return -EINVAL;
+	}
 
 	o->cc.kube = kcfg;
 	o->cc.namespace = o->ns;
 	o->cc.identity = identity;
 	o->cc.hooks = (struct controller_hooks){ .log = hook_log, .feed = hook_feed, .ctx = app };
-	r = httpd__new(o->metrics, &hh, &app->http);
+	r = httpd__new(&hc, &hh, &app->http);
 	if (r < 0)
 		return log_error_errno(r, "Cannot listen on %s: %m", o->metrics);
 	r = controller__new(&o->cc, &app->ctl);
@@ -411,8 +552,9 @@ static int start_serving(struct options *o, const struct kube_config *kcfg,
 	r = httpd__start(app->http);
 	if (r < 0)
 		return log_error_errno(r, "Cannot start the HTTP server: %m");
-	log_info("serving /healthz /readyz /metrics /ws/sessions on %s (port %d)", o->metrics,
-		 httpd__port(app->http));
+	log_info("serving /healthz /readyz /metrics /ws/sessions on %s (port %d)%s", o->metrics,
+		 httpd__port(app->http), o->http_auth == HTTPD_AUTH_NONE ? "" :
+		 "; /metrics and /ws/sessions need a Kubernetes bearer token");
 	return 0;
 }
 
@@ -429,8 +571,10 @@ static int wait_for_lease(struct options *o, const struct kube_config *kcfg,
 	lc->identity = identity;
 	lc->log = hook_log;
 	r = leader__new(lc, &app->leader);
-	if (r == 0)
+	if (r == 0) {
+		leader__fence_writes(app->leader);    /* before the controller's threads start */
 		r = leader__start(app->leader);
+	}
 	if (r < 0)
 		return log_error_errno(r, "Cannot start leader election: %m");
 	log_info("waiting for the lease %s/%s as %s", lc->namespace, lc->name, identity);

@@ -329,8 +329,9 @@ static bool describe_target(const struct reconcile_input *in, const struct targe
 	t->node = pod ? kpod__node(pod) : "";
 	t->container = s->spec.container ? s->spec.container :
 		       pod && kpod__container_at(pod, 0, &first) ? first.name : "";
-	if (!pod && old) {
-		/* the pod is gone: what the status recorded of it still holds */
+	if (old && (!pod || old_target_state(s, o->name) != PHASE_PENDING)) {
+		/* the pod is gone, or its injector chosen: what the status recorded holds (a
+		 * failed RuntimeClass lookup must not turn a Kata target in flight to NodeAgent) */
 		const char *m = kj_str(old, "mode");
 
 		ephemeral = m ? strcmp(m, "EphemeralContainer") == 0 : ephemeral;
@@ -455,6 +456,12 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 	struct kcontainer tcs;
 	int r;
 
+	if (o->foreign_injector) {
+		tset(t, PHASE_FAILED, "InjectorNameTaken", "pod %s exists but is not this session's "
+		     "injector (made by someone else, or replaced since): aiprof leaves it alone; "
+		     "delete it and make the session again", t->injector);
+		return 0;
+	}
 	if (!o->pod || o->pod->deleting)
 		return eval_pod_gone(in, o, t, ephemeral, inflight, started, p);
 	tc = t->container[0] && kpod__container(o->pod, t->container, &tcs) ? &tcs : NULL;
@@ -523,17 +530,23 @@ static int add_condition(json_t *conds, const struct session *s, const char *typ
 	return add_condition_s(conds, s, type, status ? "True" : "False", reason, message, now);
 }
 
-static json_t *target_entry(const struct target_obs *o, const struct tres *t)
+static json_t *target_entry(const struct session *s, const struct target_obs *o,
+			    const struct tres *t)
 {
 	json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "pod", o->name,
 			      "container", t->container, "node", t->node, "runtime", t->runtime,
 			      "mode", t->mode, "injector", t->injector,
 			      "state", session_phase_name(t->state), "reason", t->reason,
 			      "message", t->message);
+	const char *uid = o->injector && kpod__uid(o->injector)[0] ? kpod__uid(o->injector) :
+			  kj_str(old_target(s, o->name), "injectorUID");
 	char buf[KTIME_LEN];
 
 	if (!e)
 		return NULL;
+	/* the injector pod seen first is the one accepted after (reconcile__injector_ours()) */
+	if (uid && json_object_set_new(e, "injectorUID", json_string(uid)))
+		goto fail;
 	if (t->started_at && json_object_set_new(e, "startedAt",
 						 json_string(ktime_format(t->started_at, buf))))
 		goto fail;
@@ -841,6 +854,92 @@ static int fail_foreign_namespace(const struct reconcile_input *in, struct recon
 	return fail_session(in, p, "TargetOutsideNamespace", msg, "TargetOutsideNamespace");
 }
 
+bool reconcile__injector_ours(const struct session *s, const char *target,
+			      const struct kpod *inj)
+{
+	const char *seen = kj_str(old_target(s, target), "injectorUID");
+
+	return strcmp(kpod__session_uid(inj), s->uid) == 0 &&
+	       strcmp(kpod__owner_uid(inj), s->uid) == 0 &&
+	       (!seen || strcmp(seen, kpod__uid(inj)) == 0);
+}
+
+bool reconcile__namespace_denied(const char *list, const char *ns)
+{
+	size_t n = strlen(ns);
+
+	while (list && *list) {
+		size_t len = strcspn(list, ",");
+
+		if (len == n && strncmp(list, ns, n) == 0)
+			return true;
+		list += len + (list[len] == ',');
+	}
+	return false;
+}
+
+/* The ClusterProfilingStorage a session names is not usable: one that is not there (yet)
+ * is waited for as long as targets are, one that refuses the session fails it. */
+static int plan_storage_error(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	const struct session *s = in->s;
+	int64_t end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
+
+	if (in->storage_err == -EPERM)
+		return fail_session(in, p, "StorageDenied", in->storage_msg, "StorageDenied");
+	if (in->storage_err != -ENOENT && in->storage_err != -EAGAIN)
+		return fail_session(in, p, "StorageInvalid", in->storage_msg, "StorageInvalid");
+	if (in->now_ns >= end)
+		return fail_session(in, p, "StorageNotFound", in->storage_msg, "StorageNotFound");
+	p->status = json_pack("{s:s,s:I,s:s}", "phase", "Pending", "observedGeneration",
+			      (json_int_t)s->generation, "message", in->storage_msg);
+	if (!p->status)
+		return -ENOMEM;
+	requeue_at(p, in->now_ns + 2 * (int64_t)NSEC_PER_SEC < end ?
+		   in->now_ns + 2 * (int64_t)NSEC_PER_SEC : end);
+	return 0;
+}
+
+bool reconcile__session_running(const struct session *s)
+{
+	return kj_str(s->status, "startTime") && !session_phase_terminal(s->phase) && !s->deleting;
+}
+
+/* A session not started yet while its namespace has max_running_per_ns running waits its
+ * turn (Pending, looked at again every 5 s), so that one tenant cannot fill the cluster. */
+static bool over_namespace_limit(const struct reconcile_input *in)
+{
+	unsigned max = in->cfg->max_running_per_ns;
+
+	return max && !reconcile__session_running(in->s) && in->ns_running >= max;
+}
+
+static int wait_for_turn(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	char msg[300];
+
+	snprintf(msg, sizeof(msg), "waiting: %zu sessions of namespace %.100s are running, the "
+		 "most the cluster's admin allows at once (--max-sessions-per-namespace)",
+		 in->ns_running, in->s->ns);
+	p->status = json_pack("{s:s,s:I,s:s}", "phase", "Pending", "observedGeneration",
+			      (json_int_t)in->s->generation, "message", msg);
+	if (!p->status)
+		return -ENOMEM;
+	requeue_at(p, in->now_ns + 5 * (int64_t)NSEC_PER_SEC);
+	return 0;
+}
+
+/* The cluster's admin keeps some namespaces out of reach (system pods, the operator). */
+static int fail_denied_namespace(const struct reconcile_input *in, struct reconcile_plan *p)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg), "namespace '%.100s' may not be profiled: the cluster's admin "
+		 "denies it (the controller's --denied-namespaces, the chart's "
+		 "controller.deniedNamespaces)", in->s->ns);
+	return fail_session(in, p, "TargetDenied", msg, "TargetDenied");
+}
+
 /* What one plan of a running session builds: the new status's parts, each target's result
  * and the merge's, and the tallies that decide the session's phase. */
 struct build {
@@ -1033,7 +1132,7 @@ static int record_target(const struct reconcile_input *in, struct reconcile_plan
 	if (t->delete_injector && o->injector &&
 	    add_action(p, ACT_DELETE_POD, i, kpod__name(o->injector), NULL))
 		return -ENOMEM;
-	e = target_entry(o, t);
+	e = target_entry(s, o, t);
 	if (!e || json_array_append_new(b->targets, e) ||
 	    add_results(b->arts, b->finds, o->name, t->term))
 		return -ENOMEM;
@@ -1209,12 +1308,19 @@ int reconcile__plan(const struct reconcile_input *in, struct reconcile_plan *p)
 	memset(p, 0, sizeof(*p));
 	if (s->deleting)
 		r = plan_deletion(in, p);
+	else if (reconcile__namespace_denied(in->cfg->denied_ns, s->ns) &&
+		 !session_phase_terminal(s->phase))
+		r = fail_denied_namespace(in, p);       /* before the finalizer: nothing else */
 	else if (!s->has_finalizer && !session_phase_terminal(s->phase))
 		r = add_action(p, ACT_ADD_FINALIZER, 0, NULL, NULL);
 	else if (session_phase_terminal(s->phase))
 		r = plan_terminal(in, p);
 	else if (s->spec_err)
 		r = fail_session(in, p, "InvalidSpec", s->spec_msg, "InvalidSpec");
+	else if (s->spec.storage_ref && in->storage_err)
+		r = plan_storage_error(in, p);
+	else if (over_namespace_limit(in))
+		r = wait_for_turn(in, p);
 	else if (s->spec.target_namespace && strcmp(s->spec.target_namespace, s->ns) != 0)
 		r = fail_foreign_namespace(in, p);
 	else

@@ -46,7 +46,18 @@
 struct reconcile_config {
 	struct injector_config inj;
 	uint64_t target_wait_ns;    /* how long targets may take to exist and run */
+	const char *denied_ns;      /* namespaces whose sessions are refused, ','-separated */
+	unsigned max_running_per_ns;/* sessions of a namespace started at once; 0: no limit */
 };
+
+/* Whether inj, the pod under the injector's name for target, is the session's own: labelled
+ * with its UID, controlled by it (ownerReference), and the pod the status recorded
+ * (targets[].injectorUID) when it recorded one. */
+bool reconcile__injector_ours(const struct session *s, const char *target,
+			      const struct kpod *inj);
+
+/* Whether ns is one of list's (','-separated names; NULL or "" names none). */
+bool reconcile__namespace_denied(const char *list, const char *ns);
 
 struct target_obs {
 	const char *name;           /* target pod name */
@@ -54,6 +65,7 @@ struct target_obs {
 	const char *runtime_handler;/* the RuntimeClass's handler ("kata-qemu"...), "" for default */
 	bool need_sys_admin;        /* the node's kernel is older than 5.8 */
 	const struct kpod *injector;/* node-agent injector pod (by its derived name), or NULL */
+	bool foreign_injector;      /* a pod has that name, but reconcile__injector_ours() says no */
 	int create_err;             /* < 0: creating its injector failed for good in this pass */
 	char create_msg[256];
 };
@@ -69,7 +81,17 @@ struct reconcile_input {
 	char merge_create_msg[256];
 	int64_t now_ns;             /* wall clock, ns since the epoch */
 	const struct reconcile_config *cfg;
+	/* the session names a ClusterProfilingStorage (spec.output.storageRef): 0 when s's
+	 * spec.s3 is that storage's, else why not: -ENOENT (not there, or not readable yet),
+	 * -EPERM (not for this namespace), -EINVAL (not valid), with storage_msg */
+	int storage_err;
+	char storage_msg[400];
+	size_t ns_running;          /* other sessions of s's namespace started and not ended */
 };
+
+/* Whether s has started (its status has a startTime) and not ended: what
+ * max_running_per_ns counts. */
+bool reconcile__session_running(const struct session *s);
 
 enum action_kind {
 	ACT_ADD_FINALIZER,

@@ -9,6 +9,7 @@
 #include "digest.h"
 #include "kjson.h"
 #include "ktime.h"
+#include "recheck.h"
 #include "s3url.h"
 #include "session.h"
 #include "timeutil.h"
@@ -40,14 +41,21 @@ static void spec_clear(struct session_spec *sp)
 	free(sp->container);
 	free(sp->process_match);
 	free(sp->collectors);
-	free(sp->s3.endpoint);
-	free(sp->s3.bucket);
-	free(sp->s3.prefix);
-	free(sp->s3.region);
-	free(sp->s3.secret_name);
-	free(sp->s3.key_id_key);
-	free(sp->s3.secret_key_key);
-	free(sp->s3.token_key);
+	free(sp->storage_ref);
+	session__s3_clear(&sp->s3);
+}
+
+void session__s3_clear(struct session_s3 *o)
+{
+	free(o->endpoint);
+	free(o->bucket);
+	free(o->prefix);
+	free(o->region);
+	free(o->secret_name);
+	free(o->key_id_key);
+	free(o->secret_key_key);
+	free(o->token_key);
+	memset(o, 0, sizeof(*o));
 }
 
 struct session *session__ref(struct session *s)
@@ -146,6 +154,17 @@ static bool collector_listed(const char *list, const char *name)
 	return false;
 }
 
+bool session__needs_ebpf(const struct session *s)
+{
+	static const char *const ebpf[] = { "cpu", "offcpu", "syscalls", "python" };
+	const struct session_spec *sp = &s->spec;
+	bool any = false;
+
+	for (size_t i = 0; i < sizeof(ebpf) / sizeof(ebpf[0]); i++)
+		any |= collector_listed(sp->collectors, ebpf[i]);
+	return sp->method == METHOD_EBPF_ONLY || !sp->collectors || any;
+}
+
 static int parse_collectors(struct session *s, const json_t *c)
 {
 	static const char *const known[] = { "cpu", "offcpu", "python", "cuda", "cupti", "nccl",
@@ -193,6 +212,12 @@ static int parse_collectors(struct session *s, const json_t *c)
 /* --default-s3-*: spec.output.s3 as it would be written; NULL when not set. */
 static json_t *s3_defaults;
 static char s3_defaults_url[1200];
+static bool inline_s3_allowed;
+
+void session__set_inline_s3(bool allowed)
+{
+	inline_s3_allowed = allowed;
+}
 
 static int parse_s3(struct session *s, const json_t *o);
 
@@ -268,10 +293,10 @@ static int parse_s3(struct session *s, const json_t *o)
 	int r;
 
 	if (!o && !bucket)
-		return invalid(s, "spec.output.s3 is required: artifacts go to S3-compatible "
-			       "storage, keeping them on the node is not implemented (or start "
-			       "aiprof-controller with --default-s3-bucket, the chart's s3.bucket "
-			       "value)");
+		return invalid(s, "spec.output.storageRef is required: artifacts go to "
+			       "S3-compatible storage, keeping them on the node is not implemented "
+			       "(or start aiprof-controller with --default-s3-bucket, the chart's "
+			       "s3.bucket value)");
 	if (!json_is_object(o) || !bucket)
 		return invalid(s, "spec.output.s3.bucket is required: artifacts go to "
 			       "S3-compatible storage");
@@ -323,6 +348,57 @@ static int parse_s3(struct session *s, const json_t *o)
 	return 0;
 }
 
+/* Whether spec.namespaces of a storage lists ns (or "*", every namespace). */
+static bool storage_lists(const json_t *spec, const char *ns)
+{
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(spec, "namespaces"), i, v)
+		if (json_is_string(v) && (strcmp(json_string_value(v), ns) == 0 ||
+					  strcmp(json_string_value(v), "*") == 0))
+			return true;
+	return false;
+}
+
+int session__resolve_storage(const struct session *s, const json_t *storage,
+			     struct session_s3 *out, char *why, size_t whylen)
+{
+	const char *name = kj_str(storage, "metadata.name") ?: "?";
+	const json_t *spec = json_object_get(storage, "spec");
+	const char *endpoint = kj_str(spec, "s3.endpoint");
+	struct session probe;
+	int r;
+
+	if (!storage_lists(spec, s->ns)) {
+		snprintf(why, whylen, "ClusterProfilingStorage %.100s is not for namespace '%.100s' "
+			 "(its spec.namespaces does not list it): ask the cluster's admin to add it",
+			 name, s->ns);
+		return -EPERM;
+	}
+	if (endpoint && strncmp(endpoint, "http://", 7) == 0 &&
+	    !json_is_true(json_object_get(spec, "allowInsecureEndpoint"))) {
+		snprintf(why, whylen, "ClusterProfilingStorage %.100s: spec.s3.endpoint '%.100s' is "
+			 "plain http, which would send credentials in the clear: use https, or set "
+			 "spec.allowInsecureEndpoint: true", name, endpoint);
+		return -EINVAL;
+	}
+	memset(&probe, 0, sizeof(probe));
+	r = parse_s3(&probe, json_object_get(spec, "s3"));
+	if (r == -EINVAL) {
+		const char *m = probe.spec_msg;
+
+		snprintf(why, whylen, "ClusterProfilingStorage %.100s: spec.s3%s", name,
+			 strncmp(m, "spec.output.s3", 14) == 0 ? m + 14 : m);
+	}
+	if (r == 0) {
+		*out = probe.spec.s3;
+		memset(&probe.spec.s3, 0, sizeof(probe.spec.s3));
+	}
+	spec_clear(&probe.spec);
+	return r;
+}
+
 /* spec.targets: podName or a selector, and the container and process within. */
 static int parse_targets(struct session *s, const json_t *targets)
 {
@@ -370,9 +446,15 @@ static int parse_targets(struct session *s, const json_t *targets)
 	if ((v = kj_str(targets, "process.match"))) {
 		regex_t re;
 
-		if (strlen(v) > 256 || regcomp(&re, v, REG_EXTENDED | REG_NOSUB) != 0)
+		/* measured before regcomp() sees it: a tenant's pattern must not make the
+		 * informer build gigabytes of automaton (common/recheck.h) */
+		if (strlen(v) > 256)
+			return invalid(s, "spec.targets.process.match is longer than 256 characters");
+		if (recheck(v, msg, sizeof(msg)) < 0)
+			return invalid(s, "spec.targets.process.match is refused: %s", msg);
+		if (regcomp(&re, v, REG_EXTENDED | REG_NOSUB) != 0)
 			return invalid(s, "spec.targets.process.match is not a regular expression "
-				       "(POSIX ERE, at most 256 characters)");
+				       "(POSIX ERE)");
 		regfree(&re);
 		if ((r = dupstr(v, &sp->process_match)) < 0)
 			return r;
@@ -448,6 +530,36 @@ static int parse_injection(struct session *s, const json_t *inj)
 	return 0;
 }
 
+/* spec.output: the storage the admin set up (storageRef), the session's own s3 where the
+ * controller allows it, or the controller's defaults. */
+static int parse_output(struct session *s, const json_t *out)
+{
+	struct session_spec *sp = &s->spec;
+	const json_t *s3 = json_object_get(out, "s3"), *ref = json_object_get(out, "storageRef");
+	const char *name = kj_str(ref, "name");
+
+	s3 = json_is_null(s3) ? NULL : s3;
+	ref = json_is_null(ref) ? NULL : ref;
+	if (s3 && ref)
+		return invalid(s, "spec.output: give storageRef or s3, not both");
+	if (ref) {
+		if (!name || !dns_name(name, 253, true))
+			return invalid(s, "spec.output.storageRef.name must name a "
+				       "ClusterProfilingStorage (kubectl get clusterprofilingstorages)");
+		return dupstr(name, &sp->storage_ref);
+	}
+	if (s3 && !inline_s3_allowed)
+		return invalid(s, "spec.output.s3 is turned off on this cluster: name the storage "
+			       "your admin set up with spec.output.storageRef.name (kubectl get "
+			       "clusterprofilingstorages); aiprof-controller --allow-inline-s3 turns "
+			       "it on");
+	if (!s3 && s3_defaults) {
+		sp->s3_defaulted = true;
+		return parse_s3(s, s3_defaults);
+	}
+	return parse_s3(s, s3);
+}
+
 /* The spec, validated. Returns 0, -EINVAL (spec_msg says what is wrong), -ENOMEM. */
 static int parse_spec(struct session *s, const json_t *spec)
 {
@@ -465,12 +577,7 @@ static int parse_spec(struct session *s, const json_t *spec)
 	    (r = parse_collectors(s, json_object_get(spec, "collectors"))) < 0 ||
 	    (r = parse_injection(s, json_object_get(spec, "injection"))) < 0)
 		return r;
-	if (!kj_get(spec, "output.s3") && s3_defaults) {
-		sp->s3_defaulted = true;
-		r = parse_s3(s, s3_defaults);
-	} else {
-		r = parse_s3(s, kj_get(spec, "output.s3"));
-	}
+	r = parse_output(s, json_object_get(spec, "output"));
 	if (r < 0)
 		return r;
 	ttl = json_object_get(spec, "ttlSecondsAfterFinished");

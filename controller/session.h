@@ -66,6 +66,7 @@ struct session_spec {
 	enum inj_method method;
 	struct session_s3 s3;
 	bool s3_defaulted;      /* spec.output.s3 was absent: s3 holds the controller's defaults */
+	char *storage_ref;      /* spec.output.storageRef.name (s3 is empty until resolved), or NULL */
 	int64_t ttl_s;          /* ttlSecondsAfterFinished, -1 to keep the session */
 };
 
@@ -111,6 +112,28 @@ struct session_s3_defaults {
 int session__set_s3_defaults(const struct session_s3_defaults *d, char *why, size_t whylen);
 /* "s3://bucket/prefix" of the defaults in force, or NULL when there are none. */
 const char *session__s3_defaults_url(void);
+
+/*
+ * Whether sessions may give their own spec.output.s3 (endpoint, bucket and Secret of their
+ * choosing): aiprof-controller's --allow-inline-s3, off by default, so that tenants name
+ * only the storage the admin set up (spec.output.storageRef). Set once, before the threads.
+ */
+void session__set_inline_s3(bool allowed);
+
+/*
+ * Where session s's artifacts go when it names a ClusterProfilingStorage: storage is that
+ * object as read. Refuses a storage whose spec.namespaces does not list s's namespace
+ * (-EPERM), one with a plain-http endpoint unless its spec.allowInsecureEndpoint is true, or
+ * one that is not valid (-EINVAL); why says which and what to do. On success fills out (clear
+ * it with session__s3_clear()). -ENOMEM.
+ */
+int session__resolve_storage(const struct session *s, const json_t *storage,
+			     struct session_s3 *out, char *why, size_t whylen);
+void session__s3_clear(struct session_s3 *o);
+
+/* Whether the injector needs eBPF (and so CAP_BPF, CAP_PERFMON) for s: an eBPF collector is
+ * asked for (cpu, offcpu, syscalls, python; all are by default), or method EBPFOnly. */
+bool session__needs_ebpf(const struct session *s);
 
 /* A short stable id of the session (first 10 hex of SHA-256 of its UID and salt). */
 void session__short_id(const char *uid, const char *salt, char out[11]);

@@ -368,6 +368,8 @@ class Env:
                 "controller.image.pullPolicy": "Never",
                 "controller.replicas": "1",
                 "controller.watchNamespace": self.ns,
+                # the release's namespace is the sessions' here: deny only the system's
+                "controller.deniedNamespaces": "{kube-system}",
                 "controller.logLevel": "debug",
                 "controller.metricsPort": str(port),
                 "injector.image.repository": INJECTOR_IMAGE.split(":")[0],

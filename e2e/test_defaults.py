@@ -42,7 +42,7 @@ def test_session_without_output_uses_the_chart_defaults(env):
     # the artifacts went under the default prefix, as listed, byte-identical
     by_name = check_artifacts_in_bucket(env, st, "trainer-0")
     for a in by_name.values():
-        assert a["url"].startswith(f"s3://{rgw.bucket}/defaults/{env.ns}/s/trainer-0/"), a
+        assert a["url"].startswith(f"s3://{rgw.bucket}/defaults/{env.ns}/s/{s['metadata']['uid']}/trainer-0/"), a
     # the status and an Event say the defaults were used
     cond = next(c for c in st["conditions"] if c["type"] == "OutputDefaulted")
     assert cond["status"] == "True" and f"bucket {rgw.bucket}" in cond["message"], cond

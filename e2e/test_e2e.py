@@ -89,7 +89,8 @@ def test_session_by_pod_name(env):
 
     # artifacts in the bucket, byte-identical to the manifest, listed in the status
     by_name = check_artifacts_in_bucket(env, st, "trainer-0")
-    prefix = f"e2e/{env.ns}/slow-step/trainer-0/"
+    # under the namespace, the session and its UID (a session made again keeps the last run)
+    prefix = f"e2e/{env.ns}/slow-step/{s['metadata']['uid']}/trainer-0/"
     assert by_name["timeline.json.gz"]["url"] == f"s3://{env.rgw.bucket}/{prefix}timeline.json.gz"
     summary = json.loads(env.get_object(by_name["summary.json"]["url"]))
     tl = gunzip_json(env.get_object(by_name["timeline.json.gz"]["url"]))

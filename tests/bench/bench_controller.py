@@ -148,7 +148,9 @@ def main():
         log = open(os.path.join(tmp, "controller.log"), "w")
         ctlproc = subprocess.Popen(
             [os.path.join(ROOT, BUILD, "aiprof-controller"), "--kubeconfig", ep["kubeconfig"],
-             "--metrics-addr", "127.0.0.1:0", "--workers", str(a.workers), "--no-leader-elect",
+             # the API double serves no TokenReview: the metrics unauthenticated, on loopback
+             "--metrics-addr", "127.0.0.1:0", "--http-auth=none", "--workers", str(a.workers),
+             "--no-leader-elect", "--allow-inline-s3",      # the sessions below give output.s3
              "--injector-image", "aiprof/aiprof:bench"],
             stdout=log, stderr=subprocess.STDOUT,
             # GnuTLS comes in through libcurl's RTMP support and is never used: no implicit init

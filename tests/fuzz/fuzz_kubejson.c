@@ -2,9 +2,10 @@
 /*
  * libFuzzer target for what the controller reads from the API server: list bodies and watch
  * streams split as they arrive (in chunks whose sizes the input picks), each piece decoded
- * as a Pod (struct kpod) and a ProfilingSession (spec validation, selector), watch events,
+ * as a Pod (struct kpod), a ProfilingSession (spec validation, selector, with and without
+ * inline s3 allowed) and a ClusterProfilingStorage resolved for that session, watch events,
  * and Status error bodies.
- * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c
+ * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c common/recheck.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml
  * FUZZ_ARGS: -max_len=65536
  */
@@ -47,13 +48,23 @@ static void decode(const char *json, size_t len)
 		CHECK(!kpod__differs(p, p));
 		kpod__unref(p);
 	}
+	session__set_inline_s3(len % 2);
 	if (session__from_json(j, &s) == 0) {
+		struct session_s3 o = { 0 };
+		char why[400];
+		int r;
+
 		CHECK(s->key && s->uid);
 		CHECK(s->spec_err == 0 || s->spec_err == -EINVAL);
 		if (s->spec_err == 0) {
 			CHECK(!!s->spec.pod_name != s->spec.has_selector);
-			CHECK(s->spec.s3.bucket && s->spec.duration_ns > 0);
+			CHECK((s->spec.storage_ref || s->spec.s3.bucket) && s->spec.duration_ns > 0);
 		}
+		r = session__resolve_storage(s, j, &o, why, sizeof(why));
+		CHECK(r == 0 || r == -EPERM || r == -EINVAL || r == -ENOMEM);
+		CHECK(r != 0 || o.bucket);
+		CHECK(r == 0 || !o.bucket);
+		session__s3_clear(&o);
 		session__unref(s);
 	}
 	json_decref(j);

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
 from fakeapi.client import Kube  # noqa: E402  (a small REST client; nothing of the double)
-from harness import ControllerProcess, controller_args, wait_for  # noqa: E402
+from harness import ControllerProcess, controller_args, wait_for, ws_connect, ws_recv  # noqa: E402
 import played  # noqa: E402
 import realk8s  # noqa: E402
 from apifaults import ApiFaults  # noqa: E402
@@ -75,13 +74,13 @@ def api():
 class Controller(ControllerProcess):
     """One aiprof-controller process; its log is kept in a file."""
 
-    def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True):
+    def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True, inline_s3=True):
         self.api = api
         if kubeconfig is True:
             kubeconfig = api["ep"]["kubeconfig"]
         args = controller_args(CONTROLLER, ns, *extra, kubeconfig=kubeconfig or None,
                                target_wait="3s", grace="3s", injector_image="aiprof/aiprof:test",
-                               identity=f"{name}-{os.getpid()}")
+                               identity=f"{name}-{os.getpid()}", inline_s3=inline_s3)
         e = dict(os.environ)
         e.pop("KUBECONFIG", None)
         e.update(env or {})
@@ -296,7 +295,7 @@ def test_session_succeeds_with_artifacts(env):
     target_cid = env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json[
         "status"]["containerStatuses"][0]["containerID"]
     assert ctr["args"][:3] == ["profile", "--container-id", target_cid]
-    assert "s3://profiles/team-a/" + env["ns"] + "/slow-step/trainer-0" in ctr["args"]
+    assert f"s3://profiles/team-a/{env['ns']}/slow-step/{s['metadata']['uid']}/trainer-0" in ctr["args"]
     vol = next(v for v in spec["volumes"] if v["name"] == "s3-credentials")
     assert vol["secret"]["secretName"] == "s3-creds"
     assert {"name": "AIPROF_S3_SECRET_DIR", "value": "/var/run/secrets/aiprof/s3"} in ctr["env"]
@@ -308,7 +307,7 @@ def test_session_succeeds_with_artifacts(env):
     # the kubelet runs it, then it exits with its result
     env["ctl"].kubelet("run", env["ns"], name)
     wait_phase(env, "Profiling")
-    url = f"s3://profiles/team-a/{env['ns']}/slow-step/trainer-0"
+    url = f"s3://profiles/team-a/{env['ns']}/slow-step/{s['metadata']['uid']}/trainer-0"
     terminate(env, name, {"artifacts": [result("timeline.json.gz", url + "/timeline.json.gz"),
                                         result("summary.json", url + "/summary.json", 99)],
                           "summary": {"processes": 1, "events": 4242, "dropped": 0},
@@ -402,7 +401,7 @@ def test_target_deleted_mid_session(env):
     time.sleep(1)
     assert [p["metadata"]["name"] for p in injector_pods(env)] == [name], "the injector was stopped"
 
-    base = f"s3://profiles/team-a/{env['ns']}/slow-step/trainer-0"
+    base = f"s3://profiles/team-a/{env['ns']}/slow-step/{get_session(env)['metadata']['uid']}/trainer-0"
     arts = [result("timeline.json.gz", f"{base}/timeline.json.gz"),
             result("summary.json", f"{base}/summary.json", 99)]
     cut_ms = int(time.time() * 1000) - 500
@@ -451,7 +450,8 @@ def test_session_without_output_takes_the_defaults(env):
     assert env["kube"].post(f"{GROUP}/namespaces/{env['ns']}/profilingsessions", s).status == 201
     inj = wait_injector(env)
     c = inj["spec"]["containers"][0]
-    assert f"s3://team-profiles/aiprof/{env['ns']}/slow-step/trainer-0" in c["args"], c["args"]
+    uid = inj["metadata"]["labels"]["aiprof.io/session-uid"]
+    assert f"s3://team-profiles/aiprof/{env['ns']}/slow-step/{uid}/trainer-0" in c["args"], c["args"]
     env_vars = {v["name"]: v.get("value") for v in c["env"]}
     assert env_vars.get("AWS_ENDPOINT_URL_S3") == "https://minio.example.com:9000", env_vars
     assert [v["secret"]["secretName"] for v in inj["spec"]["volumes"] if "secret" in v] == ["s3-creds"]
@@ -466,7 +466,8 @@ def test_session_without_output_takes_the_defaults(env):
     make_session(env, name="own")
     own = wait_injector(env, "own")
     args = own["spec"]["containers"][0]["args"]
-    assert f"s3://profiles/team-a/{env['ns']}/own/trainer-0" in args, args
+    uid = own["metadata"]["labels"]["aiprof.io/session-uid"]
+    assert f"s3://profiles/team-a/{env['ns']}/own/{uid}/trainer-0" in args, args
     st = wait_for(lambda: (get_session(env, "own") or {}).get("status"), 10, "a status")
     assert condition(st, "OutputDefaulted") is None
 
@@ -480,7 +481,7 @@ def test_session_without_output_and_no_defaults(env):
     assert env["kube"].post(f"{GROUP}/namespaces/{env['ns']}/profilingsessions", s).status == 201
     st = wait_phase(env, "Failed")["status"]
     assert condition(st, "Failed")["reason"] == "InvalidSpec"
-    assert "spec.output.s3 is required" in st["message"] and "--default-s3-bucket" in st["message"]
+    assert "spec.output.storageRef is required" in st["message"] and "--default-s3-bucket" in st["message"]
     assert not injector_pods(env)
 
 
@@ -784,8 +785,9 @@ def rank_session(env, n=3, name="slow-step"):
 
 
 def finish_ranks(env, pods, failed=()):
-    base = f"s3://profiles/team-a/{env['ns']}/slow-step"
     for p in pods:
+        uid = p["metadata"]["labels"]["aiprof.io/session-uid"]
+        base = f"s3://profiles/team-a/{env['ns']}/slow-step/{uid}"
         rank = p["metadata"]["labels"]["aiprof.io/target-pod"]
         env["ctl"].kubelet("run", env["ns"], p["metadata"]["name"])
         if rank in failed:
@@ -936,39 +938,6 @@ def test_in_cluster_token_rotation(env):
         c8s.kubectl("delete", "clusterrolebinding", f"{ns}-admin")
 
 
-def ws_connect(port, path="/ws/sessions"):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-               "Sec-WebSocket-Version: 13\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(1)
-    assert b" 101 " in head.split(b"\r\n")[0], head
-    accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
-    assert accept in head
-    return s
-
-
-def ws_recv(s):
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            chunk = s.recv(n - len(b))
-            if not chunk:
-                raise EOFError
-            b += chunk
-        return b
-    h = exact(2)
-    n = h[1] & 0x7f
-    if n == 126:
-        n = int.from_bytes(exact(2), "big")
-    elif n == 127:
-        n = int.from_bytes(exact(8), "big")
-    return h[0] & 0x0f, exact(n)
-
-
 def test_http_metrics_and_websocket_feed(env):
     c = env["controller"]()
     make_pod(env)
@@ -986,7 +955,8 @@ def test_http_metrics_and_websocket_feed(env):
     assert "# TYPE aiprof_reconciles_total counter" in body
     assert c.http("/nope")[0] == 404
 
-    ws = ws_connect(c.port)
+    ws, refused = ws_connect(c.port, token=c.token)
+    assert ws, refused
     op, msg = ws_recv(ws)                      # the snapshot first
     assert op == 1
     first = json.loads(msg)

@@ -137,7 +137,9 @@ def test_default_render():
         ("ClusterRoleBinding", "aiprof"), ("ClusterRole", "aiprof-nodes"),
         ("ClusterRoleBinding", "aiprof-nodes"), ("Role", "aiprof-leader-election"),
         ("RoleBinding", "aiprof-leader-election"), ("Service", "aiprof-metrics"),
-        ("Deployment", "aiprof"), ("PodDisruptionBudget", "aiprof")])
+        ("Deployment", "aiprof"), ("PodDisruptionBudget", "aiprof"),
+        ("ClusterRole", "aiprof-http-auth"), ("ClusterRoleBinding", "aiprof-http-auth"),
+        ("ClusterRole", "aiprof-metrics-reader"), ("NetworkPolicy", "aiprof")])
     for d in docs:
         if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             assert d["metadata"]["namespace"] == RELEASE_NS, d["metadata"]
@@ -167,7 +169,23 @@ def test_default_render():
     # no Secrets, no wildcards, anywhere in the RBAC
     for d in docs:
         for rule in d.get("rules") or []:
-            assert "secrets" not in rule["resources"] and "*" not in rule["resources"] + rule["verbs"], rule
+            res = rule.get("resources", []) + rule.get("nonResourceURLs", [])
+            assert "secrets" not in res and "*" not in res + rule["verbs"], rule
+    # the HTTP endpoint: the controller reviews its clients' tokens; whoever scrapes is bound
+    # to the metrics reader (by the admin); only the metrics port is reachable, from pods
+    assert one(docs, "ClusterRole", "aiprof-http-auth")["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+    assert one(docs, "ClusterRoleBinding", "aiprof-http-auth")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "aiprof-controller", "namespace": RELEASE_NS}]
+    assert one(docs, "ClusterRole", "aiprof-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert not [b for b in docs if b["kind"].endswith("Binding") and b["roleRef"]["name"] == "aiprof-metrics-reader"]
+    netpol = one(docs, "NetworkPolicy")["spec"]
+    assert netpol["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert netpol["policyTypes"] == ["Ingress"] and "egress" not in netpol
+    assert netpol["ingress"] == [{"ports": [{"port": port["name"], "protocol": "TCP"}],
+                                  "from": [{"namespaceSelector": {}}]}]
 
 
 def test_render_options():
@@ -175,7 +193,12 @@ def test_render_options():
                   "metrics.serviceMonitor.enabled=true", "injector.priorityClassName=aiprof-high",
                   "controller.logLevel=debug", "controller.image.tag=1.2.3")
     args = container_args(docs)
-    assert "--namespace=train" in args and "--no-leader-elect" in args and "-v" in args
+    assert "--namespace=train" in args and "-v" in args
+    # one replica elects a leader too: a rolling update's surge pod stands by until the old
+    # pod released the lease, so two controllers never act at once
+    assert "--leader-elect" in args and "--no-leader-elect" not in args
+    assert one(docs, "Deployment")["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
     assert "--priority-class=aiprof-high" in args
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "aiprof/aiprof-controller:1.2.3"
@@ -187,6 +210,14 @@ def test_render_options():
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]       # one replica
     sm = one(docs, "ServiceMonitor")
     assert sm["spec"]["endpoints"][0]["port"] == "http-metrics"
+    # Prometheus authenticates with its own service account's token
+    assert sm["spec"]["endpoints"][0]["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert not [d for d in render("metrics.networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
+    np = one(render("metrics.networkPolicy.from[0].podSelector.matchLabels.app=prometheus",
+                    "metrics.networkPolicy.from[0].namespaceSelector.matchLabels.team=monitoring"),
+             "NetworkPolicy")
+    assert np["spec"]["ingress"][0]["from"] == [{"podSelector": {"matchLabels": {"app": "prometheus"}},
+                                                 "namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]
     # values.schema.json: a wrong value or a misspelt key is an error naming it
     for s, want in (("controller.logLevel=chatty", "- controller.logLevel: controller.logLevel must be one of"),
                     ("controller.replicas=zero", "- controller.replicas: Invalid type. Expected: integer"),
@@ -289,6 +320,11 @@ def test_notes_tell_the_next_command():
     assert f"kubectl -n {RELEASE_NS} rollout status deployment/aiprof" in n
     assert "get profilingsessions -w" in n
     assert "NOT applied" not in n and "s3.* values" not in n
+    # inline s3 is off by default: the session names the admin's storage, made as shown
+    session = yaml.safe_load(notes_session(n))
+    assert session["spec"]["output"] == {"storageRef": {"name": "STORAGE"}}, session
+    assert "kind: ClusterProfilingStorage" in n and "metadata: {name: STORAGE}" in n
+    n = notes("controller.allowInlineS3=true")
     session = yaml.safe_load(notes_session(n))
     assert session["spec"]["output"]["s3"] == {"bucket": "BUCKET", "secretRef": {"name": "s3-creds"}}
     n = notes("injector.nodeSelector.pool=gpu", "s3.bucket=profiles", "s3.secretName=creds")
@@ -392,12 +428,14 @@ def test_session_and_template_schemas_agree():
 def test_examples_validate_against_their_crd_schema():
     import jsonschema
     schemas = {"ProfilingSession": crd_schema(load_crd("profilingsession.yaml")),
-               "ProfilingPolicy": crd_schema(load_crd("profilingpolicy.yaml"))}
+               "ProfilingPolicy": crd_schema(load_crd("profilingpolicy.yaml")),
+               "ClusterProfilingStorage": crd_schema(load_crd("clusterprofilingstorage.yaml"))}
     kinds = []
     for path, d in example_docs():
         jsonschema.Draft4Validator(schemas[d["kind"]]).validate(d)
         kinds.append(d["kind"])
     assert kinds.count("ProfilingSession") >= 4 and kinds.count("ProfilingPolicy") >= 2
+    assert kinds.count("ClusterProfilingStorage") == 1
     # and the validator rejects what the schema forbids
     bad = copy.deepcopy(next(d for _, d in example_docs() if d["kind"] == "ProfilingSession"))
     bad["spec"]["duration"] = 30
@@ -408,7 +446,8 @@ def test_examples_validate_against_their_crd_schema():
 @pytest.fixture(scope="module")
 def api():
     tmp = tempfile.mkdtemp(prefix="aiprof-install-")
-    namespaces = sorted({d["metadata"]["namespace"] for _, d in example_docs()} | {"train", "rbac", RELEASE_NS})
+    namespaces = sorted({d["metadata"]["namespace"] for _, d in example_docs() if "namespace" in d["metadata"]} |
+                        {"train", "rbac", RELEASE_NS})
     args = []
     for ns in namespaces:
         args += ["--create-namespace", ns]
@@ -456,6 +495,8 @@ def granted(docs):
     out = set()
     for d in docs:
         for rule in d.get("rules") or []:
+            if "nonResourceURLs" in rule:   # the metrics reader, for whoever scrapes: not the controller's
+                continue
             for g in rule["apiGroups"]:
                 for r in rule["resources"]:
                     for v in rule["verbs"]:
@@ -470,6 +511,10 @@ UNOBSERVED = {
     # session set blockOwnerDeletion, which needs update on the owner's finalizers
     ("aiprof.io", "profilingsessions/finalizers", "update"): "ownerReferences with blockOwnerDeletion",
     ("aiprof.io", "profilingpolicies/finalizers", "update"): "sessions a policy makes are owned by it",
+    # the HTTP endpoint reviews a client's token only when one calls /metrics or /ws/sessions
+    # (tests/integration/test_http_auth.py)
+    ("authentication.k8s.io", "tokenreviews", "create"): "a client's bearer token: who it is",
+    ("authorization.k8s.io", "subjectaccessreviews", "create"): "may that user get /metrics, list sessions",
 }
 POLICY_GRANTS = {("aiprof.io", "profilingpolicies", v) for v in ("get", "list", "watch")} | \
     {("aiprof.io", "profilingpolicies/status", "patch"), ("aiprof.io", "profilingsessions", "create")}

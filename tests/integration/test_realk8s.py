@@ -57,7 +57,8 @@ def established(k8s, crd):
 
 
 def ensure_crds(k8s):
-    if not all(established(k8s, c) for c in ("profilingsessions.aiprof.io", "profilingpolicies.aiprof.io")):
+    if not all(established(k8s, c) for c in ("profilingsessions.aiprof.io", "profilingpolicies.aiprof.io",
+                                             "clusterprofilingstorages.aiprof.io")):
         k8s.apply_crds(CRDS)
 
 
@@ -131,7 +132,7 @@ def test_crds_apply_server_side_without_warnings(k8s):
 
 def test_examples_apply_and_invalid_ones_are_refused_by_the_server(k8s):
     ensure_crds(k8s)
-    ensure_ns(k8s, *sorted({d["metadata"]["namespace"] for _, d in example_docs()}))
+    ensure_ns(k8s, *sorted({d["metadata"]["namespace"] for _, d in example_docs() if "namespace" in d["metadata"]}))
     k8s.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", EXAMPLES, ok=True)
     # as most users will: `kubectl apply`, later `kubectl apply --server-side` (kubectl then
     # moves the objects' field ownership over; an empty object such as `cpu: {}` makes that
@@ -214,7 +215,8 @@ def test_without_cel_the_controller_refuses_what_the_rules_would(k8s, tmp_path):
     ensure_ns(k8s, ns)
     log = open(tmp_path / "controller.log", "w")
     p = subprocess.Popen([CONTROLLER, "--kubeconfig", k8s.kubeconfig, "--namespace", ns, "--no-leader-elect",
-                          "--metrics-addr", "127.0.0.1:0", "--injector-image", "aiprof/aiprof:test"],
+                          "--metrics-addr", "127.0.0.1:0", "--injector-image", "aiprof/aiprof:test",
+                          "--allow-inline-s3"],     # the files' spec.output.s3 rules too
                          stdout=log, stderr=subprocess.STDOUT, env=k8s.kubectl_env())
     try:
         through = {}
@@ -286,6 +288,10 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     k8s.kubectl("create", "secret", "generic", "s3-creds", "-n", ns, "--from-literal=AWS_ACCESS_KEY_ID=k",
                 "--from-literal=AWS_SECRET_ACCESS_KEY=s", ok=True)
     k8s.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata"})
+    # the chart turns inline spec.output.s3 off: sessions name the admin's storage
+    k8s.apply({"apiVersion": "aiprof.io/v1alpha1", "kind": "ClusterProfilingStorage",
+               "metadata": {"name": "rbac-real"},
+               "spec": {"namespaces": [ns], "s3": {"bucket": "profiles", "secretRef": {"name": "s3-creds"}}}})
     kube = played.admin_client(k8s)
     kubelet = played.PlayedControl(k8s, kube)
     kubelet.node(PLAYED_NODE)
@@ -320,7 +326,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
         k8s.apply({"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
                    "metadata": {"name": name, "namespace": ns},
                    "spec": {"targets": targets, "duration": "2s", **spec,
-                            "output": {"s3": {"bucket": "profiles", "secretRef": {"name": "s3-creds"}}}}})
+                            "output": {"storageRef": {"name": "rbac-real"}}}})
 
     def injectors(session_name):
         items = k8s.get("pods", "-n", ns, "-l", f"aiprof.io/session={session_name}")["items"]
@@ -376,7 +382,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
                    "metadata": {"name": "on-demand", "namespace": ns},
                    "spec": {"selector": {"matchLabels": {"job": "x"}}, "trigger": {},
                             "sessionTemplate": {"spec": {"duration": "2s", "output": {
-                                "s3": {"bucket": "profiles", "secretRef": {"name": "s3-creds"}}}}}}})
+                                "storageRef": {"name": "rbac-real"}}}}}})
         k8s.kubectl("annotate", "pod", "rank-0", "-n", ns, "aiprof.io/profile-now=1", ok=True)
         wait_for(lambda: [x for x in k8s.get("profilingsessions", "-n", ns)["items"]
                           if (x["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "ProfilingPolicy"],
@@ -402,6 +408,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
         halt()
         kubelet.cordon(k8s.node, False)
         k8s.kubectl("delete", "namespace", ns, "--wait=false")
+        k8s.kubectl("delete", "clusterprofilingstorage", "rbac-real", "--wait=false")
 
     time.sleep(1.5)  # the audit backend writes in batches
     reqs, _ = k8s.audit(user, since)

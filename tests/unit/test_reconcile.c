@@ -24,6 +24,7 @@ static int64_t T0;                      /* the session's creationTimestamp */
 static const struct reconcile_config cfg = {
 	.inj = { .image = "aiprof:test", .grace_ns = 60 * SEC },
 	.target_wait_ns = 30 * SEC,
+	.denied_ns = "kube-system,aiprof-system",
 };
 
 /* ---- fixtures -------------------------------------------------------------------------- */
@@ -301,7 +302,7 @@ static void test_s3_defaults(void **state)
 	assert_null(session__s3_defaults_url());
 	s = session_without_output();
 	assert_int_equal(s->spec_err, -EINVAL);
-	assert_non_null(strstr(s->spec_msg, "spec.output.s3 is required"));
+	assert_non_null(strstr(s->spec_msg, "spec.output.storageRef is required"));
 	assert_non_null(strstr(s->spec_msg, "--default-s3-bucket"));
 	session__unref(s);
 
@@ -350,7 +351,7 @@ static void test_s3_defaults(void **state)
 	plan(&w, &p);
 	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
 	dump = json_dumps(p.actions[0].body, JSON_COMPACT);
-	assert_non_null(strstr(dump, "\"s3://team-profiles/aiprof/train/slow-step/trainer-0\""));
+	assert_non_null(strstr(dump, "\"s3://team-profiles/aiprof/train/slow-step/u-1234/trainer-0\""));
 	assert_non_null(strstr(dump, "\"secretName\":\"aiprof-s3\""));
 	assert_non_null(strstr(dump, "https://minio.example.com:9000"));
 	free(dump);
@@ -473,6 +474,258 @@ static void test_invalid_and_foreign(void **state)
 	session__unref(w.s);
 }
 
+/* A namespace the admin denies: the session fails TargetDenied before anything is made. */
+static void test_denied_namespace(void **state)
+{
+	struct reconcile_config denying = cfg;
+	struct target_obs t = { .name = "trainer-0" };
+	struct reconcile_plan p;
+	struct session *s;
+	struct reconcile_input in = { .targets = &t, .n_targets = 1, .now_ns = T0 + SEC,
+				      .cfg = &denying };
+
+	(void)state;
+	assert_true(reconcile__namespace_denied("kube-system,train", "train"));
+	assert_true(reconcile__namespace_denied("train", "train"));
+	assert_false(reconcile__namespace_denied("kube-system,trains", "train"));
+	assert_false(reconcile__namespace_denied("kube-system,trai", "train"));
+	assert_false(reconcile__namespace_denied("", "train"));
+	assert_false(reconcile__namespace_denied(NULL, "train"));
+	assert_true(reconcile__namespace_denied(",,train,", "train"));
+
+	denying.denied_ns = "kube-system,train";
+	in.s = s = session_from(session_json(NULL));
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.n_actions, 0);     /* no pod, no ephemeral container */
+	assert_string_equal(kj_str(p.status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p.status, "Failed"), "TargetDenied");
+	assert_non_null(strstr(kj_str(p.status, "message"), "'train' may not be profiled"));
+	assert_true(has_event(&p, "TargetDenied"));
+	reconcile_plan__release(&p);
+	session__unref(s);
+}
+
+static struct kpod *pod_owned(const char *label_uid, const char *owner_uid, const char *uid)
+{
+	char buf[1024];
+	struct kpod *p = NULL;
+	json_t *j;
+
+	snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"aiprof-slow-step-x\","
+		 "\"namespace\":\"train\",\"uid\":\"%s\",\"labels\":{\"%s\":\"%s\"},"
+		 "\"ownerReferences\":[{\"kind\":\"ConfigMap\",\"uid\":\"u-1234\"},"
+		 "{\"kind\":\"ProfilingSession\",\"uid\":\"%s\",\"controller\":true}]}}",
+		 uid, LABEL_SESSION_UID, label_uid, owner_uid);
+	j = json_loads(buf, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(kpod__from_json(j, &p), 0);
+	json_decref(j);
+	return p;
+}
+
+/* A pod under the injector's name is the session's only with its label, its controlling
+ * owner, and (once recorded) the UID the status recorded. */
+static void test_injector_ours(void **state)
+{
+	struct session *s = session_from(session_json(NULL)), *rec;
+	struct kpod *ok = pod_owned("u-1234", "u-1234", "pod-1");
+	struct kpod *no_owner = pod_owned("u-1234", "u-9999", "pod-2");
+	struct kpod *no_label = pod_owned("u-9999", "u-1234", "pod-3");
+	json_t *st;
+
+	(void)state;
+	assert_string_equal(kpod__uid(ok), "pod-1");
+	assert_string_equal(kpod__owner_uid(ok), "u-1234");   /* the controller: true one */
+	assert_true(reconcile__injector_ours(s, "trainer-0", ok));
+	assert_false(reconcile__injector_ours(s, "trainer-0", no_owner));
+	assert_false(reconcile__injector_ours(s, "trainer-0", no_label));
+	/* recorded: only that pod; another of the same name and owner is not it */
+	st = json_pack("{s:[{s:s,s:s,s:s}]}", "targets", "pod", "trainer-0", "state", "Profiling",
+		       "injectorUID", "pod-1");
+	rec = with_status(s, st);
+	json_decref(st);
+	assert_true(reconcile__injector_ours(rec, "trainer-0", ok));
+	kpod__unref(ok);
+	ok = pod_owned("u-1234", "u-1234", "pod-1-replaced");
+	assert_false(reconcile__injector_ours(rec, "trainer-0", ok));
+	assert_true(reconcile__injector_ours(rec, "trainer-1", ok));  /* nothing recorded */
+	kpod__unref(ok);
+	kpod__unref(no_owner);
+	kpod__unref(no_label);
+	session__unref(rec);
+}
+
+/* spec.output: inline s3 only where allowed; storageRef resolved against a
+ * ClusterProfilingStorage, which decides the namespaces, the scheme and the Secret. */
+static void test_storage(void **state)
+{
+	struct session *s;
+	struct session_s3 o = { 0 };
+	char why[400];
+	json_t *st;
+
+	(void)state;
+	session__set_inline_s3(false);
+	s = session_from(session_json(NULL));
+	assert_int_equal(s->spec_err, -EINVAL);
+	assert_non_null(strstr(s->spec_msg, "spec.output.s3 is turned off"));
+	assert_non_null(strstr(s->spec_msg, "storageRef"));
+	session__unref(s);
+	s = session_from(session_json("{\"output\":{\"s3\":null,\"storageRef\":{\"name\":\"team\"}}}"));
+	session__set_inline_s3(true);
+	assert_int_equal(s->spec_err, 0);
+	assert_string_equal(s->spec.storage_ref, "team");
+	assert_null(s->spec.s3.bucket);
+
+	st = json_loads("{\"metadata\":{\"name\":\"team\"},\"spec\":{\"namespaces\":[\"other\","
+			"\"train\"],\"s3\":{\"endpoint\":\"https://s3.corp:9000\",\"bucket\":\"prof\","
+			"\"prefix\":\"k8s\",\"secretRef\":{\"name\":\"corp-s3\"}}}}", 0, NULL);
+	assert_int_equal(session__resolve_storage(s, st, &o, why, sizeof(why)), 0);
+	assert_string_equal(o.endpoint, "https://s3.corp:9000");
+	assert_string_equal(o.bucket, "prof");
+	assert_string_equal(o.prefix, "k8s");
+	assert_string_equal(o.secret_name, "corp-s3");
+	assert_string_equal(o.key_id_key, "AWS_ACCESS_KEY_ID");
+	session__s3_clear(&o);
+	json_decref(st);
+
+	st = json_loads("{\"metadata\":{\"name\":\"team\"},\"spec\":{\"namespaces\":[\"other\"],"
+			"\"s3\":{\"bucket\":\"prof\"}}}", 0, NULL);
+	assert_int_equal(session__resolve_storage(s, st, &o, why, sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "is not for namespace 'train'"));
+	assert_null(o.bucket);
+	json_decref(st);
+
+	st = json_loads("{\"metadata\":{\"name\":\"team\"},\"spec\":{\"namespaces\":[\"*\"],"
+			"\"s3\":{\"endpoint\":\"http://10.0.0.9\",\"bucket\":\"prof\"}}}", 0, NULL);
+	assert_int_equal(session__resolve_storage(s, st, &o, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "plain http"));
+	json_object_set_new(json_object_get(st, "spec"), "allowInsecureEndpoint", json_true());
+	assert_int_equal(session__resolve_storage(s, st, &o, why, sizeof(why)), 0);
+	session__s3_clear(&o);
+	json_object_set_new(json_object_get(json_object_get(st, "spec"), "s3"), "bucket",
+			    json_string("x"));
+	assert_int_equal(session__resolve_storage(s, st, &o, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "ClusterProfilingStorage team: spec.s3"));
+	json_decref(st);
+	session__unref(s);
+}
+
+/* The plan of a session whose storage is not usable: waited for while missing, else failed. */
+static void test_storage_errors(void **state)
+{
+	struct target_obs t = { .name = "trainer-0" };
+	struct reconcile_plan p;
+	struct session *s = session_from(session_json("{\"output\":{\"s3\":null,"
+						       "\"storageRef\":{\"name\":\"team\"}}}"));
+	struct reconcile_input in = { .s = s, .targets = &t, .n_targets = 1, .now_ns = T0 + SEC,
+				      .cfg = &cfg, .storage_err = -ENOENT };
+
+	(void)state;
+	snprintf(in.storage_msg, sizeof(in.storage_msg), "ClusterProfilingStorage team not found");
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Pending");
+	assert_true(p.requeue_at_ns > in.now_ns);
+	reconcile_plan__release(&p);
+	in.now_ns = T0 + (int64_t)cfg.target_wait_ns + SEC;
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_string_equal(cond_reason(p.status, "Failed"), "StorageNotFound");
+	reconcile_plan__release(&p);
+	in.now_ns = T0 + SEC;
+	in.storage_err = -EPERM;
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(cond_reason(p.status, "Failed"), "StorageDenied");
+	reconcile_plan__release(&p);
+	session__unref(s);
+}
+
+/* The capabilities of the injector follow the collectors: library collectors only need
+ * ptrace, not BPF or PERFMON (nor SYS_ADMIN on an old kernel). */
+static char *caps_of(const char *spec_extra, bool old_kernel)
+{
+	struct session *s = session_from(session_json(spec_extra));
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct injector_target t = { .s = s, .pod = target, .container = "trainer",
+				     .container_id = "containerd://abc", .need_sys_admin = old_kernel };
+	json_t *pj = injspec__node_agent_pod(&cfg.inj, &t);
+	char *dump;
+
+	assert_non_null(pj);
+	dump = json_dumps(kj_get(json_array_get(kj_get(pj, "spec.containers"), 0),
+				 "securityContext.capabilities.add"), JSON_COMPACT);
+	json_decref(pj);
+	kpod__unref(target);
+	session__unref(s);
+	return dump;
+}
+
+static void test_capabilities_follow_collectors(void **state)
+{
+	static const struct { const char *spec; bool old_kernel; const char *want; } cases[] = {
+		{ NULL, false, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
+		{ NULL, true, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
+		{ "{\"collectors\":{\"cuda\":{},\"nccl\":{}}}", true, "[\"SYS_PTRACE\"]" },
+		{ "{\"collectors\":{\"cuda\":{},\"python\":{}}}", false,
+		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
+		{ "{\"collectors\":{\"cpu\":{}},\"injection\":{\"method\":\"EBPFOnly\"}}", false,
+		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = caps_of(cases[i].spec, cases[i].old_kernel);
+
+		if (strcmp(got, cases[i].want) != 0)
+			fail_msg("case %zu: %s (wanted %s)", i, got, cases[i].want);
+		free(got);
+	}
+}
+
+/* --max-sessions-per-namespace: a session not started waits while its namespace has that
+ * many running; one already running goes on whatever the count. */
+static void test_namespace_limit(void **state)
+{
+	struct reconcile_config limited = cfg;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct target_obs t = { .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	struct session *s = session_from(session_json(NULL)), *started;
+	struct reconcile_input in = { .s = s, .targets = &t, .n_targets = 1, .now_ns = T0 + SEC,
+				      .cfg = &limited, .ns_running = 2 };
+	struct reconcile_plan p;
+	json_t *st;
+
+	(void)state;
+	limited.max_running_per_ns = 2;
+	assert_false(reconcile__session_running(s));
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.n_actions, 0);
+	assert_string_equal(kj_str(p.status, "phase"), "Pending");
+	assert_non_null(strstr(kj_str(p.status, "message"), "2 sessions of namespace train are "
+			       "running"));
+	assert_true(p.requeue_at_ns > in.now_ns);
+	reconcile_plan__release(&p);
+
+	in.ns_running = 1;                  /* a turn: the injector is made */
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
+	reconcile_plan__release(&p);
+
+	st = json_pack("{s:s,s:s}", "phase", "Profiling", "startTime", "2024-05-01T12:00:01Z");
+	started = with_status(s, st);
+	json_decref(st);
+	assert_true(reconcile__session_running(started));
+	in.s = started;
+	in.ns_running = 9;                  /* running already: never stopped by the limit */
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_null(strstr(kj_str(p.status, "message") ?: "", "waiting:"));
+	reconcile_plan__release(&p);
+	session__unref(started);
+	kpod__unref(target);
+}
+
 static void test_target_missing(void **state)
 {
 	struct world w = { .now = T0 + 5 * SEC };
@@ -553,7 +806,7 @@ static void test_happy_path_node_agent(void **state)
 		dump = json_dumps(args, JSON_COMPACT);
 		assert_non_null(strstr(dump, "\"--container-id\",\"containerd://abc123\""));
 		assert_non_null(strstr(dump, "\"--duration\",\"30s\""));
-		assert_non_null(strstr(dump, "\"s3://profiles/team-a/train/slow-step/trainer-0\""));
+		assert_non_null(strstr(dump, "\"s3://profiles/team-a/train/slow-step/u-1234/trainer-0\""));
 		free(dump);
 		/* credentials only by reference: a secret volume, and no literal credential */
 		vol = json_array_get(json_object_get(spec, "volumes"), 0);
@@ -609,7 +862,7 @@ static void test_happy_path_node_agent(void **state)
 		"{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\","
 		"\"startedAt\":\"2024-05-01T12:00:03Z\",\"finishedAt\":\"2024-05-01T12:00:40Z\","
 		"\"message\":\"{\\\"artifacts\\\":[{\\\"name\\\":\\\"timeline.json.gz\\\","
-		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/trainer-0/timeline.json.gz\\\","
+		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/u-1234/trainer-0/timeline.json.gz\\\","
 		"\\\"size\\\":1234,\\\"sha256\\\":\\\"" "0123456789abcdef0123456789abcdef"
 		"0123456789abcdef0123456789abcdef" "\\\"}],\\\"summary\\\":{\\\"events\\\":99},"
 		"\\\"findings\\\":[{\\\"category\\\":\\\"SyncCheckpoint\\\",\\\"severity\\\":"
@@ -783,6 +1036,19 @@ static void test_kata_ephemeral(void **state)
 	w.s = with_status(w.s, p.status);
 	reconcile_plan__release(&p);
 
+	/* in flight, the RuntimeClass lookup fails: the target keeps its mode, no node agent */
+	w.t[0].runtime_handler = "";
+	plan(&w, &p);
+	for (i = 0; i < p.n_actions; i++)
+		assert_int_not_equal(p.actions[i].kind, ACT_CREATE_POD);
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	if (e) {
+		assert_string_equal(kj_str(e, "mode"), "EphemeralContainer");
+		assert_string_equal(kj_str(e, "runtime"), "kata-qemu");
+	}
+	reconcile_plan__release(&p);
+	w.t[0].runtime_handler = "kata-qemu";
+
 	/* once the pod shows it, its state drives the target, and it is never added again */
 	{
 		char buf[2048], ename[32];
@@ -897,10 +1163,10 @@ static void test_target_deleted_mid_session(void **state)
 		"{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\","
 		"\"startedAt\":\"2024-05-01T12:00:02Z\",\"finishedAt\":\"2024-05-01T12:00:12Z\","
 		"\"message\":\"{\\\"artifacts\\\":[{\\\"name\\\":\\\"timeline.json.gz\\\","
-		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/trainer-0/timeline.json.gz\\\","
+		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/u-1234/trainer-0/timeline.json.gz\\\","
 		"\\\"size\\\":1234,\\\"sha256\\\":\\\"" "0123456789abcdef0123456789abcdef"
 		"0123456789abcdef0123456789abcdef" "\\\"},{\\\"name\\\":\\\"summary.json\\\","
-		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/trainer-0/summary.json\\\","
+		"\\\"url\\\":\\\"s3://profiles/team-a/train/slow-step/u-1234/trainer-0/summary.json\\\","
 		"\\\"size\\\":10}],\\\"summary\\\":{\\\"window_ms\\\":7000,\\\"window_cut\\\":1,"
 		"\\\"processes_exited\\\":1,\\\"window_end_unix_ms\\\":1714564810000},"
 		"\\\"findings\\\":[{\\\"category\\\":\\\"SyncCheckpoint\\\",\\\"severity\\\":"
@@ -1139,10 +1405,10 @@ static void test_merge_pod_and_merged_timeline(void **state)
 	assert_string_equal(dump, "[\"ALL\"]");
 	free(dump);
 	dump = json_dumps(json_object_get(c, "args"), JSON_COMPACT);
-	assert_string_equal(dump, "[\"merge\",\"-o\",\"s3://profiles/team-a/train/slow-step/merged\","
+	assert_string_equal(dump, "[\"merge\",\"-o\",\"s3://profiles/team-a/train/slow-step/u-1234/merged\","
 			    "\"--termination-log\",\"/dev/termination-log\","
-			    "\"s3://profiles/team-a/train/slow-step/rank-0\","
-			    "\"s3://profiles/team-a/train/slow-step/rank-1\"]");
+			    "\"s3://profiles/team-a/train/slow-step/u-1234/rank-0\","
+			    "\"s3://profiles/team-a/train/slow-step/u-1234/rank-1\"]");
 	free(dump);
 	assert_string_equal(kj_str(json_array_get(json_object_get(spec, "volumes"), 0),
 				   "secret.secretName"), "s3-creds");
@@ -1171,7 +1437,7 @@ static void test_merge_pod_and_merged_timeline(void **state)
 	mp = merge_pod(w.s,
 		"{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\",\"message\":"
 		"\"{\\\"artifacts\\\":[{\\\"name\\\":\\\"timeline.json.gz\\\",\\\"url\\\":"
-		"\\\"s3://profiles/team-a/train/slow-step/merged/timeline.json.gz\\\",\\\"size\\\":77}],"
+		"\\\"s3://profiles/team-a/train/slow-step/u-1234/merged/timeline.json.gz\\\",\\\"size\\\":77}],"
 		"\\\"findings\\\":[{\\\"category\\\":\\\"Straggler\\\",\\\"severity\\\":\\\"warning\\\"}]}\"}}",
 		"Succeeded");
 	w.inj[0] = mp;
@@ -1184,7 +1450,7 @@ static void test_merge_pod_and_merged_timeline(void **state)
 	assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 3);
 	e = json_array_get(json_object_get(p.status, "artifacts"), 2);
 	assert_string_equal(kj_str(e, "target"), "merged");
-	assert_string_equal(kj_str(e, "url"), "s3://profiles/team-a/train/slow-step/merged/timeline.json.gz");
+	assert_string_equal(kj_str(e, "url"), "s3://profiles/team-a/train/slow-step/u-1234/merged/timeline.json.gz");
 	e = json_array_get(json_object_get(p.status, "findings"), 0);
 	assert_string_equal(kj_str(e, "target"), "merged");
 	assert_string_equal(kj_str(e, "category"), "Straggler");
@@ -1379,7 +1645,7 @@ static void test_injspec_names(void **state)
 	injspec__ephemeral_name(s, e);
 	assert_int_equal(strlen(e), 17);
 	assert_int_equal(injspec__output_url(s, "trainer-0", &url), 0);
-	assert_string_equal(url, "s3://profiles/team-a/train/slow-step/trainer-0");
+	assert_string_equal(url, "s3://profiles/team-a/train/slow-step/u-1234/trainer-0");
 	free(url);
 	assert_true(kernel_needs_sys_admin("5.4.0-150-generic"));
 	assert_true(kernel_needs_sys_admin("4.19.0"));
@@ -1456,6 +1722,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_session_spec),
+		cmocka_unit_test(test_denied_namespace),
+		cmocka_unit_test(test_injector_ours),
+		cmocka_unit_test(test_storage),
+		cmocka_unit_test(test_storage_errors),
+		cmocka_unit_test(test_capabilities_follow_collectors),
+		cmocka_unit_test(test_namespace_limit),
 		cmocka_unit_test(test_s3_defaults),
 		cmocka_unit_test(test_finalizer_first),
 		cmocka_unit_test(test_invalid_and_foreign),
@@ -1474,5 +1746,6 @@ int main(void)
 		cmocka_unit_test(test_termination),
 	};
 
+	session__set_inline_s3(true);      /* the fixtures give spec.output.s3 */
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

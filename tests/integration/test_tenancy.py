@@ -1,0 +1,291 @@
+# SPDX-License-Identifier: MIT
+"""What a session's author can and cannot make aiprof-controller do on a shared cluster
+(issue 15), against the REAL Kubernetes API server, with the tenant's requests made as a
+tenant (impersonation of a user bound to a namespaced Role):
+
+- a session in a namespace the admin denies (kube-system by default) ends TargetDenied and
+  nothing is created there;
+- a process.match pattern whose bounded repeats would expand to gigabytes is refused at
+  once (InvalidSpec), costing the controller next to no CPU or memory, and the controller
+  still stops cleanly on SIGTERM;
+- a pod put under the injector's name by someone else (the tenant replacing the injector
+  pod with one of their own, same labels and ownerReference) is not accepted: its forged
+  result never reaches the status;
+- sessions name the admin's ClusterProfilingStorage: their own endpoint and Secret
+  (spec.output.s3) are refused, and so are storages not made for their namespace or with a
+  plain-http endpoint;
+- a namespace enforcing Pod Security baseline gets the API server's reason in the status.
+
+The fixtures and helpers are test_controller.py's (the real API server, played nodes and
+kubelet, one namespace and controller per test)."""
+import os
+import signal
+import time
+
+import pytest
+
+from test_controller import (GROUP, api, condition, env, events, get_session,  # noqa: F401
+                             injector_pods, make_pod, make_session, result, terminate,
+                             wait_for, wait_injector, wait_phase)
+
+BOMB = "((a{1,32767}){1,32767}){1,32767}"       # regcomp() of this grew a controller to 5.1 GB
+TENANT = "alice@team-a"
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def tenant(e):
+    """Grants TENANT what a team usually gets in its own namespace (sessions, pods, exec,
+    no Secrets) and returns request headers that act as TENANT."""
+    ns, kube = e["ns"], e["kube"]
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "team"},
+            "rules": [{"apiGroups": ["aiprof.io"], "resources": ["profilingsessions"],
+                       "verbs": ["get", "list", "watch", "create", "delete"]},
+                      {"apiGroups": [""], "resources": ["pods", "pods/exec", "pods/log"],
+                       "verbs": ["get", "list", "watch", "create", "delete"]}]}
+    assert kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", role).status == 201
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "team"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team"},
+               "subjects": [{"kind": "User", "name": TENANT, "apiGroup": "rbac.authorization.k8s.io"}]}
+    assert kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+                     binding).status == 201
+    return {"Impersonate-User": TENANT}
+
+
+def test_denied_namespace(env):
+    """The admin's list (--denied-namespaces; kube-system and the controller's own by
+    default): a session there fails TargetDenied, with an Event, and no pod is made."""
+    env["controller"]("--denied-namespaces", f"kube-system,{env['ns']}")
+    make_pod(env)
+    make_session(env)
+    st = wait_phase(env, "Failed")["status"]
+    assert condition(st, "Failed")["reason"] == "TargetDenied", st
+    assert f"namespace '{env['ns']}' may not be profiled" in st["message"], st["message"]
+    assert wait_for(lambda: events(env, "TargetDenied"), 10, "the event")[0]["type"] == "Warning"
+    assert injector_pods(env) == []
+
+
+def test_kube_system_denied_by_default(env):
+    """With no --denied-namespaces, kube-system is denied: a controller watching it refuses
+    a session there (made by the admin: a tenant cannot even create one) and adds nothing to
+    the system pod it names."""
+    kube = env["kube"]
+    env["controller"]("--namespace", "kube-system")     # the later --namespace wins
+    name = f"deny-{env['ns'][-4:]}"
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": name},
+         "spec": {"targets": {"podName": "kube-apiserver-x"}, "duration": "5s",
+                  "output": {"s3": {"endpoint": "https://s3.example.com", "bucket": "profiles",
+                                    "secretRef": {"name": "s3-creds"}}}}}
+    path = f"{GROUP}/namespaces/kube-system/profilingsessions"
+    assert kube.post(path, s).status == 201
+    try:
+        st = wait_for(lambda: (kube.get(f"{path}/{name}").json.get("status") or {})
+                      .get("phase") == "Failed" and kube.get(f"{path}/{name}").json["status"], 15,
+                      "the session in kube-system to fail")
+        assert condition(st, "Failed")["reason"] == "TargetDenied", st
+        pods = kube.get("/api/v1/namespaces/kube-system/pods",
+                        query={"labelSelector": "aiprof.io/session"}).json["items"]
+        assert pods == []
+    finally:
+        kube.delete(f"{path}/{name}")
+        wait_for(lambda: kube.get(f"{path}/{name}").status == 404, 15, "the session gone")
+
+
+def test_tenant_cannot_read_secrets(env):
+    """The tenant of these tests has no Secret access of its own (the line the next tests
+    rely on): the API server says so."""
+    h = tenant(env)
+    r = env["kube"].get(f"/api/v1/namespaces/{env['ns']}/secrets/s3-creds", headers=h)
+    assert r.status == 403, r
+
+
+def test_regex_bomb_refused_at_once(env):
+    """The issue's pattern, in a session made by the tenant: refused (InvalidSpec, saying
+    why) while the controller spends under 100 ms of CPU and no memory on it; then SIGTERM
+    stops the controller cleanly."""
+    h = tenant(env)
+    c = env["controller"]()
+    make_pod(env)
+    time.sleep(1)                               # started, listed, idle
+    cpu0, rss0 = cpu_seconds(c.p.pid), rss_kib(c.p.pid)
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": "bomb"},
+         "spec": {"targets": {"podName": "trainer-0", "process": {"match": BOMB}}, "duration": "5s",
+                  "output": {"s3": {"endpoint": "https://s3.example.com", "bucket": "profiles",
+                                    "secretRef": {"name": "s3-creds"}}}}}
+    r = env["kube"].post(f"{GROUP}/namespaces/{env['ns']}/profilingsessions", s, headers=h)
+    assert r.status == 201, r
+    st = wait_phase(env, "Failed", name="bomb", timeout=10)["status"]
+    cpu1, rss1 = cpu_seconds(c.p.pid), rss_kib(c.p.pid)
+    assert condition(st, "Failed")["reason"] == "InvalidSpec", st
+    assert "process.match is refused" in st["message"] and "bounded repeats" in st["message"], st
+    assert injector_pods(env) == []
+    # the controller's whole CPU over that second or so (lease renewals, watches included)
+    assert cpu1 - cpu0 < 0.1, f"{cpu1 - cpu0:.3f} s of CPU"
+    assert rss1 - rss0 < 4096, f"RSS grew {rss1 - rss0} KiB"
+    t0 = time.monotonic()
+    c.kill(signal.SIGTERM)                      # exits 0 within 15 s or fails
+    assert time.monotonic() - t0 < 10
+
+
+def test_forged_injector_pod_is_not_accepted(env):
+    """The tenant deletes the injector pod of their session and puts their own pod under its
+    name, with the same labels and ownerReference, ending with a forged result — while the
+    controller is down (restarted), so that it cannot tell from the deletion: it recorded
+    the UID of the injector it saw, so the look-alike is not accepted — the target fails
+    InjectorNameTaken, the forged artifact never reaches the status, and the look-alike is
+    left alone."""
+    h = tenant(env)
+    kube, ns = env["kube"], env["ns"]
+    c = env["controller"]()
+    make_pod(env)
+    make_session(env)
+    inj = wait_injector(env)
+    name = inj["metadata"]["name"]
+    st = wait_for(lambda: ((get_session(env).get("status") or {}).get("targets") or [{}])[0]
+                  .get("injectorUID"), 10, "the injector's UID in the status")
+    assert st == inj["metadata"]["uid"]
+    c.kill(signal.SIGTERM)
+    r = kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}",
+                    {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}, headers=h)
+    assert r.status == 200, r
+    wait_for(lambda: kube.get(f"/api/v1/namespaces/{ns}/pods/{name}").status == 404, 10, "gone")
+    md = inj["metadata"]
+    forged = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": name, "labels": md["labels"], "annotations": md.get("annotations", {}),
+                           "ownerReferences": md["ownerReferences"]},
+              "spec": {"nodeName": inj["spec"]["nodeName"], "restartPolicy": "Never",
+                       "containers": [{"name": "injector", "image": "busybox"}]}}
+    r = kube.post(f"/api/v1/namespaces/{ns}/pods", forged, headers=h)
+    assert r.status == 201, r
+    env["ctl"].kubelet("run", ns, name)
+    env["controller"]()
+    terminate(env, name, {"artifacts": [result("timeline.json.gz", "s3://evil/forged/timeline.json.gz")]})
+    st = wait_phase(env, "Failed", timeout=15)["status"]
+    t = st["targets"][0]
+    assert t["reason"] == "InjectorNameTaken", t
+    assert "not this session's injector" in t["message"], t
+    assert not [a for a in st.get("artifacts") or [] if "forged" in a["url"]], st["artifacts"]
+    time.sleep(1)
+    assert kube.get(f"/api/v1/namespaces/{ns}/pods/{name}").json["metadata"]["uid"] == r.json["metadata"]["uid"]
+
+
+def storage(e, name, namespaces, endpoint="https://s3.corp.example:9000", **extra):
+    """A ClusterProfilingStorage made by the admin (removed by the caller)."""
+    body = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ClusterProfilingStorage",
+            "metadata": {"name": name},
+            "spec": {"namespaces": namespaces,
+                     "s3": {"endpoint": endpoint, "bucket": "corp-profiles", "prefix": "k8s",
+                            "region": "eu-west-1", "secretRef": {"name": "s3-creds"}}, **extra}}
+    r = e["kube"].post(f"{GROUP}/clusterprofilingstorages", body)
+    assert r.status == 201, r
+    return name
+
+
+def tenant_session(e, h, name, output):
+    s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": name},
+         "spec": {"targets": {"podName": "trainer-0", "container": "trainer"}, "duration": "30s",
+                  "output": output}}
+    r = e["kube"].post(f"{GROUP}/namespaces/{e['ns']}/profilingsessions", s, headers=h)
+    assert r.status == 201, r
+    return r.json
+
+
+def test_storage_chosen_by_the_admin(env):
+    """Inline s3 off (the default): the tenant's session names the admin's storage and gets
+    its endpoint, bucket, prefix (then namespace, session, UID) and Secret; a session giving
+    its own endpoint and Secret is refused before anything runs; a storage not made for the
+    namespace, or one with a plain-http endpoint, fails the session with a clear reason."""
+    h = tenant(env)
+    ns, kube, tag = env["ns"], env["kube"], env["ns"][-4:]
+    made = []
+    try:
+        made.append(storage(env, f"corp-{tag}", [ns]))
+        made.append(storage(env, f"other-{tag}", ["team-b"]))
+        made.append(storage(env, f"plain-{tag}", ["*"], endpoint="http://10.1.2.3:7480"))
+        env["controller"](inline_s3=False)
+        make_pod(env)
+
+        s = tenant_session(env, h, "by-ref", {"storageRef": {"name": f"corp-{tag}"}})
+        inj = wait_injector(env, "by-ref")
+        c = inj["spec"]["containers"][0]
+        assert f"s3://corp-profiles/k8s/{ns}/by-ref/{s['metadata']['uid']}/trainer-0" in c["args"], c["args"]
+        env_vars = {v["name"]: v.get("value") for v in c["env"]}
+        assert env_vars.get("AWS_ENDPOINT_URL_S3") == "https://s3.corp.example:9000", env_vars
+        assert [v["secret"]["secretName"] for v in inj["spec"]["volumes"] if "secret" in v] == ["s3-creds"]
+
+        # the attack of the issue: any endpoint (plain http), any Secret, any key
+        tenant_session(env, h, "inline", {"s3": {"endpoint": "http://collector.evil:80", "bucket": "loot",
+                                                 "secretRef": {"name": "default-token",
+                                                               "accessKeyIDKey": "token"}}})
+        st = wait_phase(env, "Failed", name="inline")["status"]
+        assert condition(st, "Failed")["reason"] == "InvalidSpec", st
+        assert "spec.output.s3 is turned off" in st["message"] and "storageRef" in st["message"], st
+        assert injector_pods(env, "inline") == []
+
+        tenant_session(env, h, "not-ours", {"storageRef": {"name": f"other-{tag}"}})
+        st = wait_phase(env, "Failed", name="not-ours")["status"]
+        assert condition(st, "Failed")["reason"] == "StorageDenied", st
+        assert f"is not for namespace '{ns}'" in st["message"], st
+
+        tenant_session(env, h, "plain", {"storageRef": {"name": f"plain-{tag}"}})
+        st = wait_phase(env, "Failed", name="plain")["status"]
+        assert condition(st, "Failed")["reason"] == "StorageInvalid", st
+        assert "plain http" in st["message"], st
+
+        tenant_session(env, h, "missing", {"storageRef": {"name": f"nowhere-{tag}"}})
+        st = wait_phase(env, "Pending", name="missing")["status"]
+        assert "not found" in st["message"], st
+        st = wait_phase(env, "Failed", name="missing", timeout=15)["status"]     # --target-wait 3s
+        assert condition(st, "Failed")["reason"] == "StorageNotFound", st
+        assert injector_pods(env, "plain") == injector_pods(env, "not-ours") == \
+            injector_pods(env, "missing") == []
+    finally:
+        for n in made:
+            kube.delete(f"{GROUP}/clusterprofilingstorages/{n}")
+
+
+def test_pod_security_baseline_says_why(env):
+    """A namespace enforcing Pod Security `baseline` refuses the node-agent injector pod
+    (hostPID, added capabilities): the target fails InjectorCreateFailed with the API server's
+    own words, not a silent wait."""
+    r = env["kube"].patch(f"/api/v1/namespaces/{env['ns']}",
+                          {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+    assert r.status == 200, r
+    env["controller"]()
+    make_pod(env)
+    make_session(env)
+    st = wait_phase(env, "Failed", timeout=20)["status"]
+    t = st["targets"][0]
+    assert t["reason"] == "InjectorCreateFailed", t
+    assert "violates PodSecurity" in t["message"] and "baseline" in t["message"], t
+    assert injector_pods(env) == []
+
+
+def test_sessions_per_namespace_are_limited(env):
+    """--max-sessions-per-namespace 1: a second session waits Pending, saying why, until the
+    first has ended; then it runs."""
+    env["controller"]("--max-sessions-per-namespace", "1")
+    make_pod(env)
+    make_session(env, name="first")
+    first = wait_injector(env, "first")["metadata"]["name"]
+    wait_for(lambda: (get_session(env, "first").get("status") or {}).get("startTime"), 10, "first started")
+    make_session(env, name="second")
+    st = wait_phase(env, "Pending", name="second")["status"]
+    assert "1 sessions of namespace" in st["message"] and "--max-sessions-per-namespace" in st["message"], st
+    time.sleep(2)
+    assert injector_pods(env, "second") == []
+    env["ctl"].kubelet("run", env["ns"], first)
+    terminate(env, first, {"artifacts": [result("timeline.json.gz", "s3://profiles/x/timeline.json.gz")]})
+    wait_phase(env, "Succeeded", name="first")
+    wait_injector(env, "second")
