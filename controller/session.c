@@ -548,7 +548,9 @@ static int parse_output(struct session *s, const json_t *out)
 				       "ClusterProfilingStorage (kubectl get clusterprofilingstorages)");
 		return dupstr(name, &sp->storage_ref);
 	}
-	if (s3 && !inline_s3_allowed)
+	/* a session that started under a controller that allowed it runs on (an upgrade must
+	 * not cut windows); status is the controller's, not the author's */
+	if (s3 && !inline_s3_allowed && !kj_str(s->status, "startTime"))
 		return invalid(s, "spec.output.s3 is turned off on this cluster: name the storage "
 			       "your admin set up with spec.output.storageRef.name (kubectl get "
 			       "clusterprofilingstorages); aiprof-controller --allow-inline-s3 turns "

@@ -116,7 +116,8 @@ const char *session__s3_defaults_url(void);
 /*
  * Whether sessions may give their own spec.output.s3 (endpoint, bucket and Secret of their
  * choosing): aiprof-controller's --allow-inline-s3, off by default, so that tenants name
- * only the storage the admin set up (spec.output.storageRef). Set once, before the threads.
+ * only the storage the admin set up (spec.output.storageRef); a session that had started
+ * (status.startTime) keeps its own. Set once, before the threads.
  */
 void session__set_inline_s3(bool allowed);
 

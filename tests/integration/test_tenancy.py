@@ -289,3 +289,21 @@ def test_sessions_per_namespace_are_limited(env):
     terminate(env, first, {"artifacts": [result("timeline.json.gz", "s3://profiles/x/timeline.json.gz")]})
     wait_phase(env, "Succeeded", name="first")
     wait_injector(env, "second")
+
+
+def test_inline_s3_turned_off_under_a_running_session(env):
+    """The upgrade path: a session that started while inline s3 was allowed runs to its end
+    under a controller that no longer allows it; a new one giving spec.output.s3 fails."""
+    c = env["controller"]()                             # --allow-inline-s3 (the harness's)
+    make_pod(env)
+    make_session(env, name="before")
+    inj = wait_injector(env, "before")["metadata"]["name"]
+    wait_for(lambda: (get_session(env, "before").get("status") or {}).get("startTime"), 10, "started")
+    c.kill(signal.SIGTERM)
+    env["controller"](inline_s3=False)
+    env["ctl"].kubelet("run", env["ns"], inj)
+    terminate(env, inj, {"artifacts": [result("timeline.json.gz", "s3://profiles/x/timeline.json.gz")]})
+    assert wait_phase(env, "Succeeded", name="before")["status"]["artifacts"]
+    make_session(env, name="after")
+    st = wait_phase(env, "Failed", name="after")["status"]
+    assert "spec.output.s3 is turned off" in st["message"], st

@@ -570,6 +570,12 @@ static void test_storage(void **state)
 	assert_int_equal(s->spec_err, -EINVAL);
 	assert_non_null(strstr(s->spec_msg, "spec.output.s3 is turned off"));
 	assert_non_null(strstr(s->spec_msg, "storageRef"));
+	/* one that started before (an upgrade) runs on */
+	st = json_pack("{s:s,s:s}", "phase", "Profiling", "startTime", "2024-05-01T12:00:01Z");
+	s = with_status(s, st);
+	json_decref(st);
+	assert_int_equal(s->spec_err, 0);
+	assert_string_equal(s->spec.s3.bucket, "profiles");
 	session__unref(s);
 	s = session_from(session_json("{\"output\":{\"s3\":null,\"storageRef\":{\"name\":\"team\"}}}"));
 	session__set_inline_s3(true);
