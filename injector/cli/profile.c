@@ -804,10 +804,12 @@ static void record_window(struct run *run)
 
 			if (t->uprobes)
 				uprobe_session__drain(t->uprobes, &t->store);
-			if (!t->session)
-				continue;
-			session__drain(t->session, &t->store);
-			session__heartbeat(t->session);
+			if (t->session) {
+				session__drain(t->session, &t->store);
+				session__heartbeat(t->session);
+			}
+			if (t->uprobes || t->session)
+				target_name_launches(t);
 		}
 		ebpf__poll(run->ebpf);
 		sleep_ns(5 * NSEC_PER_MSEC);
@@ -834,8 +836,7 @@ static void stop_window(struct run *run)
 			continue;
 		}
 		target_refresh_threads(t);
-		if (proc_syms__new(t->pid, &t->syms) < 0)
-			t->syms = NULL;
+		target_name_launches(t);
 	}
 	for (size_t i = 0; i < o->npids; i++)
 		event_store__demangle(&run->targets[i].store);

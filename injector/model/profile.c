@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Lookups over a recorded target: its threads' host tids, its kernels' names. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,5 +109,50 @@ const char *launch_kernel_name(const struct target *t, const struct aiprof_event
 		if (!copy)
 			return "[unknown]";
 		return kcache_put(t->pid, e->u.launch.func, copy) < 0 ? "[unknown]" : copy;
+	}
+}
+
+/* A launch whose name comes from its address (not an id the library sent), not yet known. */
+static bool needs_name(const struct target *t, const struct aiprof_event *e)
+{
+	if (e->type != AIPROF_EV_CUDA_LAUNCH || e->api != AIPROF_API_cudaLaunchKernel)
+		return false;
+	if (e->u.launch.name_id && event_store__string(&t->store, e->u.launch.name_id))
+		return false;
+	return !kcache_get(t->pid, e->u.launch.func);
+}
+
+static void name_launch(struct target *t, const struct aiprof_event *e, bool *refreshed)
+{
+	struct proc_sym s;
+
+	if (!needs_name(t, e))
+		return;
+	/* in none of the maps we read: a library loaded since then, read them again once */
+	if (proc_syms__symbolize_info(t->syms, e->u.launch.func, &s) == -ENOENT && !*refreshed) {
+		*refreshed = true;
+		(void)proc_syms__refresh(t->syms);
+	}
+	(void)launch_kernel_name(t, e);
+}
+
+void target_name_launches(struct target *t)
+{
+	bool refreshed = false;
+
+	if (!t->syms && proc_syms__new(t->pid, &t->syms) < 0) {
+		t->syms = NULL;
+		return;
+	}
+	for (; t->named_events < t->store.n; t->named_events++)
+		name_launch(t, &t->store.v[t->named_events], &refreshed);
+	for (; t->named_totals < t->store.over.n; t->named_totals++) {
+		const struct event_total *o = &t->store.over.v[t->named_totals];
+		struct aiprof_event e = { .type = o->type, .api = o->api, .flags = o->flags };
+
+		if (o->type != AIPROF_EV_CUDA_LAUNCH || (o->key & EVENT_TOTAL_NAMED))
+			continue;
+		e.u.launch.func = o->key;
+		name_launch(t, &e, &refreshed);
 	}
 }

@@ -36,6 +36,7 @@ struct target {
 	struct uprobe_session *uprobes; /* --method ebpf, once attached */
 	struct event_store store;
 	struct proc_syms *syms;         /* for kernel names from host stubs */
+	size_t named_events, named_totals; /* store.v and store.over.v named up to here */
 	struct tid_name *threads;
 	size_t nthreads;
 	/* library status copied from the ring header at the end of the window */
@@ -64,5 +65,12 @@ uint32_t target_host_tid(const struct target *t, uint32_t ns_tid);
 
 /* Kernel name of a launch event ("[unknown]" if it cannot be found); cached. */
 const char *launch_kernel_name(const struct target *t, const struct aiprof_event *e);
+
+/*
+ * Names the launches stored since the last call, while the process can still be read: a
+ * target that exits before the window ends keeps its kernels' names. Reads its maps on
+ * the first call, and again when an address lies in none of them (a library loaded since).
+ */
+void target_name_launches(struct target *t);
 
 #endif
