@@ -363,6 +363,7 @@ struct tracee {
 	uint64_t cave_rsp;             /* %rsp on entering it: the data is above */
 	uint64_t call_timeout_ns;      /* 0: each call's own */
 	int marker_sig;                /* the path's marker signal; 0: PTRACE_SYSCALL instead */
+	int held_sig;                  /* the target's, stopped at the marker: passed on next */
 	bool in_cave_call;             /* registers are a call's: going home is the path's job */
 	bool boost_calls;              /* SCHED_FIFO while a call runs */
 	bool released;                 /* let go inside a call: no more calls, no detach */
@@ -626,7 +627,8 @@ static int tracee_detach(struct tracee *t)
 		return 0;               /* it went on its own, inside a call */
 	t->stop_ns += now_monotonic_ns() - t->stopped_since;
 	if (t->in_cave_call)
-		return ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 ? -errno : 0;
+		return ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)t->held_sig) < 0 ?
+		       -errno : 0;
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &t->saved) < 0)
 		r = -errno;
 	if (t->have_xstate && ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &t->xiov) < 0 && !r)
@@ -974,10 +976,12 @@ static int remote_call(struct tracee *t, uint64_t fn, const uint64_t a[6], uint6
 	t->in_cave_call = true;         /* from here, the thread gets home without us */
 	if (t->boost_calls)
 		sched_boost(t->tid, &boost);
-	if (ptrace(resume, t->tid, NULL, NULL) < 0) {
+	/* a signal of the target's held at the last marker reaches its handler now */
+	if (ptrace(resume, t->tid, NULL, (void *)(long)t->held_sig) < 0) {
 		r = -errno;
 		goto out;
 	}
+	t->held_sig = 0;
 	for (;;) {
 		uint64_t now = now_monotonic_ns();
 		siginfo_t si;
@@ -1012,6 +1016,22 @@ static int remote_call(struct tracee *t, uint64_t fn, const uint64_t a[6], uint6
 			}
 			if (sig == (SIGTRAP | 0x80))
 				sig = 0;
+		} else if ((status >> 16) == 0 && t->marker_sig &&
+			   ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0 &&
+			   regs.rip == marker && regs.orig_rax == CV_MARKER_NR) {
+			/*
+			 * The marker was sent, but a lower-numbered signal of the target's (a
+			 * timer's SIGALRM, say) is delivered before it. Passed on now, its handler
+			 * would run first and the marker's stop would come inside the handler,
+			 * where it cannot be told from a stray one: the call would be missed and
+			 * the thread go home under us. The call is done, so stop here and pass
+			 * the signal on with the next resume; the marker left pending is a quiet
+			 * signal, dropped when it is delivered.
+			 */
+			t->held_sig = sig;
+			*ret = regs.r10;
+			r = 0;
+			goto out;
 		} else if ((status >> 16) == PTRACE_EVENT_STOP) {
 			sig = 0;                /* group-stop (SIGSTOP to the process): go on */
 		} else if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) &&

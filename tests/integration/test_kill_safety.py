@@ -153,3 +153,25 @@ def test_remote_calls_past_every_timeout(procs, tmp_path):
             assert_healthy(p, pid, f"after timeout {timeout}")
         os.kill(pid, signal.SIGKILL)
         p.wait()
+
+
+def test_marker_behind_a_lower_numbered_signal(procs, tmp_path):
+    """The return path's marker (SIGURG) sent while one of the target's own signals with a
+    lower number is pending (regcheck's SIGUSR1 storm, its SIGALRM): that one is delivered
+    first, and its handler used to run before the marker's stop, so the call was missed, the
+    thread went home and the injection failed after 1 s with "outlived its timeout" (about
+    one fresh target in thirty here). Every injection succeeds, and the signal still reaches
+    the target's handler."""
+    require_root()
+    for i in range(24):
+        p, pid = start_regcheck(procs)
+        r = run_aiprof(["profile", "--pid", str(pid), "-d", "100ms", "--no-ebpf", "-o",
+                        str(tmp_path / f"s{i}")])
+        assert r.returncode == 0, (i, r.stderr)
+        t = load_summary(tmp_path / f"s{i}")["targets"][0]
+        assert t["injection"] == "ptrace" and t["return_path"] == "SIGURG", t
+        assert_healthy(p, pid, f"session {i}")
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+        assert "ok signals=" in out and int(out.split("ok signals=")[1].split()[0]) > 0, out
