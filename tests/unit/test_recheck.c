@@ -77,11 +77,46 @@ static void test_depth_and_backrefs(void **state)
 	expect_refused(deep, -ELOOP, "nested more than 32");
 	/* nullable repeats in repeats: 275 ms at 14 levels, fourfold each */
 	expect_refused("a?+?+?+?+?+?+?+", -ELOOP, "repeats are nested");
-	expect_refused("((((x?){1,8}){1,8}){1,8}){1,8}", -ELOOP, "repeats are nested");
+	expect_refused("((((x?){1,8}){1,8}){1,8}){1,8}", -ELOOP, "match the empty string");
 	expect_ok("(((.?)*)*)*");
 	expect_refused("(a)\\1", -EINVAL, "back-references");
 	expect_refused("(a)(b)\\2", -EINVAL, "back-references");
 	expect_ok("a\\.b\\+c\\{");
+}
+
+/*
+ * Bounded repeats over what can match empty: their copies nest, and glibc's epsilon closures
+ * over them grow exponentially ("a*{1,3}{,9}+", found by fuzz_recheck, ran for minutes;
+ * "((a|b?){1,6}c?){1,6}+" for more than 10 s) with few nodes. Repeats over such a
+ * subexpression grow with the cube of its size, so that is bounded too ("(a?|b?|...)++" with
+ * 150 branches: 1.5 s).
+ */
+static void test_repeats_over_empty(void **state)
+{
+	char wide[1024] = "(";
+
+	(void)state;
+	expect_refused("a*{1,3}{,9}+", -ELOOP, "match the empty string");
+	expect_refused("((a|b?){1,6}c?){1,6}+", -ELOOP, "match the empty string");
+	expect_refused("(a?b?c?d?e?f?g?h?){,30}+", -ELOOP, "write it without the {m,n}");
+	expect_refused("a{,5}{,5}{,5}+", -ELOOP, "match the empty string");
+	expect_refused("(a|){2,3}", -ELOOP, "match the empty string");
+	expect_refused("(^){2}", -ELOOP, "match the empty string");
+	expect_refused("(\\<){2}", -ELOOP, "match the empty string");
+	/* one copy, or {1,}, is what '?', '*' and '+' make: allowed as they are */
+	expect_ok("(a?){0,1}");
+	expect_ok("(a?){1,}");
+	expect_ok("(a?){,}");
+	expect_ok("(a?){1}");
+	/* over something that cannot match empty, bounded repeats stay as they were */
+	expect_ok("(ab?c?d?e?f?g?h?){1,30}+");
+	expect_ok("( --[a-z-]+(=[^ ]*)?){1,8}");
+	expect_ok("(x|y){2,5}{1,3}");
+	for (int i = 0; i < 150; i++)
+		strcat(wide, i ? "|a?" : "a?");
+	strcat(wide, ")++");
+	expect_refused(wide, -E2BIG, "match the empty string is larger than 256 nodes");
+	expect_ok("(a?|b?|c?|d?|e?|f?|g?|h?)++");
 }
 
 /* What passes costs regcomp() little memory: the largest patterns the check lets through. */
@@ -89,7 +124,8 @@ static void test_accepted_compile_small(void **state)
 {
 	static const char *const worst[] = {
 		"(.{1,63}){1,63}", "([[:alnum:]_]{1,64}\\.){1,60}py", "x{4090}",
-		"((a|b){1,31}){1,31}", "(((.{1,15}){1,15}){1,15})", "(((x?){1,8}){1,8}){1,8}",
+		"((a|b){1,31}){1,31}", "(((.{1,15}){1,15}){1,15})", "(((x){1,8}){1,8}){1,8}",
+		"(((a?|b?|c?|d?|e?|f?|g?|h?)+)+)+",
 	};
 
 	(void)state;
@@ -114,6 +150,7 @@ int main(void)
 		cmocka_unit_test(test_everyday_patterns),
 		cmocka_unit_test(test_expanding_patterns),
 		cmocka_unit_test(test_depth_and_backrefs),
+		cmocka_unit_test(test_repeats_over_empty),
 		cmocka_unit_test(test_accepted_compile_small),
 	};
 
