@@ -516,34 +516,42 @@ static void make_identity(const char *identity_opt, char *out, size_t outlen)
 		snprintf(out, outlen, "%.200s_%d", host, (int)getpid());
 }
 
-/* The HTTP endpoint and the controller (not started yet). Logs what failed. */
-static int start_serving(struct options *o, const struct kube_config *kcfg,
-			 const char *identity, struct app *app)
+/* The HTTP endpoint's configuration from the flags; -EINVAL (logged) if they do not fit. */
+static int serving_config(const struct options *o, const struct kube_config *kcfg,
+			  struct httpd_config *hc)
+{
+	char msg[512];
+
+	*hc = (struct httpd_config){
+		.addr = o->metrics, .auth = o->http_auth, .kube = kcfg,
+		.max_ws_clients = o->max_ws ? o->max_ws : HTTPD_MAX_WS_CLIENTS,
+	};
+	hc->max_connections = o->max_conns ? o->max_conns :
+		hc->max_ws_clients + HTTPD_SPARE_CONNECTIONS > HTTPD_MAX_CONNECTIONS ?
+		hc->max_ws_clients + HTTPD_SPARE_CONNECTIONS : HTTPD_MAX_CONNECTIONS;
+	if (httpd__check(hc, msg, sizeof(msg)) < 0) {
+		log_error("%s", msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The HTTP endpoint and the controller (not started yet), from a checked configuration.
+ * Logs what failed. */
+static int start_serving(struct options *o, const struct httpd_config *hc,
+			 const struct kube_config *kcfg, const char *identity, struct app *app)
 {
 	struct httpd_handlers hh = {
 		.ready = http_ready, .metrics = http_metrics, .snapshot = http_snapshot,
 		.log = hook_log, .ctx = app,
 	};
-	struct httpd_config hc = {
-		.addr = o->metrics, .auth = o->http_auth, .kube = kcfg,
-		.max_ws_clients = o->max_ws ? o->max_ws : HTTPD_MAX_WS_CLIENTS,
-	};
-	char msg[512];
 	int r;
-
-	hc.max_connections = o->max_conns ? o->max_conns :
-		hc.max_ws_clients + HTTPD_SPARE_CONNECTIONS > HTTPD_MAX_CONNECTIONS ?
-		hc.max_ws_clients + HTTPD_SPARE_CONNECTIONS : HTTPD_MAX_CONNECTIONS;
-	if (httpd__check(&hc, msg, sizeof(msg)) < 0) {
-		log_error("%s", msg);
-		return -EINVAL;
-	}
 
 	o->cc.kube = kcfg;
 	o->cc.namespace = o->ns;
 	o->cc.identity = identity;
 	o->cc.hooks = (struct controller_hooks){ .log = hook_log, .feed = hook_feed, .ctx = app };
-	r = httpd__new(&hc, &hh, &app->http);
+	r = httpd__new(hc, &hh, &app->http);
 	if (r < 0)
 		return log_error_errno(r, "Cannot listen on %s: %m", o->metrics);
 	r = controller__new(&o->cc, &app->ctl);
@@ -611,6 +619,7 @@ int main(int argc, char **argv)
 	struct options o;
 	struct app app = { 0 };
 	struct kube_config *kcfg = NULL;
+	struct httpd_config hc;
 	char identity[300], msg[512];
 	int r, ret = 1;
 
@@ -626,8 +635,13 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	/* flags that do not fit together are usage errors, as a bad flag is */
+	if (serving_config(&o, kcfg, &hc) < 0) {
+		ret = 2;
+		goto out;
+	}
 	make_identity(o.identity, identity, sizeof(identity));
-	if (start_serving(&o, kcfg, identity, &app) < 0)
+	if (start_serving(&o, &hc, kcfg, identity, &app) < 0)
 		goto out;
 	if (app.leader_elect) {
 		r = wait_for_lease(&o, kcfg, identity, &app);

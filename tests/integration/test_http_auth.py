@@ -307,15 +307,16 @@ def test_websocket_feed_shows_only_namespaces_the_token_may_list(env):
 
 def test_http_auth_none_only_on_loopback(env):
     """--http-auth=none serves without a token, and only on a loopback address; wrong values
-    of the HTTP flags stop the controller with a message naming them."""
+    of the HTTP flags stop the controller with a message naming them and exit 2, as any bad
+    flag does."""
     c = env["cluster"]
     base = [CONTROLLER, "--kubeconfig", c.kubeconfig, "--no-leader-elect", "--namespace", env["a"]]
     for flags, rc, want in (
-            (["--http-auth=none", "--metrics-addr=:0"], 1,
+            (["--http-auth=none", "--metrics-addr=:0"], 2,
              "--http-auth=none serves the metrics and every namespace's sessions to whoever connects: "
              "it needs a loopback --metrics-addr such as 127.0.0.1:8080, not ':0'"),
             (["--http-auth=maybe"], 2, "--http-auth 'maybe': use kubernetes or none"),
-            (["--max-ws-clients=100", "--max-connections=50", "--metrics-addr=127.0.0.1:0"], 1,
+            (["--max-ws-clients=100", "--max-connections=50", "--metrics-addr=127.0.0.1:0"], 2,
              "--max-connections 50 leaves too little room beside --max-ws-clients 100"),
             (["--max-ws-clients=0"], 2, "--max-ws-clients '0' is not a number from 1 to 100000")):
         r = subprocess.run(base + flags, capture_output=True, text=True, timeout=30)
