@@ -13,7 +13,9 @@ demand, made on the way to and from one.
                                            # a slow server: forward 8 s late, whether or not
                                            # the client still waits (the server does the work)
     proxy.requests(...)                    # what went through: method, path, code, fault,
-                                           # time (came in), done (answer over; None if not)
+                                           # time (came in), answered (the server's first
+                                           # byte: its work done), done (answer passed on;
+                                           # None if not, as when the client left)
     proxy.stop()
 
 It listens on 127.0.0.1 with the API server's own certificate and key (the kit's PKI: valid
@@ -168,7 +170,7 @@ class ApiFaults:
         f = self._take_fault(method, target, watch)
         entry = {"method": method, "path": target.split("?", 1)[0], "query": target.partition("?")[2],
                  "watch": watch, "fault": f["id"] if f else None, "action": f["action"] if f else None,
-                 "code": None, "time": time.time(), "done": None}
+                 "code": None, "time": time.time(), "answered": None, "done": None}
         with self.lock:
             self.log.append(entry)
         if f and f["action"] == "error":
@@ -220,6 +222,9 @@ class ApiFaults:
                 if not data:
                     break
                 if first:
+                    # the server has done the work by its first byte: when, whether or not
+                    # the client is still there to hear it
+                    entry["answered"] = time.time()
                     m = re.match(rb"HTTP/1\.[01] (\d+)", data)
                     entry["code"] = int(m.group(1)) if m else None
                     first = False
