@@ -877,25 +877,35 @@ static bool permanent(int r)
 	return r == -EINVAL || r == -EACCES || r == -ENOENT || r == -EOPNOTSUPP || r == -EPROTO;
 }
 
-/* The session's merge pod among its labelled pods, or from the API server when the status
- * says a merge is running but the cache has not seen the pod (yet). A new reference. */
+/* The session's merge pod among its own pods (labelled and owned), or from the API server
+ * when the status says a merge is running but the cache has not seen the pod (yet). A new
+ * reference; NULL with *foreign when a pod has its name but is not the session's. */
 static struct kpod *find_merge_pod(struct controller *c, struct kube_client *kc,
-				   const struct session *s, const struct gather *g)
+				   const struct session *s, const struct gather *g, bool *foreign)
 {
 	char name[INJECTOR_POD_NAME_MAX + 1];
 	const json_t *cs = json_object_get(s->status, "conditions"), *e;
 	size_t i;
 
+	struct kpod *p = NULL;
+
+	*foreign = false;
 	injspec__merge_pod_name(s, name);
-	for (i = 0; i < g->n_all_inj; i++)
+	for (i = 0; i < g->n_all_inj && !p; i++)
 		if (strcmp(kpod__name(g->all_inj[i]), name) == 0)
-			return kpod__ref(g->all_inj[i]);
+			p = kpod__ref(g->all_inj[i]);
 	json_array_foreach(cs, i, e)
-		if (!strcmp(kj_str(e, "type") ?: "", "Merged") &&
+		if (!p && !strcmp(kj_str(e, "type") ?: "", "Merged") &&
 		    !strcmp(kj_str(e, "status") ?: "", "Unknown") &&
 		    !strcmp(kj_str(s->status, "phase") ?: "", "Uploading"))
-			return fetch_pod(c, kc, s->ns, name);
-	return NULL;
+			p = fetch_pod(c, kc, s->ns, name);
+	/* a look-alike's termination message is not the merge's result */
+	if (p && !reconcile__merge_ours(s, p)) {
+		kpod__unref(p);
+		*foreign = true;
+		return NULL;
+	}
+	return p;
 }
 
 /* Creates a pod (an injector or the merge pod). A permanent refusal goes to *err / msg and
@@ -1092,18 +1102,19 @@ static const struct session *resolve_storage(struct kube_client *kc, const struc
 static int plan_pass(struct controller *c, struct kube_client *kc, const struct session *s,
 		     struct pass *ps)
 {
+	bool merge_foreign;
 	int r;
 
 	pass_release(ps);
 	r = gather(c, kc, s, &ps->g);
 	if (r < 0)
 		return r;
-	ps->merge_pod = find_merge_pod(c, kc, s, &ps->g);
+	ps->merge_pod = find_merge_pod(c, kc, s, &ps->g, &merge_foreign);
 	ps->in = (struct reconcile_input){
 		.s = s, .targets = ps->g.targets, .n_targets = ps->g.n_names,
 		.injectors = (const struct kpod *const *)ps->g.all_inj,
 		.n_injectors = ps->g.n_all_inj, .merge_pod = ps->merge_pod,
-		.now_ns = (int64_t)now_realtime_ns(), .cfg = &c->cfg.rc,
+		.merge_foreign = merge_foreign, .now_ns = (int64_t)now_realtime_ns(), .cfg = &c->cfg.rc,
 	};
 	if (s->spec.storage_ref && !s->deleting && !session_phase_terminal(s->phase))
 		ps->in.s = resolve_storage(kc, s, ps);

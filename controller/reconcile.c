@@ -771,6 +771,12 @@ static int eval_merge(const struct reconcile_input *in, const struct tres *res, 
 	bool has_c;
 
 	injspec__merge_pod_name(s, m->injector);
+	if (in->merge_foreign) {
+		tset(m, PHASE_FAILED, "MergeNameTaken", "pod %s exists but is not this session's "
+		     "merge pod (made by someone else): aiprof leaves it alone; each rank's own "
+		     "artifacts stand", m->injector);
+		return 0;
+	}
 	if (!mp) {
 		const char **src;
 		size_t n = 0;
@@ -862,6 +868,15 @@ bool reconcile__injector_ours(const struct session *s, const char *target,
 	return strcmp(kpod__session_uid(inj), s->uid) == 0 &&
 	       strcmp(kpod__owner_uid(inj), s->uid) == 0 &&
 	       (!seen || strcmp(seen, kpod__uid(inj)) == 0);
+}
+
+bool reconcile__merge_ours(const struct session *s, const struct kpod *p)
+{
+	const char *seen = kj_str(s->status, "mergeUID");
+
+	return strcmp(kpod__session_uid(p), s->uid) == 0 &&
+	       strcmp(kpod__owner_uid(p), s->uid) == 0 &&
+	       (!seen || strcmp(seen, kpod__uid(p)) == 0);
 }
 
 bool reconcile__namespace_denied(const char *list, const char *ns)
@@ -999,6 +1014,9 @@ static int set_status(const struct reconcile_input *in, struct reconcile_plan *p
 	const struct session *s = in->s;
 	json_t *st = b->st;
 	char buf[KTIME_LEN];
+	/* the merge pod seen first is the one accepted after (reconcile__merge_ours()) */
+	const char *merge_uid = in->merge_pod && kpod__uid(in->merge_pod)[0] ?
+				kpod__uid(in->merge_pod) : kj_str(s->status, "mergeUID");
 
 	if (b->phase == PHASE__MAX)
 		b->phase = PHASE_PENDING;
@@ -1010,7 +1028,8 @@ static int set_status(const struct reconcile_input *in, struct reconcile_plan *p
 	    (b->started && json_object_set_new(st, "startTime",
 					       json_string(ktime_format(b->start_ns, buf)))) ||
 	    json_object_set(st, "targets", b->targets) || json_object_set(st, "artifacts", b->arts) ||
-	    json_object_set(st, "findings", b->finds) || json_object_set(st, "conditions", b->conds))
+	    json_object_set(st, "findings", b->finds) || json_object_set(st, "conditions", b->conds) ||
+	    (merge_uid && json_object_set_new(st, "mergeUID", json_string(merge_uid))))
 		return -ENOMEM;
 	if (!json_object_get(st, "message") &&
 	    json_object_set_new(st, "message", json_string(kj_str(json_array_get(b->conds, 0),

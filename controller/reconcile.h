@@ -57,6 +57,10 @@ bool reconcile__injector_ours(const struct session *s, const char *target,
 			      const struct kpod *inj);
 
 /* Whether ns is one of list's (','-separated names; NULL or "" names none). */
+/* Whether p, found under the session's merge pod name, is its merge pod: labelled and owned
+ * by s, and the one whose UID the status recorded (status.mergeUID) if any. */
+bool reconcile__merge_ours(const struct session *s, const struct kpod *p);
+
 bool reconcile__namespace_denied(const char *list, const char *ns);
 
 struct target_obs {
@@ -77,6 +81,7 @@ struct reconcile_input {
 	const struct kpod *const *injectors;  /* every pod labelled with the session's UID */
 	size_t n_injectors;
 	const struct kpod *merge_pod;         /* the session's merge pod (by its name), or NULL */
+	bool merge_foreign;         /* a pod has the merge pod's name but is not the session's */
 	int merge_create_err;       /* < 0: creating the merge pod failed for good in this pass */
 	char merge_create_msg[256];
 	int64_t now_ns;             /* wall clock, ns since the epoch */

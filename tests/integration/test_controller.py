@@ -885,6 +885,45 @@ def test_merge_failure_does_not_fail_the_session(env):
     assert len(st["artifacts"]) == 2
 
 
+def test_merge_look_alike_is_left_alone(env):
+    """While the controller is down mid-merge, the merge pod is replaced by one of the same
+    name, labels and ownerReference, ending with a forged result: the status recorded the UID
+    of the merge pod it saw, so the look-alike's termination message is never read
+    (Merged=False MergeNameTaken), the ranks' results stand, and the look-alike is neither
+    deleted nor made again."""
+    c = env["controller"]()
+    pods = rank_session(env, n=2)
+    finish_ranks(env, pods)
+    mp = wait_for(lambda: (merge_pods(env) or [None])[0], 15, "a merge pod")
+    wait_for(lambda: (get_session(env).get("status") or {}).get("mergeUID") == mp["metadata"]["uid"],
+             10, "the merge pod's UID in the status")
+    assert phase(env) == "Uploading"
+    c.kill(signal.SIGKILL)
+    kube, ns, name = env["kube"], env["ns"], mp["metadata"]["name"]
+    r = kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}",
+                    {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+    assert r.status == 200, r
+    wait_for(lambda: kube.get(f"/api/v1/namespaces/{ns}/pods/{name}").status == 404, 10, "gone")
+    forged = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": name, "labels": mp["metadata"]["labels"],
+                           "ownerReferences": mp["metadata"]["ownerReferences"]},
+              "spec": {"restartPolicy": "Never", "nodeName": "node-0",
+                       "containers": [{"name": "merge", "image": "busybox"}]}}
+    r = kube.post(f"/api/v1/namespaces/{ns}/pods", forged)
+    assert r.status == 201, r
+    env["ctl"].kubelet("run", ns, name)
+    terminate(env, name, {"artifacts": [result("timeline.json.gz", "s3://evil/forged/timeline.json.gz")]},
+              container="merge")
+    env["controller"]()
+    st = wait_phase(env, "Succeeded")["status"]
+    m = condition(st, "Merged")
+    assert m["status"] == "False" and m["reason"] == "MergeNameTaken", m
+    assert not [a for a in st["artifacts"] if "forged" in a["url"]], st["artifacts"]
+    assert [a["target"] for a in st["artifacts"]] == ["rank-0", "rank-1"]
+    time.sleep(1)
+    assert kube.get(f"/api/v1/namespaces/{ns}/pods/{name}").json["metadata"]["uid"] == r.json["metadata"]["uid"]
+
+
 def test_in_cluster_token_rotation(env):
     """In-cluster, as in its pod: the service account's token file is replaced (as the kubelet
     does before a projected token expires) and the old token stops working — it was bound to a

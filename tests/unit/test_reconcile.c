@@ -555,6 +555,31 @@ static void test_injector_ours(void **state)
 	session__unref(rec);
 }
 
+/* The merge pod likewise: label, owner, and the UID status.mergeUID recorded. */
+static void test_merge_ours(void **state)
+{
+	struct session *s = session_from(session_json(NULL)), *rec;
+	struct kpod *ok = pod_owned("u-1234", "u-1234", "merge-1");
+	struct kpod *no_owner = pod_owned("u-1234", "u-9999", "merge-2");
+	struct kpod *no_label = pod_owned("u-9999", "u-1234", "merge-3");
+	json_t *st = json_pack("{s:s}", "mergeUID", "merge-1");
+
+	(void)state;
+	assert_true(reconcile__merge_ours(s, ok));
+	assert_false(reconcile__merge_ours(s, no_owner));
+	assert_false(reconcile__merge_ours(s, no_label));
+	rec = with_status(s, st);
+	json_decref(st);
+	assert_true(reconcile__merge_ours(rec, ok));
+	kpod__unref(ok);
+	ok = pod_owned("u-1234", "u-1234", "merge-1-replaced");
+	assert_false(reconcile__merge_ours(rec, ok));
+	kpod__unref(ok);
+	kpod__unref(no_owner);
+	kpod__unref(no_label);
+	session__unref(rec);
+}
+
 /* spec.output: inline s3 only where allowed; storageRef resolved against a
  * ClusterProfilingStorage, which decides the namespaces, the scheme and the Secret. */
 static void test_storage(void **state)
@@ -1427,13 +1452,19 @@ static void test_merge_pod_and_merged_timeline(void **state)
 	w.s = with_status(w.s, p.status);
 	reconcile_plan__release(&p);
 
-	/* 2. the merge pod runs: nothing to do, nothing to write */
+	/* 2. the merge pod runs: nothing to do; its UID is recorded once, then nothing to write */
 	mp = merge_pod(w.s, "{\"running\":{\"startedAt\":\"2024-05-01T12:00:52Z\"}}", "Running");
 	w.inj[0] = mp;
 	w.n_inj = 1;
 	w.now += SEC;
 	plan_merge(&w, mp, 0, &p);
 	assert_int_equal(p.n_actions, 0);           /* the merge pod is not an injector to stop */
+	assert_non_null(p.status);
+	assert_string_equal(kj_str(p.status, "mergeUID"), kpod__uid(mp));
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	plan_merge(&w, mp, 0, &p);
+	assert_int_equal(p.n_actions, 0);
 	assert_null(p.status);
 	reconcile_plan__release(&p);
 	kpod__unref(mp);
@@ -1500,6 +1531,7 @@ static void test_merge_failures(void **state)
 	w.n_inj = 1;
 	plan_merge(&w, mp, 0, &p);
 	assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+	assert_string_equal(kj_str(p.status, "mergeUID"), kpod__uid(mp));   /* recorded */
 	assert_string_equal(kj_str(condition(p.status, "Merged"), "status"), "False");
 	assert_string_equal(cond_reason(p.status, "Merged"), "MergeFailed");
 	assert_non_null(strstr(kj_str(condition(p.status, "Merged"), "message"),
@@ -1543,6 +1575,24 @@ static void test_merge_failures(void **state)
 	assert_string_equal(cond_reason(p.status, "Merged"), "MergeCreateFailed");
 	assert_non_null(strstr(kj_str(condition(p.status, "Merged"), "message"), "forbidden"));
 	reconcile_plan__release(&p);
+
+	/* a pod under the merge pod's name that is not the session's: its termination message
+	 * is never read, it is neither made again nor deleted, and the ranks' results stand */
+	{
+		struct reconcile_input in = {
+			.s = w.s, .targets = w.t, .n_targets = w.n, .injectors = w.inj,
+			.n_injectors = 0, .merge_foreign = true, .now_ns = w.now, .cfg = &cfg,
+		};
+
+		assert_int_equal(reconcile__plan(&in, &p), 0);
+		assert_false(has_action(&p, ACT_CREATE_MERGE_POD));
+		assert_false(has_action(&p, ACT_DELETE_POD));
+		assert_string_equal(kj_str(p.status, "phase"), "Succeeded");
+		assert_string_equal(kj_str(condition(p.status, "Merged"), "status"), "False");
+		assert_string_equal(cond_reason(p.status, "Merged"), "MergeNameTaken");
+		assert_int_equal(json_array_size(json_object_get(p.status, "artifacts")), 3);
+		reconcile_plan__release(&p);
+	}
 	session__unref(w.s);
 
 	/* one rank succeeded: nothing to merge, no Merged condition */
@@ -1730,6 +1780,7 @@ int main(void)
 		cmocka_unit_test(test_session_spec),
 		cmocka_unit_test(test_denied_namespace),
 		cmocka_unit_test(test_injector_ours),
+		cmocka_unit_test(test_merge_ours),
 		cmocka_unit_test(test_storage),
 		cmocka_unit_test(test_storage_errors),
 		cmocka_unit_test(test_capabilities_follow_collectors),
