@@ -885,9 +885,8 @@ static struct kpod *find_merge_pod(struct controller *c, struct kube_client *kc,
 {
 	char name[INJECTOR_POD_NAME_MAX + 1];
 	const json_t *cs = json_object_get(s->status, "conditions"), *e;
-	size_t i;
-
 	struct kpod *p = NULL;
+	size_t i;
 
 	*foreign = false;
 	injspec__merge_pod_name(s, name);
