@@ -860,23 +860,24 @@ static int fail_foreign_namespace(const struct reconcile_input *in, struct recon
 	return fail_session(in, p, "TargetOutsideNamespace", msg, "TargetOutsideNamespace");
 }
 
+/* p carries s's label and controlling owner, and is the pod whose UID was recorded (seen),
+ * if one was. */
+static bool pod_ours(const struct session *s, const struct kpod *p, const char *seen)
+{
+	return strcmp(kpod__session_uid(p), s->uid) == 0 &&
+	       strcmp(kpod__owner_uid(p), s->uid) == 0 &&
+	       (!seen || strcmp(seen, kpod__uid(p)) == 0);
+}
+
 bool reconcile__injector_ours(const struct session *s, const char *target,
 			      const struct kpod *inj)
 {
-	const char *seen = kj_str(old_target(s, target), "injectorUID");
-
-	return strcmp(kpod__session_uid(inj), s->uid) == 0 &&
-	       strcmp(kpod__owner_uid(inj), s->uid) == 0 &&
-	       (!seen || strcmp(seen, kpod__uid(inj)) == 0);
+	return pod_ours(s, inj, kj_str(old_target(s, target), "injectorUID"));
 }
 
 bool reconcile__merge_ours(const struct session *s, const struct kpod *p)
 {
-	const char *seen = kj_str(s->status, "mergeUID");
-
-	return strcmp(kpod__session_uid(p), s->uid) == 0 &&
-	       strcmp(kpod__owner_uid(p), s->uid) == 0 &&
-	       (!seen || strcmp(seen, kpod__uid(p)) == 0);
+	return pod_ours(s, p, kj_str(s->status, "mergeUID"));
 }
 
 bool reconcile__namespace_denied(const char *list, const char *ns)
