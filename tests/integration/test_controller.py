@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
 from fakeapi.client import Kube  # noqa: E402  (a small REST client; nothing of the double)
-from harness import ControllerProcess, controller_args, wait_for, ws_connect, ws_recv  # noqa: E402
+from harness import (LEASE_RELAXED, ControllerProcess, controller_args, wait_for,  # noqa: E402
+                     ws_connect, ws_recv)
 import played  # noqa: E402
 import realk8s  # noqa: E402
 from apifaults import ApiFaults  # noqa: E402
@@ -74,13 +75,14 @@ def api():
 class Controller(ControllerProcess):
     """One aiprof-controller process; its log is kept in a file."""
 
-    def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True, inline_s3=True):
+    def __init__(self, api, ns, *extra, env=None, name="ctl", kubeconfig=True, inline_s3=True,
+                 lease=LEASE_RELAXED):
         self.api = api
         if kubeconfig is True:
             kubeconfig = api["ep"]["kubeconfig"]
         args = controller_args(CONTROLLER, ns, *extra, kubeconfig=kubeconfig or None,
                                target_wait="3s", grace="3s", injector_image="aiprof/aiprof:test",
-                               identity=f"{name}-{os.getpid()}", inline_s3=inline_s3)
+                               identity=f"{name}-{os.getpid()}", inline_s3=inline_s3, lease=lease)
         e = dict(os.environ)
         e.pop("KUBECONFIG", None)
         e.update(env or {})
@@ -527,7 +529,7 @@ def test_controller_restarted_mid_session(env):
     c1.kill(signal.SIGKILL)                   # no chance to release the lease
     env["ctl"].kubelet("run", env["ns"], name)
     c2 = env["controller"](name="second")
-    wait_for(c2.leader, 10, "the new controller to take the lease")
+    wait_for(c2.leader, 20, "the new controller to take the lease")  # lease 8 s
     wait_phase(env, "Profiling")
     terminate(env, name, {"artifacts": [result("timeline.json.gz", "s3://profiles/t/timeline.json.gz")]})
     wait_phase(env, "Succeeded")
@@ -613,7 +615,7 @@ def test_api_server_hangs_then_comes_back(env):
         proxy.fault(rf"/namespaces/{env['ns']}/", action="hang", times=10 ** 6)
         proxy.cut_watches("close")
         make_session(env)                   # through the real server directly, as any client
-        rc = first.p.wait(timeout=15)       # lease 3 s, renew deadline 2 s (harness.controller_args)
+        rc = first.p.wait(timeout=20)       # renew deadline 6 s (harness.LEASE_RELAXED)
         assert rc != 0 and "lost the lease" in first.text() and "could not renew it" in first.text(), first.text()
         assert not injector_pods(env), "an injector was made while the API server hung"
         proxy.clear_faults()
@@ -639,7 +641,7 @@ def test_two_replicas_one_leader(env):
     time.sleep(1)
     assert count_requests(env, "POST", rf"/namespaces/{env['ns']}/pods$") == 1
     a.kill(signal.SIGKILL)
-    wait_for(b.leader, 10, "b to take over")
+    wait_for(b.leader, 20, "b to take over")  # lease 8 s after a's last renewal
     make_pod(env, name="trainer-1")
     make_session(env, name="two", targets={"podName": "trainer-1"})
     wait_injector(env, "two")
@@ -828,7 +830,7 @@ def test_selector_ranks_get_a_merged_timeline(env):
     # a new controller in the middle of the merge: no second merge pod
     c1.kill(signal.SIGKILL)
     c2 = env["controller"](name="second")
-    wait_for(c2.leader, 10, "the new controller to take the lease")
+    wait_for(c2.leader, 20, "the new controller to take the lease")  # lease 8 s
     env["ctl"].kubelet("run", env["ns"], mp["metadata"]["name"])
     time.sleep(1.0)
     assert phase(env) == "Uploading"

@@ -7,7 +7,7 @@ the test's clock. The leader's lease renewals are made slow (its proxy holds eve
 Lease 8 s before forwarding it, longer than the whole 3 s lease), while new sessions keep
 coming, so that whoever leads wants to write all the time.
 
-Lease 3 s, renew deadline 2 s, retry period 500 ms (harness.controller_args)."""
+Lease 3 s, renew deadline 2 s, retry period 500 ms (harness.LEASE_SHORT, asked for here)."""
 import itertools
 import os
 import sys
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
 from apifaults import ApiFaults  # noqa: E402
-from harness import wait_for  # noqa: E402
+from harness import LEASE_SHORT, wait_for  # noqa: E402
 from test_controller import api, env, make_session, pytestmark  # noqa: E402,F401  (fixtures)
 
 LEASE_S, RENEW_S, RETRY_S = 3.0, 2.0, 0.5
@@ -70,9 +70,9 @@ def test_slow_renewals_never_two_writers(env):
     pa, kca = proxied(env, "a")
     pb, kcb = proxied(env, "b")
     try:
-        a = env["controller"](name="a", kubeconfig=kca)
+        a = env["controller"](name="a", kubeconfig=kca, lease=LEASE_SHORT)
         wait_for(a.leader, 10, "a to lead")
-        b = env["controller"](name="b", kubeconfig=kcb)
+        b = env["controller"](name="b", kubeconfig=kcb, lease=LEASE_SHORT)
         churn(env, lambda: len(writes(pa)) >= 3, 10, "a to write")
         assert not b.leader() and not writes(pb), [(r["method"], r["path"], r["code"]) for r in writes(pb)]
 

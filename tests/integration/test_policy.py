@@ -261,8 +261,8 @@ def test_missed_schedule_starts_only_the_most_recent(env):
     ctl.kill(signal.SIGKILL)
     patch_policy(env, "yearly", {"status": {"lastScheduleTime": "2023-06-01T00:00:00Z"}}, "/status")
     env["controller"]()
-    wait_for(lambda: get_policy(env, "yearly")["status"].get("lastScheduleTime") == iso(want), 15,
-             "lastScheduleTime restored")
+    wait_for(lambda: get_policy(env, "yearly")["status"].get("lastScheduleTime") == iso(want), 25,
+             "lastScheduleTime restored")     # after the dead leader's 8 s lease ran out
     time.sleep(1)
     assert [x["metadata"]["name"] for x in sessions(env, "yearly")] == [name]
 
