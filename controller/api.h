@@ -15,6 +15,9 @@
 /* On every injector pod the controller creates: which session it belongs to. */
 #define LABEL_SESSION_UID      "aiprof.io/session-uid"
 #define LABEL_SESSION          "aiprof.io/session"
+/* the session's namespace, on pods that run in the injector namespace (no ownerReference
+ * can cross namespaces) */
+#define LABEL_SESSION_NS       "aiprof.io/session-namespace"
 #define LABEL_TARGET_POD       "aiprof.io/target-pod"
 #define LABEL_COMPONENT        "app.kubernetes.io/component"
 #define LABEL_MANAGED_BY       "app.kubernetes.io/managed-by"

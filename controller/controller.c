@@ -70,8 +70,10 @@ struct controller {
 	struct controller_config cfg;
 	pthread_mutex_t memo_lock;
 	struct memo *memo[MEMO_BUCKETS];
-	struct informer_ops session_ops, pod_ops;
+	struct informer_ops session_ops, pod_ops, inj_pod_ops;
 	struct informer *sessions, *pods;
+	/* the injector namespace's aiprof pods, when pods watches another namespace only */
+	struct informer *inj_pods;
 	struct policy_ctl *policies;        /* ProfilingPolicies (policy_ctl.c) */
 	struct workqueue *queue;
 	pthread_t *workers;
@@ -327,7 +329,8 @@ static void pod_changed(struct controller *c, const struct kpod *p)
 		char key[600];
 
 		if (kpod__session_name(p)[0]) {
-			snprintf(key, sizeof(key), "%s/%s", kpod__ns(p), kpod__session_name(p));
+			snprintf(key, sizeof(key), "%s/%s", kpod__session_ns(p)[0] ?
+				 kpod__session_ns(p) : kpod__ns(p), kpod__session_name(p));
 			enqueue(c, key);
 		}
 		return;
@@ -350,6 +353,15 @@ static void on_pod_upsert(void *ctx, const void *old, const void *obj)
 		pod_changed(c, obj);
 		policy_ctl__pod_changed(c->policies, old, obj);
 	}
+}
+
+/* The injector namespace's own informer: its pods are never targets or policy triggers. */
+static void on_inj_pod_upsert(void *ctx, const void *old, const void *obj)
+{
+	struct controller *c = ctx;
+
+	if (atomic_load(&c->started) && informer__synced(c->sessions) && kpod__differs(old, obj))
+		pod_changed(c, obj);
 }
 
 static void on_pod_delete(void *ctx, const void *obj)
@@ -499,6 +511,7 @@ static void gather_release(struct gather *g)
 }
 
 struct ns_scan {
+	const struct injector_config *inj;
 	const struct session *s;
 	struct gather *g;
 	char **names;
@@ -516,12 +529,12 @@ static void scan_pod(void *ctx, void *obj)
 	struct ns_scan *sc = ctx;
 	struct kpod *p = obj;
 
-	if (sc->err || strcmp(kpod__ns(p), sc->s->ns) != 0)
+	if (sc->err)
 		return;
 	if (kpod__session_uid(p)[0]) {
-		/* the session's label and its ownerReference: a look-alike is not stopped */
-		if (strcmp(kpod__session_uid(p), sc->s->uid) == 0 &&
-		    strcmp(kpod__owner_uid(p), sc->s->uid) == 0) {
+		/* the session's own (in its namespace or the injector namespace): a look-alike
+		 * is not stopped */
+		if (reconcile__pod_of(sc->inj, sc->s, p)) {
 			struct gather *g = sc->g;
 
 			if (g->n_all_inj == g->cap_all_inj) {
@@ -539,6 +552,8 @@ static void scan_pod(void *ctx, void *obj)
 		}
 		return;                 /* an injector is never a target */
 	}
+	if (strcmp(kpod__ns(p), sc->s->ns) != 0)
+		return;
 	if (!sc->s->spec.has_selector || sc->s->spec_err ||
 	    !kpod__matches(p, &sc->s->spec.selector))
 		return;
@@ -560,12 +575,26 @@ static void scan_pod(void *ctx, void *obj)
 		sc->n++;
 }
 
+/* The informer whose cache holds the pods of namespace ns. */
+static struct informer *pod_informer(struct controller *c, const char *ns)
+{
+	return c->inj_pods && strcmp(ns, c->cfg.rc.inj.ns) == 0 ? c->inj_pods : c->pods;
+}
+
+static struct kpod *cached_pod(struct controller *c, const char *ns, const char *name)
+{
+	char key[600];
+
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	return store__get(informer__store(pod_informer(c, ns)), key);
+}
+
 /* Live GET of a pod into the cache (the informer may not have delivered it yet). */
 static struct kpod *fetch_pod(struct controller *c, struct kube_client *kc, const char *ns,
 			      const char *name)
 {
 	struct kube_status st;
-	char path[600], key[600];
+	char path[600];
 	char *body = NULL;
 	size_t len = 0;
 	json_t *j;
@@ -576,10 +605,9 @@ static struct kpod *fetch_pod(struct controller *c, struct kube_client *kc, cons
 	j = json_loadb(body, len, 0, NULL);
 	free(body);
 	if (j)
-		informer__update(c->pods, j);
+		informer__update(pod_informer(c, ns), j);
 	json_decref(j);
-	snprintf(key, sizeof(key), "%s/%s", ns, name);
-	return store__get(informer__store(c->pods), key);
+	return cached_pod(c, ns, name);
 }
 
 /* spec.targets.podName as the target, if the cache has that pod. */
@@ -607,24 +635,24 @@ static int pod_name_target(struct store *pods, const struct session *s, struct g
 static void observe_target(struct controller *c, struct kube_client *kc,
 			   const struct session *s, struct gather *g, size_t i)
 {
-	struct store *pods = informer__store(c->pods);
+	const char *pns = injspec__pods_namespace(&c->cfg.rc.inj, s);
 	struct target_obs *o = &g->targets[i];
-	char inj[INJECTOR_POD_NAME_MAX + 1], ename[32], key[600];
+	char inj[INJECTOR_POD_NAME_MAX + 1], ename[32];
 	const json_t *old = NULL, *e;
 	const char *state = NULL;
 	struct kcontainer ec;
 	size_t k;
 
 	o->name = g->names[i];
-	snprintf(key, sizeof(key), "%s/%s", s->ns, o->name);
-	g->pods[i] = store__get(pods, key);
+	g->pods[i] = cached_pod(c, s->ns, o->name);
 	json_array_foreach(json_object_get(s->status, "targets"), k, e)
 		if (kj_str(e, "pod") && strcmp(kj_str(e, "pod"), o->name) == 0)
 			old = e;
 	state = kj_str(old, "state");
 	injspec__pod_name(s, o->name, inj);
-	snprintf(key, sizeof(key), "%s/%s", s->ns, inj);
-	g->injs[i] = store__get(pods, key);
+	g->injs[i] = cached_pod(c, pns, inj);
+	if (!g->injs[i] && strcmp(pns, s->ns) != 0)
+		g->injs[i] = cached_pod(c, s->ns, inj);   /* made before the injector namespace */
 	if (g->pods[i])
 		runtime_handler(c, kc, kpod__runtime_class(g->pods[i]), g->handlers[i],
 				sizeof(g->handlers[i]));
@@ -635,7 +663,7 @@ static void observe_target(struct controller *c, struct kube_client *kc,
 				 (s->spec.mode == INJ_AUTO && runtime_is_kata(g->handlers[i]));
 
 		if (!ephemeral && !g->injs[i])
-			g->injs[i] = fetch_pod(c, kc, s->ns, inj);
+			g->injs[i] = fetch_pod(c, kc, pns, inj);
 		injspec__ephemeral_name(s, ename);
 		if (ephemeral && (!g->pods[i] || !kpod__ephemeral(g->pods[i], ename, &ec))) {
 			kpod__unref(g->pods[i]);
@@ -643,7 +671,7 @@ static void observe_target(struct controller *c, struct kube_client *kc,
 		}
 	}
 	/* a pod under the injector's name that is not the session's is left alone */
-	if (g->injs[i] && !reconcile__injector_ours(s, o->name, g->injs[i])) {
+	if (g->injs[i] && !reconcile__injector_ours(&c->cfg.rc.inj, s, o->name, g->injs[i])) {
 		o->foreign_injector = true;
 		kpod__unref(g->injs[i]);
 		g->injs[i] = NULL;
@@ -659,7 +687,7 @@ static int gather(struct controller *c, struct kube_client *kc, const struct ses
 		  struct gather *g)
 {
 	struct store *pods = informer__store(c->pods);
-	struct ns_scan sc = { .s = s, .g = g };
+	struct ns_scan sc = { .inj = &c->cfg.rc.inj, .s = s, .g = g };
 	int r;
 
 	memset(g, 0, sizeof(*g));
@@ -667,6 +695,8 @@ static int gather(struct controller *c, struct kube_client *kc, const struct ses
 	if (r < 0)
 		return r;
 	store__foreach(pods, scan_pod, &sc);
+	if (c->inj_pods)
+		store__foreach(informer__store(c->inj_pods), scan_pod, &sc);
 	if (sc.err) {
 		r = sc.err;
 	} else if (!g->names && s->spec.pod_name) {
@@ -897,9 +927,9 @@ static struct kpod *find_merge_pod(struct controller *c, struct kube_client *kc,
 		if (!p && !strcmp(kj_str(e, "type") ?: "", "Merged") &&
 		    !strcmp(kj_str(e, "status") ?: "", "Unknown") &&
 		    !strcmp(kj_str(s->status, "phase") ?: "", "Uploading"))
-			p = fetch_pod(c, kc, s->ns, name);
+			p = fetch_pod(c, kc, injspec__pods_namespace(&c->cfg.rc.inj, s), name);
 	/* a look-alike's termination message is not the merge's result */
-	if (p && !reconcile__merge_ours(s, p)) {
+	if (p && !reconcile__merge_ours(&c->cfg.rc.inj, s, p)) {
 		kpod__unref(p);
 		*foreign = true;
 		return NULL;
@@ -912,12 +942,13 @@ static struct kpod *find_merge_pod(struct controller *c, struct kube_client *kc,
 static int do_create_pod(struct controller *c, struct kube_client *kc, const struct session *s,
 			 const struct action *a, const char *what, int *err, char *msg, size_t msglen)
 {
+	const char *ns = kj_str(a->body, "metadata.namespace") ?: s->ns;
 	struct kube_status st;
 	char path[400];
 	int r;
 
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", s->ns);
-	r = kobject__create(kc, path, a->body, c->pods, &st);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+	r = kobject__create(kc, path, a->body, pod_informer(c, ns), &st);
 	if (r == 0) {
 		if (a->kind == ACT_CREATE_POD)
 			atomic_fetch_add(&c->injectors_created, 1);
@@ -1122,6 +1153,19 @@ static int plan_pass(struct controller *c, struct kube_client *kc, const struct 
 	return reconcile__plan(&ps->in, &ps->plan);
 }
 
+/* The namespace of the session's pod name, one of those the pass found (in the session's
+ * namespace or the injector namespace), else where its pods are made. */
+static const char *own_pod_ns(struct controller *c, const struct session *s,
+			      const struct pass *ps, const char *name)
+{
+	for (size_t i = 0; i < ps->g.n_all_inj; i++)
+		if (strcmp(kpod__name(ps->g.all_inj[i]), name) == 0)
+			return kpod__ns(ps->g.all_inj[i]);
+	if (ps->merge_pod && strcmp(kpod__name(ps->merge_pod), name) == 0)
+		return kpod__ns(ps->merge_pod);
+	return injspec__pods_namespace(&c->cfg.rc.inj, s);
+}
+
 /* One action of the plan. Returns 0, 1 when the plan must be made again (the finalizer
  * added, or a create refused for good: its error is in ps->in now), -errno. */
 static int do_action(struct controller *c, struct kube_client *kc, struct session **s,
@@ -1146,7 +1190,8 @@ static int do_action(struct controller *c, struct kube_client *kc, struct sessio
 	case ACT_ADD_EPHEMERAL:
 		return do_add_ephemeral(c, kc, *s, a, &ps->g.targets[a->target]);
 	case ACT_DELETE_POD:
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", (*s)->ns, a->name);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
+			 own_pod_ns(c, *s, ps, a->name), a->name);
 		r = do_delete(kc, path, &st);
 		if (r < 0) {
 			ctl_log(c, 1, "session %s: cannot delete injector pod %s: %s", (*s)->key,
@@ -1242,6 +1287,68 @@ static int write_status(struct controller *c, struct kube_client *kc, struct ses
 	return 0;
 }
 
+struct orphans {
+	const char *inj_ns, *key;       /* key: "namespace/name" of a session that is gone */
+	char (*names)[254];
+	size_t n, cap;
+};
+
+static bool orphan_of(const struct kpod *p, const char *inj_ns, const char *key)
+{
+	size_t n = strlen(kpod__session_ns(p));
+
+	return kpod__session_uid(p)[0] && n && strcmp(kpod__ns(p), inj_ns) == 0 &&
+	       strncmp(key, kpod__session_ns(p), n) == 0 && key[n] == '/' &&
+	       strcmp(key + n + 1, kpod__session_name(p)) == 0;
+}
+
+static void scan_orphan(void *ctx, void *obj)
+{
+	struct orphans *o = ctx;
+	const struct kpod *p = obj;
+
+	if (!orphan_of(p, o->inj_ns, o->key) || p->deleting)
+		return;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 4;
+		char (*v)[254] = realloc(o->names, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		o->names = v;
+		o->cap = cap;
+	}
+	snprintf(o->names[o->n++], sizeof(o->names[0]), "%s", kpod__name(p));
+}
+
+/* The session key names is gone: its pods in the injector namespace, which no
+ * ownerReference ties to it (so the API server's garbage collector leaves them), are
+ * deleted. Its finalizer did that unless someone took the finalizer off by hand. */
+static int delete_orphans(struct controller *c, struct kube_client *kc, const char *key)
+{
+	const char *ns = c->cfg.rc.inj.ns;
+	struct orphans o = { .inj_ns = ns, .key = key };
+	struct kube_status st;
+	char path[600];
+	int r = 0;
+
+	if (!ns)
+		return 0;
+	store__foreach(informer__store(pod_informer(c, ns)), scan_orphan, &o);
+	for (size_t i = 0; i < o.n && r == 0; i++) {
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, o.names[i]);
+		r = do_delete(kc, path, &st);
+		if (r < 0)
+			ctl_log(c, 1, "session %s is gone: cannot delete its pod %s/%s: %s", key, ns,
+				o.names[i], st.message);
+		else
+			ctl_log(c, 2, "session %s is gone: deleted its pod %s/%s", key, ns,
+				o.names[i]);
+	}
+	free(o.names);
+	return r;
+}
+
 /* One reconcile of key. Returns 0 and *requeue_at (wall clock ns, 0 = none), or -errno. */
 static int reconcile_key(struct controller *c, struct kube_client *kc, const char *key,
 			 int64_t *requeue_at)
@@ -1251,8 +1358,8 @@ static int reconcile_key(struct controller *c, struct kube_client *kc, const cha
 	int r = 0;
 
 	*requeue_at = 0;
-	if (!s)
-		return 0;               /* deleted; its finalizer ran before */
+	if (!s)                         /* deleted; its finalizer ran before */
+		return delete_orphans(c, kc, key);
 	for (int n = 0; n < MAX_PASSES; n++) {
 		r = plan_pass(c, kc, s, &ps);
 		if (r < 0)
@@ -1369,6 +1476,20 @@ int controller__new(const struct controller_config *cfg, struct controller **ret
 	err = informer__new(cfg->kube, &c->pod_ops, &c->pods);
 	if (err < 0)
 		goto fail;
+	/* watching one namespace, and the injector pods are made in another */
+	if (cfg->namespace && cfg->rc.inj.ns && strcmp(cfg->namespace, cfg->rc.inj.ns) != 0) {
+		c->inj_pod_ops = (struct informer_ops){
+			.resource = "pods", .decode = pod_decode, .rv = pod_rv,
+			.store_ops = &pod_store_ops, .on_upsert = on_inj_pod_upsert,
+			.on_delete = on_pod_delete, .on_event = on_informer_event, .ctx = c,
+			.watch_timeout_s = cfg->watch_timeout_s, .label_selector = LABEL_SESSION_UID,
+		};
+		snprintf(c->inj_pod_ops.path, sizeof(c->inj_pod_ops.path),
+			 "/api/v1/namespaces/%s/pods", cfg->rc.inj.ns);
+		err = informer__new(cfg->kube, &c->inj_pod_ops, &c->inj_pods);
+		if (err < 0)
+			goto fail;
+	}
 	{
 		struct policy_ctl_config pcfg = {
 			.kube = cfg->kube, .namespace = cfg->namespace,
@@ -1391,7 +1512,26 @@ fail:
 
 bool controller__synced(struct controller *c)
 {
-	return c->started && informer__synced(c->sessions) && informer__synced(c->pods);
+	return c->started && informer__synced(c->sessions) && informer__synced(c->pods) &&
+	       (!c->inj_pods || informer__synced(c->inj_pods));
+}
+
+/* A pod of the injector namespace whose session the cache does not have: its key. */
+static void enqueue_gone(void *ctx, void *obj)
+{
+	struct controller *c = ctx;
+	const struct kpod *p = obj;
+	struct session *s;
+	char key[600];
+
+	if (!kpod__session_uid(p)[0] || !kpod__session_ns(p)[0] ||
+	    strcmp(kpod__ns(p), c->cfg.rc.inj.ns) != 0)
+		return;
+	snprintf(key, sizeof(key), "%s/%s", kpod__session_ns(p), kpod__session_name(p));
+	s = store__get(informer__store(c->sessions), key);
+	if (!s)
+		enqueue(c, key);
+	session__unref(s);
 }
 
 int controller__start(struct controller *c)
@@ -1402,11 +1542,22 @@ int controller__start(struct controller *c)
 	r = informer__start(c->pods);
 	if (r < 0)
 		return r;
-	for (int i = 0; i < 6000 && !informer__synced(c->pods); i++)
+	if (c->inj_pods && (r = informer__start(c->inj_pods)) < 0)
+		return r;
+	for (int i = 0; i < 6000 && !(informer__synced(c->pods) &&
+				      (!c->inj_pods || informer__synced(c->inj_pods))); i++)
 		sleep_ns(10 * NSEC_PER_MSEC);
 	r = informer__start(c->sessions);
 	if (r < 0)
 		return r;
+	if (c->cfg.rc.inj.ns) {
+		/* the pods of sessions that went while no controller ran (their finalizer taken
+		 * off by hand) come to no worker through the sessions' first list */
+		for (int i = 0; i < 6000 && !informer__synced(c->sessions); i++)
+			sleep_ns(10 * NSEC_PER_MSEC);
+		store__foreach(informer__store(pod_informer(c, c->cfg.rc.inj.ns)), enqueue_gone,
+			       c);
+	}
 	if (!c->evq.running && !c->evq.closing) {
 		r = pthread_create(&c->evq.thread, NULL, event_thread, c);
 		if (r)
@@ -1442,6 +1593,7 @@ void controller__stop(struct controller *c)
 	event_queue_stop(c);
 	informer__stop(c->sessions);
 	informer__stop(c->pods);
+	informer__stop(c->inj_pods);
 }
 
 static void free_lookups(struct lookup *l)
@@ -1462,6 +1614,7 @@ void controller__free(struct controller *c)
 	policy_ctl__free(c->policies);
 	informer__free(c->sessions);
 	informer__free(c->pods);
+	informer__free(c->inj_pods);
 	workqueue__free(c->queue);
 	free(c->workers);
 	free_lookups(c->runtime_classes);

@@ -43,6 +43,36 @@ void injspec__merge_pod_name(const struct session *s, char out[INJECTOR_POD_NAME
 	snprintf(out, INJECTOR_POD_NAME_MAX + 1, "aiprof-%.*s-merge-%s", (int)n, s->name, id);
 }
 
+const char *injspec__pods_namespace(const struct injector_config *cfg, const struct session *s)
+{
+	bool admins = s->spec.storage_ref || s->spec.s3_defaulted;
+
+	return cfg->ns && cfg->ns[0] && admins ? cfg->ns : s->ns;
+}
+
+/* The metadata both pods share: the session's labels and, in the session's own namespace,
+ * its controlling ownerReference (the API server's garbage collector deletes the pod with
+ * the session); across namespaces the controller's finalizer does that. */
+static json_t *pod_metadata(const struct injector_config *cfg, const struct session *s,
+			    const char *name, const char *component)
+{
+	const char *ns = injspec__pods_namespace(cfg, s);
+	json_t *m = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s}}", "name", name, "namespace", ns,
+			      "labels", LABEL_SESSION_UID, s->uid, LABEL_SESSION, s->name,
+			      LABEL_SESSION_NS, s->ns, LABEL_COMPONENT, component,
+			      LABEL_MANAGED_BY, MANAGED_BY);
+
+	if (m && strcmp(ns, s->ns) == 0 &&
+	    json_object_set_new(m, "ownerReferences",
+				json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion",
+					  AIPROF_API_VERSION, "kind", SESSION_KIND, "name", s->name,
+					  "uid", s->uid, "controller", 1, "blockOwnerDeletion", 1))) {
+		json_decref(m);
+		return NULL;
+	}
+	return m;
+}
+
 int injspec__output_url(const struct session *s, const char *target_pod, char **ret)
 {
 	const struct session_s3 *o = &s->spec.s3;
@@ -258,7 +288,7 @@ json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct 
 	const struct session *s = t->s;
 	const struct session_s3 *o = &s->spec.s3;
 	char name[INJECTOR_POD_NAME_MAX + 1];
-	json_t *pod = NULL, *c, *spec, *vols = NULL;
+	json_t *pod = NULL, *c, *spec, *vols = NULL, *meta;
 	json_int_t deadline = (json_int_t)((s->spec.duration_ns + cfg->grace_ns + NSEC_PER_SEC - 1) /
 					   NSEC_PER_SEC);
 	char target[600];
@@ -268,17 +298,17 @@ json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct 
 	c = container(cfg, t, INJECTOR_CONTAINER, false);
 	if (!c)
 		return NULL;
-	pod = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s},s:{s:s},s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},"
-			"s:{s:s,s:b,s:s,s:b,s:b,s:I,s:I,s:[{s:s}],s:[o]}}",
-			"apiVersion", "v1", "kind", "Pod",
-			"metadata",
-			"name", name, "namespace", s->ns,
-			"labels", LABEL_SESSION_UID, s->uid, LABEL_SESSION, s->name,
-			LABEL_TARGET_POD, kpod__name(t->pod), LABEL_COMPONENT, COMPONENT_INJECTOR,
-			LABEL_MANAGED_BY, MANAGED_BY,
-			"annotations", "aiprof.io/target", target,
-			"ownerReferences", "apiVersion", AIPROF_API_VERSION, "kind", SESSION_KIND,
-			"name", s->name, "uid", s->uid, "controller", 1, "blockOwnerDeletion", 1,
+	meta = pod_metadata(cfg, s, name, COMPONENT_INJECTOR);
+	if (!meta || json_object_set_new(json_object_get(meta, "labels"), LABEL_TARGET_POD,
+					 json_string(kpod__name(t->pod))) ||
+	    json_object_set_new(meta, "annotations", json_pack("{s:s}", "aiprof.io/target",
+								 target))) {
+		json_decref(meta);
+		json_decref(c);
+		return NULL;
+	}
+	pod = json_pack("{s:s,s:s,s:o,s:{s:s,s:b,s:s,s:b,s:b,s:I,s:I,s:[{s:s}],s:[o]}}",
+			"apiVersion", "v1", "kind", "Pod", "metadata", meta,
 			"spec",
 			"nodeName", kpod__node(t->pod), "hostPID", 1, "restartPolicy", "Never",
 			"automountServiceAccountToken", 0, "enableServiceLinks", 0,
@@ -306,7 +336,7 @@ json_t *injspec__merge_pod(const struct injector_config *cfg, const struct sessi
 {
 	const struct session_s3 *o = &s->spec.s3;
 	char name[INJECTOR_POD_NAME_MAX + 1], *url = NULL;
-	json_t *pod = NULL, *args = NULL, *env = NULL, *c = NULL, *spec;
+	json_t *pod = NULL, *args = NULL, *env = NULL, *c = NULL, *spec, *meta;
 	int r = 0;
 
 	injspec__merge_pod_name(s, name);
@@ -346,14 +376,11 @@ json_t *injspec__merge_pod(const struct injector_config *cfg, const struct sessi
 				json_pack("[{s:s,s:s,s:b}]", "name", "s3-credentials", "mountPath",
 					  INJECTOR_SECRET_DIR, "readOnly", 1)))
 		goto fail;
-	pod = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s,s:s,s:s},s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},"
-			"s:{s:s,s:b,s:b,s:I,s:I,s:[O]}}",
-			"apiVersion", "v1", "kind", "Pod",
-			"metadata", "name", name, "namespace", s->ns,
-			"labels", LABEL_SESSION_UID, s->uid, LABEL_SESSION, s->name,
-			LABEL_COMPONENT, COMPONENT_MERGE, LABEL_MANAGED_BY, MANAGED_BY,
-			"ownerReferences", "apiVersion", AIPROF_API_VERSION, "kind", SESSION_KIND,
-			"name", s->name, "uid", s->uid, "controller", 1, "blockOwnerDeletion", 1,
+	meta = pod_metadata(cfg, s, name, COMPONENT_MERGE);
+	if (!meta)
+		goto fail;
+	pod = json_pack("{s:s,s:s,s:o,s:{s:s,s:b,s:b,s:I,s:I,s:[O]}}",
+			"apiVersion", "v1", "kind", "Pod", "metadata", meta,
 			"spec", "restartPolicy", "Never", "automountServiceAccountToken", 0,
 			"enableServiceLinks", 0, "activeDeadlineSeconds", (json_int_t)MERGE_DEADLINE_S,
 			"terminationGracePeriodSeconds", (json_int_t)10, "containers", c);

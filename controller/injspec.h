@@ -10,7 +10,11 @@
  * token, capabilities dropped to SYS_PTRACE, BPF and PERFMON (SYS_PTRACE alone when the
  * session asks for library collectors only; plus SYS_ADMIN for eBPF on a
  * kernel older than 5.8, which has no CAP_BPF/CAP_PERFMON), tolerating every taint, an
- * activeDeadlineSeconds of duration + grace, and an ownerReference to the session.
+ * activeDeadlineSeconds of duration + grace. It runs in the injector namespace (the
+ * operator's, where tenants have no verbs) when the session's storage is the admin's, labelled
+ * with the session's namespace, name and UID (an ownerReference cannot cross namespaces);
+ * in the session's own namespace, with an ownerReference to it, when the session gives its
+ * own spec.output.s3, whose Secret is the tenant's (injspec__pods_namespace()).
  * The ephemeral container: targetContainerName = the target container, so it shares that
  * container's pid namespace; the same capabilities.
  *
@@ -41,6 +45,9 @@ struct injector_config {
 	const char *pull_policy;    /* NULL: IfNotPresent */
 	const char *priority_class; /* NULL: none */
 	uint64_t grace_ns;          /* beyond the duration: attach, build artifacts, upload */
+	/* the injector namespace: node-agent and merge pods of sessions whose storage the admin
+	 * chose run here, with the storage's Secret; NULL: in each session's namespace */
+	const char *ns;
 	/* the merge pod's scheduling (the node-agent pods are pinned by nodeName and tolerate
 	 * every taint): a nodeSelector object and a tolerations array, or NULL */
 	json_t *merge_node_selector;
@@ -71,6 +78,14 @@ void injspec__pod_name(const struct session *s, const char *target_pod,
 		       char out[INJECTOR_POD_NAME_MAX + 1]);
 /* The ephemeral container's name: "aiprof-<10 hex of uid>". */
 void injspec__ephemeral_name(const struct session *s, char out[32]);
+
+/*
+ * The namespace of s's node-agent and merge pods: cfg->ns for a session whose storage the
+ * admin chose (spec.output.storageRef, or the controller's --default-s3-* settings), s's own
+ * for one that gives spec.output.s3 itself (--allow-inline-s3: its Secret is in its
+ * namespace) or when cfg->ns is NULL.
+ */
+const char *injspec__pods_namespace(const struct injector_config *cfg, const struct session *s);
 
 /* "s3://bucket/prefix/namespace/session/uid/pod": where one target's artifacts go. */
 int injspec__output_url(const struct session *s, const char *target_pod, char **ret);

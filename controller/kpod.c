@@ -165,6 +165,8 @@ static void fill(struct packer *p, const json_t *j, struct kpod *pod)
 	hdr.o_phase = pk_str(p, kj_str(j, "status.phase"));
 	hdr.o_session_uid = pk_str(p, suid);
 	hdr.o_session_name = pk_str(p, json_string_value(json_object_get(labels, LABEL_SESSION)));
+	hdr.o_session_ns = pk_str(p, suid ? json_string_value(json_object_get(labels,
+									     LABEL_SESSION_NS)) : NULL);
 	hdr.o_uid = pk_str(p, suid ? kj_str(j, "metadata.uid") : NULL);
 	hdr.o_owner_uid = pk_str(p, suid ? controller_owner_uid(j) : NULL);
 	del = kj_get(j, "metadata.deletionTimestamp");

@@ -50,7 +50,7 @@ struct kpod {
 	uint16_t n_labels, n_containers, n_ephemeral;
 	/* offsets of NUL-terminated strings in this allocation */
 	uint32_t o_key, o_name, o_ns, o_rv, o_node, o_runtime_class, o_phase, o_session_uid,
-		 o_session_name, o_uid, o_owner_uid;
+		 o_session_name, o_session_ns, o_uid, o_owner_uid;
 	uint32_t o_labels;           /* "key\0value\0" n_labels times */
 	uint32_t o_containers;       /* packed containers (kpod.c), then the ephemeral ones */
 	uint32_t o_ephemeral;
@@ -86,6 +86,12 @@ static inline const char *kpod__session_uid(const struct kpod *p)
 static inline const char *kpod__session_name(const struct kpod *p)
 {
 	return KPOD_STR(p, o_session_name);
+}
+/* label aiprof.io/session-namespace: the session's namespace when the pod runs in the
+ * injector namespace, "" otherwise (kept for pods labelled with a session UID only) */
+static inline const char *kpod__session_ns(const struct kpod *p)
+{
+	return KPOD_STR(p, o_session_ns);
 }
 
 /* Builds from a Pod object. Returns 0 and *ret (refs 1), -EINVAL (no metadata.name /

@@ -67,6 +67,11 @@ static void usage(FILE *out)
 		"                           + 16 if more; more are closed as they come)\n"
 		"  --workers N              sessions reconciled in parallel (default 4)\n"
 		"  --injector-image IMAGE   the aiprof injector image\n"
+		"  --injector-namespace NS  where injector and merge pods of sessions that use the\n"
+		"                           admin's storage run, with its Secret (default\n"
+		"                           $POD_NAMESPACE, the controller's own; without either,\n"
+		"                           each session's namespace); sessions that give their own\n"
+		"                           spec.output.s3 keep theirs in their namespace\n"
 		"  --image-pull-policy P    Always, IfNotPresent (default) or Never\n"
 		"  --priority-class NAME    priorityClassName of injector pods\n"
 		"  --grace DURATION         time beyond a session's duration for injection, build and\n"
@@ -79,7 +84,7 @@ static void usage(FILE *out)
 		"                           pods run on their target's node and tolerate every taint\n"
 		"  --default-s3-bucket B    where sessions without spec.output.s3 upload; with\n"
 		"  --default-s3-endpoint URL, --default-s3-prefix P, --default-s3-region R and\n"
-		"  --default-s3-secret NAME  (a Secret looked up in each session's namespace by\n"
+		"  --default-s3-secret NAME  (a Secret looked up in the injector namespace by\n"
 		"                           name; the controller never reads it)\n"
 		"  --leader-elect / --no-leader-elect\n"
 		"                           run as one of several replicas (default on)\n"
@@ -179,7 +184,7 @@ enum {
 	OPT_LEASE_NAME, OPT_LEASE_DUR, OPT_RENEW, OPT_RETRY, OPT_IDENTITY, OPT_WATCH_TIMEOUT,
 	OPT_SA_DIR, OPT_MERGE_SEL, OPT_MERGE_TOL, OPT_S3_ENDPOINT, OPT_S3_BUCKET, OPT_S3_PREFIX,
 	OPT_S3_REGION, OPT_S3_SECRET, OPT_DENIED_NS, OPT_SHUTDOWN_TIMEOUT, OPT_INLINE_S3,
-	OPT_MAX_PER_NS,
+	OPT_MAX_PER_NS, OPT_INJ_NS,
 };
 
 /* the HTTP endpoint's (httpd.h) */
@@ -195,6 +200,7 @@ static const struct option long_opts[] = {
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNS },
 	{ "workers", required_argument, NULL, OPT_WORKERS },
 	{ "injector-image", required_argument, NULL, OPT_IMAGE },
+	{ "injector-namespace", required_argument, NULL, OPT_INJ_NS },
 	{ "image-pull-policy", required_argument, NULL, OPT_PULL },
 	{ "priority-class", required_argument, NULL, OPT_PRIORITY },
 	{ "grace", required_argument, NULL, OPT_GRACE },
@@ -346,14 +352,41 @@ static int denied_opt(struct options *o, const char *arg)
 	return 0;
 }
 
-/* The default denied namespaces: the system's, and the controller's own when it runs in a
- * pod that says which (the chart sets POD_NAMESPACE from the downward API). */
+/* The default denied namespaces: the system's, the controller's own when it runs in a
+ * pod that says which (the chart sets POD_NAMESPACE from the downward API), and the
+ * injector namespace (its pods are node root). */
 static void default_denied(struct options *o)
 {
-	const char *own = getenv("POD_NAMESPACE");
+	const char *own = getenv("POD_NAMESPACE"), *inj = o->cc.rc.inj.ns;
 
-	snprintf(o->denied, sizeof(o->denied), "kube-system,kube-public,kube-node-lease%s%.253s",
-		 own && *own ? "," : "", own && *own ? own : "");
+	if (inj && own && strcmp(inj, own) == 0)
+		inj = NULL;
+	snprintf(o->denied, sizeof(o->denied), "kube-system,kube-public,kube-node-lease%s%.63s%s%.63s",
+		 own && *own ? "," : "", own && *own ? own : "", inj ? "," : "", inj ? inj : "");
+}
+
+/* A namespace's name: a DNS label (RFC 1123), at most 63 characters. */
+static bool namespace_name(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 63 || v[0] == '-' || v[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '-'))
+			return false;
+	return true;
+}
+
+static int injector_ns_opt(struct options *o, const char *arg)
+{
+	if (!namespace_name(arg)) {
+		log_error("--injector-namespace '%.100s': not a namespace name (lower-case letters, "
+			  "digits and '-', at most 63)", arg);
+		return -EINVAL;
+	}
+	o->cc.rc.inj.ns = arg;
+	return 0;
 }
 
 /* One option from getopt_long() (not --help) into o. Returns 0, or -EINVAL once the error
@@ -377,6 +410,7 @@ static int parse_option(struct options *o, int c, const char *arg)
 	case OPT_MAX_CONNS: return limit_opt("max-connections", arg, &o->max_conns);
 	case OPT_WORKERS: return workers_opt(arg, &o->cc.workers);
 	case OPT_IMAGE: o->cc.rc.inj.image = arg; break;
+	case OPT_INJ_NS: return injector_ns_opt(o, arg);
 	case OPT_PULL:
 		if (strcmp(arg, "Always") && strcmp(arg, "IfNotPresent") && strcmp(arg, "Never")) {
 			log_error("--image-pull-policy: use Always, IfNotPresent or Never");
@@ -444,6 +478,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		if (parse_option(o, c, optarg) < 0)
 			return -EINVAL;
 	}
+	if (!o->cc.rc.inj.ns) {
+		const char *own = getenv("POD_NAMESPACE");
+
+		if (own && *own && injector_ns_opt(o, own) < 0)
+			return -EINVAL;
+	}
 	if (!o->denied_set)
 		default_denied(o);
 	o->cc.rc.denied_ns = o->denied;
@@ -470,6 +510,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			 session__s3_defaults_url(), o->s3d.endpoint ? " at " : "",
 			 o->s3d.endpoint ? o->s3d.endpoint : "", o->s3d.secret ? " with Secret " : "",
 			 o->s3d.secret ? o->s3d.secret : "");
+	if (o->cc.rc.inj.ns)
+		log_info("injector and merge pods of sessions that use the admin's storage run in "
+			 "namespace %s, with its Secret", o->cc.rc.inj.ns);
+	else
+		log_warning("injector pods run in each session's namespace (no --injector-namespace, "
+			    "no $POD_NAMESPACE): whoever may exec into pods there reaches them");
 	o->cc.rc.inj.merge_node_selector = o->merge_sel;
 	o->cc.rc.inj.merge_tolerations = o->merge_tol;
 	return 1;

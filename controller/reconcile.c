@@ -862,22 +862,36 @@ static int fail_foreign_namespace(const struct reconcile_input *in, struct recon
 
 /* p carries s's label and controlling owner, and is the pod whose UID was recorded (seen),
  * if one was. */
-static bool pod_ours(const struct session *s, const struct kpod *p, const char *seen)
+bool reconcile__pod_of(const struct injector_config *cfg, const struct session *s,
+		       const struct kpod *p)
 {
-	return strcmp(kpod__session_uid(p), s->uid) == 0 &&
-	       strcmp(kpod__owner_uid(p), s->uid) == 0 &&
-	       (!seen || strcmp(seen, kpod__uid(p)) == 0);
+	const char *ns = kpod__ns(p);
+
+	if (strcmp(kpod__session_uid(p), s->uid) != 0)
+		return false;
+	if (strcmp(ns, s->ns) == 0)
+		return strcmp(kpod__owner_uid(p), s->uid) == 0;
+	/* no ownerReference crosses namespaces: there, only the controller (and the cluster's
+	 * admin) makes pods, and the label names the session's namespace */
+	return cfg->ns && strcmp(ns, cfg->ns) == 0 && strcmp(kpod__session_ns(p), s->ns) == 0;
 }
 
-bool reconcile__injector_ours(const struct session *s, const char *target,
-			      const struct kpod *inj)
+static bool pod_ours(const struct injector_config *cfg, const struct session *s,
+		     const struct kpod *p, const char *seen)
 {
-	return pod_ours(s, inj, kj_str(old_target(s, target), "injectorUID"));
+	return reconcile__pod_of(cfg, s, p) && (!seen || strcmp(seen, kpod__uid(p)) == 0);
 }
 
-bool reconcile__merge_ours(const struct session *s, const struct kpod *p)
+bool reconcile__injector_ours(const struct injector_config *cfg, const struct session *s,
+			      const char *target, const struct kpod *inj)
 {
-	return pod_ours(s, p, kj_str(s->status, "mergeUID"));
+	return pod_ours(cfg, s, inj, kj_str(old_target(s, target), "injectorUID"));
+}
+
+bool reconcile__merge_ours(const struct injector_config *cfg, const struct session *s,
+			   const struct kpod *p)
+{
+	return pod_ours(cfg, s, p, kj_str(s->status, "mergeUID"));
 }
 
 bool reconcile__namespace_denied(const char *list, const char *ns)

@@ -50,17 +50,24 @@ struct reconcile_config {
 	unsigned max_running_per_ns;/* sessions of a namespace started at once; 0: no limit */
 };
 
-/* Whether inj, the pod under the injector's name for target, is the session's own: labelled
- * with its UID, controlled by it (ownerReference), and the pod the status recorded
- * (targets[].injectorUID) when it recorded one. */
-bool reconcile__injector_ours(const struct session *s, const char *target,
-			      const struct kpod *inj);
+/* Whether p is one of s's pods (injector or merge): labelled with its UID and, in s's own
+ * namespace, controlled by it (ownerReference); in the injector namespace cfg->ns, labelled
+ * with s's namespace too (an ownerReference cannot cross namespaces). */
+bool reconcile__pod_of(const struct injector_config *cfg, const struct session *s,
+		       const struct kpod *p);
+
+/* Whether inj, the pod under the injector's name for target, is the session's own
+ * (reconcile__pod_of()) and the pod the status recorded (targets[].injectorUID) when it
+ * recorded one. */
+bool reconcile__injector_ours(const struct injector_config *cfg, const struct session *s,
+			      const char *target, const struct kpod *inj);
+
+/* Whether p, found under the session's merge pod name, is its merge pod: the session's own
+ * and the one whose UID the status recorded (status.mergeUID) if any. */
+bool reconcile__merge_ours(const struct injector_config *cfg, const struct session *s,
+			   const struct kpod *p);
 
 /* Whether ns is one of list's (','-separated names; NULL or "" names none). */
-/* Whether p, found under the session's merge pod name, is its merge pod: labelled and owned
- * by s, and the one whose UID the status recorded (status.mergeUID) if any. */
-bool reconcile__merge_ours(const struct session *s, const struct kpod *p);
-
 bool reconcile__namespace_denied(const char *list, const char *ns);
 
 struct target_obs {

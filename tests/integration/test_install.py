@@ -33,6 +33,7 @@ TOOLS = os.path.join(ROOT, "build", "tools")
 MODELS = os.path.join(TOOLS, "k8s-models")
 CONTROLLER = os.path.join(ROOT, BUILD, "aiprof-controller")
 RELEASE_NS = "aiprof-system"
+INJ_NS = RELEASE_NS + "-injectors"      # the chart's injector namespace
 sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 
 from fakeapi.client import Control, Kube, launch  # noqa: E402
@@ -136,13 +137,18 @@ def test_default_render():
         ("ServiceAccount", "aiprof-controller"), ("ClusterRole", "aiprof"),
         ("ClusterRoleBinding", "aiprof"), ("ClusterRole", "aiprof-nodes"),
         ("ClusterRoleBinding", "aiprof-nodes"), ("Role", "aiprof-leader-election"),
-        ("RoleBinding", "aiprof-leader-election"), ("Service", "aiprof-metrics"),
+        ("RoleBinding", "aiprof-leader-election"), ("Role", "aiprof-injectors"),
+        ("RoleBinding", "aiprof-injectors"), ("Namespace", INJ_NS), ("Service", "aiprof-metrics"),
         ("Deployment", "aiprof"), ("PodDisruptionBudget", "aiprof"),
         ("ClusterRole", "aiprof-http-auth"), ("ClusterRoleBinding", "aiprof-http-auth"),
         ("ClusterRole", "aiprof-metrics-reader"), ("NetworkPolicy", "aiprof")])
     for d in docs:
-        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
-            assert d["metadata"]["namespace"] == RELEASE_NS, d["metadata"]
+        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding", "Namespace"):
+            want = INJ_NS if d["metadata"]["name"] == "aiprof-injectors" else RELEASE_NS
+            assert d["metadata"]["namespace"] == want, d["metadata"]
+    # the injector pods' namespace admits them (hostPID, capabilities); the controller's does not
+    assert one(docs, "Namespace")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert f"--injector-namespace={INJ_NS}" in container_args(docs)
     dep = one(docs, "Deployment")
     assert dep["spec"]["replicas"] == 2
     pod = dep["spec"]["template"]["spec"]
@@ -388,11 +394,14 @@ def test_kustomize_base_is_the_chart():
     out = run(["kubectl", "kustomize", BASE]).stdout
     objs = [d for d in yaml.safe_load_all(out) if d]
     ns = [d for d in objs if d["kind"] == "Namespace"]
-    assert [n["metadata"]["name"] for n in ns] == [RELEASE_NS]
+    # the controller's, from namespace.yaml (restricted), and the injectors', from the chart
+    assert sorted(n["metadata"]["name"] for n in ns) == [RELEASE_NS, INJ_NS]
+    assert next(n for n in ns if n["metadata"]["name"] == RELEASE_NS)["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"] == "restricted"
 
     def key(d):
         return (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
-    assert sorted((d for d in objs if d["kind"] != "Namespace"), key=key) == \
+    assert sorted((d for d in objs if d["kind"] != "Namespace" or d["metadata"]["name"] == INJ_NS), key=key) == \
         sorted(render(crds=True), key=key)
 
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
 import played  # noqa: E402
 import realk8s  # noqa: E402
 from harness import wait_for  # noqa: E402
-from test_install import (BASE, CHART, CONTROLLER, CRDS, EXAMPLES, INVALID, POLICY_GRANTS,  # noqa: E402
+from test_install import (BASE, CHART, CONTROLLER, CRDS, EXAMPLES, INJ_NS, INVALID, POLICY_GRANTS,  # noqa: E402
                           RELEASE_NS, UNOBSERVED, container_args, example_docs, granted, notes,
                           notes_session, one, rbac_allows, render)
 
@@ -79,8 +79,9 @@ def test_kustomize_base_installs_server_side_without_warnings(k8s):
     no_warnings(k8s.kubectl("apply", "--server-side", "-k", BASE, ok=True), "re-apply")
     # leave the CRDs and the namespace to the chart's install below; the rest goes
     docs = [d for d in render() if d["kind"] != "CustomResourceDefinition"]
-    for d in docs:
-        args = ["delete", d["kind"].lower(), d["metadata"]["name"], "--wait=true", "--timeout=60s"]
+    for d in docs:      # the injectors' Namespace takes its Role with it
+        args = ["delete", d["kind"].lower(), d["metadata"]["name"], "--wait=true", "--timeout=60s",
+                "--ignore-not-found"]
         if d["metadata"].get("namespace"):
             args += ["-n", d["metadata"]["namespace"]]
         k8s.kubectl(*args, ok=True)
@@ -279,14 +280,18 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     docs = render()
     ensure_crds(k8s)
     ensure_ns(k8s, RELEASE_NS)
-    rbac = [d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                                             "RoleBinding")]
+    rbac = [d for d in docs if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                             "Role", "RoleBinding")]
     for d in rbac:
         k8s.apply(d, ns=d["metadata"].get("namespace"))
     ns = "rbac-real"
     ensure_ns(k8s, ns)
-    k8s.kubectl("create", "secret", "generic", "s3-creds", "-n", ns, "--from-literal=AWS_ACCESS_KEY_ID=k",
-                "--from-literal=AWS_SECRET_ACCESS_KEY=s", ok=True)
+    # the storage's Secret: in the injector namespace for the injector pods there, and in the
+    # Kata target's namespace for its ephemeral container
+    for where in (ns, INJ_NS):
+        k8s.kubectl("delete", "secret", "s3-creds", "-n", where, "--ignore-not-found", ok=True)
+        k8s.kubectl("create", "secret", "generic", "s3-creds", "-n", where, "--from-literal=AWS_ACCESS_KEY_ID=k",
+                    "--from-literal=AWS_SECRET_ACCESS_KEY=s", ok=True)
     k8s.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata"})
     # the chart turns inline spec.output.s3 off: sessions name the admin's storage
     k8s.apply({"apiVersion": "aiprof.io/v1alpha1", "kind": "ClusterProfilingStorage",
@@ -329,12 +334,15 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
                             "output": {"storageRef": {"name": "rbac-real"}}}})
 
     def injectors(session_name):
-        items = k8s.get("pods", "-n", ns, "-l", f"aiprof.io/session={session_name}")["items"]
+        # in the injector namespace (the chart's --injector-namespace), none in the tenant's
+        assert not k8s.get("pods", "-n", ns, "-l", "aiprof.io/session-uid")["items"]
+        items = k8s.get("pods", "-n", INJ_NS, "-l",
+                        f"aiprof.io/session={session_name},aiprof.io/session-namespace={ns}")["items"]
         return sorted(i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp"))
 
     def succeed(pod_name, url, names=("timeline.json.gz",)):
-        kubelet.kubelet("run", ns, pod_name)
-        kubelet.kubelet("terminate", ns, pod_name, exitCode=0, message=json.dumps(
+        kubelet.kubelet("run", INJ_NS, pod_name)
+        kubelet.kubelet("terminate", INJ_NS, pod_name, exitCode=0, message=json.dumps(
             {"artifacts": [artifact(n, f"{url}/{n}") for n in names]}))
 
     def sess(name):
@@ -344,7 +352,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
         s = sess(name)
         return (s.get("status") or {}).get("phase") if s else "gone"
 
-    halt = kubelet.start_reaper(ns)
+    halts = [kubelet.start_reaper(ns), kubelet.start_reaper(INJ_NS)]
     try:
         wait_for(lambda: p.poll() is not None or "leader" in logtext().lower(), 30, "leadership")
         assert p.poll() is None, logtext()[-3000:]
@@ -355,7 +363,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
         session("cancelled", "rank-1")
         session("kata", "kata-0")
         done = wait_for(lambda: injectors("done"), 30, "the injector of 'done'")[0]
-        spec = k8s.get("pod", done, "-n", ns)["spec"]
+        spec = k8s.get("pod", done, "-n", INJ_NS)["spec"]
         assert spec["hostPID"] is True and spec["nodeName"] == PLAYED_NODE, spec
         succeed(done, f"s3://profiles/{ns}/done")
         wait_for(lambda: phase("done") == "gone", 60, "'done' to succeed and be deleted by its TTL")
@@ -405,8 +413,11 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
                 p.kill()
                 p.wait()
         log.close()
-        halt()
+        for halt in halts:
+            halt()
         kubelet.cordon(k8s.node, False)
+        k8s.kubectl("delete", "pods", "-n", INJ_NS, "-l", f"aiprof.io/session-namespace={ns}",
+                    "--grace-period=0", "--force", "--wait=false")
         k8s.kubectl("delete", "namespace", ns, "--wait=false")
         k8s.kubectl("delete", "clusterprofilingstorage", "rbac-real", "--wait=false")
 

@@ -14,10 +14,14 @@ tenant (impersonation of a user bound to a namespaced Role):
 - sessions name the admin's ClusterProfilingStorage: their own endpoint and Secret
   (spec.output.s3) are refused, and so are storages not made for their namespace or with a
   plain-http endpoint;
+- the injector pods of those sessions run in the operator's namespace with the admin's
+  Secret, where the tenant has no verbs (`kubectl auth can-i` says no), and leave with the
+  session;
 - a namespace enforcing Pod Security baseline gets the API server's reason in the status.
 
 The fixtures and helpers are test_controller.py's (the real API server, played nodes and
 kubelet, one namespace and controller per test)."""
+import json
 import os
 import signal
 import time
@@ -253,6 +257,104 @@ def test_storage_chosen_by_the_admin(env):
     finally:
         for n in made:
             kube.delete(f"{GROUP}/clusterprofilingstorages/{n}")
+
+
+def operator_namespace(e):
+    """A namespace of the admin's for the injector pods (the chart's release namespace),
+    with the storage's Secret and a played kubelet confirming deletions there; returns
+    (name, a function that removes it)."""
+    kube, ops = e["kube"], e["ns"][:55] + "-op"
+    assert kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": ops}}).status == 201
+    secret = kube.get(f"/api/v1/namespaces/{e['ns']}/secrets/s3-creds").json
+    secret["metadata"] = {"name": "s3-creds"}
+    assert kube.post(f"/api/v1/namespaces/{ops}/secrets", secret).status == 201
+    halt = e["ctl"].start_reaper(ops)
+
+    def remove():
+        halt()
+        kube.delete(f"/api/v1/namespaces/{ops}")
+    return ops, remove
+
+
+def aiprof_pods(e, ns):
+    return e["kube"].get(f"/api/v1/namespaces/{ns}/pods",
+                         query={"labelSelector": "aiprof.io/session-uid"}).json["items"]
+
+
+def test_injector_pods_out_of_the_tenants_reach(env):
+    """With --injector-namespace (the chart passes its release namespace), the injector pod
+    of a session that names the admin's storage runs there, not in the tenant's namespace:
+    the tenant, who may exec into every pod of their own namespace, may not there (`kubectl
+    auth can-i`, the real client, says no) and does not see it among their pods. It mounts
+    the admin's Secret of that namespace, carries the session's namespace, name and UID as
+    labels (no ownerReference crosses namespaces), its result reaches the status, and it
+    goes with the session: deleted mid-run through the finalizer, and, left behind by a
+    session whose finalizer was taken off by hand, when the controller starts."""
+    h = tenant(env)
+    ns, kube, tag = env["ns"], env["kube"], env["ns"][-4:]
+    c8s = env["api"]["cluster"]
+    ops, remove = operator_namespace(env)
+    made = []
+    try:
+        made.append(storage(env, f"corp-{tag}", [ns]))
+        ctl = env["controller"]("--injector-namespace", ops, inline_s3=False)
+        make_pod(env)
+        s = tenant_session(env, h, "by-ref", {"storageRef": {"name": f"corp-{tag}"}})
+        inj = wait_for(lambda: (aiprof_pods(env, ops) or [None])[0], 15, "an injector pod in the operator's namespace")
+        md, name = inj["metadata"], inj["metadata"]["name"]
+        assert md["labels"]["aiprof.io/session-namespace"] == ns, md
+        assert md["labels"]["aiprof.io/session-uid"] == s["metadata"]["uid"], md
+        assert "ownerReferences" not in md, md
+        assert [v["secret"]["secretName"] for v in inj["spec"]["volumes"] if "secret" in v] == ["s3-creds"]
+        assert injector_pods(env) == []
+        seen = kube.get(f"/api/v1/namespaces/{ns}/pods", headers=h).json["items"]
+        assert [p["metadata"]["name"] for p in seen] == ["trainer-0"]
+
+        def can_i(where):
+            r = c8s.kubectl("auth", "can-i", "create", "pods/exec", "-n", where, "--as", TENANT)
+            assert r.returncode in (0, 1), r.stderr
+            return r.stdout.strip()
+        assert can_i(ns) == "yes"               # the check can say yes: in their own namespace
+        assert can_i(ops) == "no"
+        r = kube.get(f"/api/v1/namespaces/{ops}/pods/{name}", headers=h)
+        assert r.status == 403, r
+
+        env["ctl"].kubelet("run", ops, name)
+        env["ctl"].kubelet("terminate", ops, name, container="injector", exitCode=0, reason="Completed",
+                           message=json.dumps({"artifacts": [result("timeline.json.gz", "s3://corp-profiles/k8s/t.json.gz")]}),
+                           ephemeral=False)
+        st = wait_phase(env, "Succeeded", name="by-ref")["status"]
+        assert [a["url"] for a in st["artifacts"]] == ["s3://corp-profiles/k8s/t.json.gz"], st
+        assert st["targets"][0]["injectorUID"] == md["uid"]
+
+        # deleted mid-run: the finalizer deletes its pod in the operator's namespace
+        tenant_session(env, h, "gone", {"storageRef": {"name": f"corp-{tag}"}})
+        wait_for(lambda: [p for p in aiprof_pods(env, ops) if p["metadata"]["labels"]["aiprof.io/session"] == "gone"],
+                 15, "the second injector pod")
+        assert kube.delete(f"{GROUP}/namespaces/{ns}/profilingsessions/gone", headers=h).status == 200
+        wait_for(lambda: get_session(env, "gone") is None, 15, "the session gone (finalizer removed)")
+        wait_for(lambda: not [p for p in aiprof_pods(env, ops)
+                              if p["metadata"]["labels"]["aiprof.io/session"] == "gone"], 15,
+                 "its pod in the operator's namespace deleted")
+
+        # left behind while no controller ran (the finalizer taken off by hand): the next
+        # controller deletes it; a pod of a session that still exists stays
+        ctl.kill(signal.SIGTERM)
+        left = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "aiprof-ghost-0123456789",
+                             "labels": {"aiprof.io/session-uid": "0000-ghost", "aiprof.io/session": "ghost",
+                                        "aiprof.io/session-namespace": ns}},
+                "spec": {"nodeName": "node-1", "restartPolicy": "Never",
+                         "containers": [{"name": "injector", "image": "aiprof/aiprof:test"}]}}
+        assert kube.post(f"/api/v1/namespaces/{ops}/pods", left).status == 201
+        env["controller"]("--injector-namespace", ops, inline_s3=False)
+        wait_for(lambda: [p["metadata"]["name"] for p in aiprof_pods(env, ops)] == [name], 15,
+                 "the left-behind pod deleted, the finished session's kept")
+    finally:
+        for n in made:
+            kube.delete(f"{GROUP}/clusterprofilingstorages/{n}")
+        remove()
 
 
 def test_pod_security_baseline_says_why(env):

@@ -505,22 +505,31 @@ static void test_denied_namespace(void **state)
 	session__unref(s);
 }
 
-static struct kpod *pod_owned(const char *label_uid, const char *owner_uid, const char *uid)
+/* A pod labelled for session label_uid (of namespace session_ns), in namespace ns,
+ * controlled by owner_uid (none when NULL). */
+static struct kpod *pod_in(const char *ns, const char *label_uid, const char *session_ns,
+			   const char *owner_uid, const char *uid)
 {
 	char buf[1024];
 	struct kpod *p = NULL;
 	json_t *j;
 
 	snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"aiprof-slow-step-x\","
-		 "\"namespace\":\"train\",\"uid\":\"%s\",\"labels\":{\"%s\":\"%s\"},"
-		 "\"ownerReferences\":[{\"kind\":\"ConfigMap\",\"uid\":\"u-1234\"},"
-		 "{\"kind\":\"ProfilingSession\",\"uid\":\"%s\",\"controller\":true}]}}",
-		 uid, LABEL_SESSION_UID, label_uid, owner_uid);
+		 "\"namespace\":\"%s\",\"uid\":\"%s\",\"labels\":{\"%s\":\"%s\",\"%s\":\"%s\"},"
+		 "\"ownerReferences\":[{\"kind\":\"ConfigMap\",\"uid\":\"u-1234\"}%s%s%s]}}",
+		 ns, uid, LABEL_SESSION_UID, label_uid, LABEL_SESSION_NS, session_ns,
+		 owner_uid ? ",{\"kind\":\"ProfilingSession\",\"uid\":\"" : "",
+		 owner_uid ? owner_uid : "", owner_uid ? "\",\"controller\":true}" : "");
 	j = json_loads(buf, 0, NULL);
 	assert_non_null(j);
 	assert_int_equal(kpod__from_json(j, &p), 0);
 	json_decref(j);
 	return p;
+}
+
+static struct kpod *pod_owned(const char *label_uid, const char *owner_uid, const char *uid)
+{
+	return pod_in("train", label_uid, "train", owner_uid, uid);
 }
 
 /* A pod under the injector's name is the session's only with its label, its controlling
@@ -536,19 +545,19 @@ static void test_injector_ours(void **state)
 	(void)state;
 	assert_string_equal(kpod__uid(ok), "pod-1");
 	assert_string_equal(kpod__owner_uid(ok), "u-1234");   /* the controller: true one */
-	assert_true(reconcile__injector_ours(s, "trainer-0", ok));
-	assert_false(reconcile__injector_ours(s, "trainer-0", no_owner));
-	assert_false(reconcile__injector_ours(s, "trainer-0", no_label));
+	assert_true(reconcile__injector_ours(&cfg.inj, s, "trainer-0", ok));
+	assert_false(reconcile__injector_ours(&cfg.inj, s, "trainer-0", no_owner));
+	assert_false(reconcile__injector_ours(&cfg.inj, s, "trainer-0", no_label));
 	/* recorded: only that pod; another of the same name and owner is not it */
 	st = json_pack("{s:[{s:s,s:s,s:s}]}", "targets", "pod", "trainer-0", "state", "Profiling",
 		       "injectorUID", "pod-1");
 	rec = with_status(s, st);
 	json_decref(st);
-	assert_true(reconcile__injector_ours(rec, "trainer-0", ok));
+	assert_true(reconcile__injector_ours(&cfg.inj, rec, "trainer-0", ok));
 	kpod__unref(ok);
 	ok = pod_owned("u-1234", "u-1234", "pod-1-replaced");
-	assert_false(reconcile__injector_ours(rec, "trainer-0", ok));
-	assert_true(reconcile__injector_ours(rec, "trainer-1", ok));  /* nothing recorded */
+	assert_false(reconcile__injector_ours(&cfg.inj, rec, "trainer-0", ok));
+	assert_true(reconcile__injector_ours(&cfg.inj, rec, "trainer-1", ok));  /* nothing recorded */
 	kpod__unref(ok);
 	kpod__unref(no_owner);
 	kpod__unref(no_label);
@@ -565,15 +574,15 @@ static void test_merge_ours(void **state)
 	json_t *st = json_pack("{s:s}", "mergeUID", "merge-1");
 
 	(void)state;
-	assert_true(reconcile__merge_ours(s, ok));
-	assert_false(reconcile__merge_ours(s, no_owner));
-	assert_false(reconcile__merge_ours(s, no_label));
+	assert_true(reconcile__merge_ours(&cfg.inj, s, ok));
+	assert_false(reconcile__merge_ours(&cfg.inj, s, no_owner));
+	assert_false(reconcile__merge_ours(&cfg.inj, s, no_label));
 	rec = with_status(s, st);
 	json_decref(st);
-	assert_true(reconcile__merge_ours(rec, ok));
+	assert_true(reconcile__merge_ours(&cfg.inj, rec, ok));
 	kpod__unref(ok);
 	ok = pod_owned("u-1234", "u-1234", "merge-1-replaced");
-	assert_false(reconcile__merge_ours(rec, ok));
+	assert_false(reconcile__merge_ours(&cfg.inj, rec, ok));
 	kpod__unref(ok);
 	kpod__unref(no_owner);
 	kpod__unref(no_label);
@@ -582,6 +591,98 @@ static void test_merge_ours(void **state)
 
 /* spec.output: inline s3 only where allowed; storageRef resolved against a
  * ClusterProfilingStorage, which decides the namespaces, the scheme and the Secret. */
+/* A session whose storage is the admin's: its pods go to the injector namespace, labelled
+ * with the session's namespace and without an ownerReference (none crosses namespaces);
+ * there a pod is the session's by its labels, nowhere else without its ownerReference. One
+ * that gives its own spec.output.s3 keeps its pods (and the Secret) in its namespace. */
+static void test_pods_in_injector_namespace(void **state)
+{
+	struct reconcile_config ic = cfg;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL), *p;
+	struct world w = { .now = T0 + SEC };
+	struct session_s3 o = { 0 };
+	struct reconcile_plan plan_;
+	const json_t *body;
+	const char *src[] = { "s3://prof/a", "s3://prof/b" };
+	json_t *st, *merge;
+	char why[400];
+
+	(void)state;
+	ic.inj.ns = "aiprof-system";
+	w.s = session_from(session_json("{\"output\":{\"s3\":null,\"storageRef\":{\"name\":\"team\"}}}"));
+	st = json_loads("{\"metadata\":{\"name\":\"team\"},\"spec\":{\"namespaces\":[\"train\"],"
+			"\"s3\":{\"endpoint\":\"https://s3.corp\",\"bucket\":\"prof\","
+			"\"secretRef\":{\"name\":\"corp-s3\"}}}}", 0, NULL);
+	assert_int_equal(session__resolve_storage(w.s, st, &o, why, sizeof(why)), 0);
+	json_decref(st);
+	w.s->spec.s3 = o;               /* as the controller's pass does */
+	assert_string_equal(injspec__pods_namespace(&ic.inj, w.s), "aiprof-system");
+	assert_string_equal(injspec__pods_namespace(&cfg.inj, w.s), "train");  /* none set */
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	w.n = 1;
+	{
+		struct reconcile_input in = { .s = w.s, .targets = w.t, .n_targets = 1,
+					      .now_ns = w.now, .cfg = &ic };
+
+		assert_int_equal(reconcile__plan(&in, &plan_), 0);
+	}
+	assert_int_equal(plan_.n_actions, 1);
+	assert_int_equal(plan_.actions[0].kind, ACT_CREATE_POD);
+	body = plan_.actions[0].body;
+	assert_string_equal(kj_str(body, "metadata.namespace"), "aiprof-system");
+	assert_null(kj_get(body, "metadata.ownerReferences"));
+	assert_string_equal(json_string_value(json_object_get(kj_get(body, "metadata.labels"),
+							       LABEL_SESSION_NS)), "train");
+	assert_string_equal(json_string_value(json_object_get(kj_get(body, "metadata.labels"),
+							       LABEL_SESSION_UID)), "u-1234");
+	assert_string_equal(kj_str(json_array_get(kj_get(body, "spec.volumes"), 0),
+				   "secret.secretName"), "corp-s3");
+	reconcile_plan__release(&plan_);
+	merge = injspec__merge_pod(&ic.inj, w.s, src, 2);
+	assert_non_null(merge);
+	assert_string_equal(kj_str(merge, "metadata.namespace"), "aiprof-system");
+	assert_null(kj_get(merge, "metadata.ownerReferences"));
+	json_decref(merge);
+
+	/* recognised there by the labels; a pod labelled for another namespace's session of
+	 * the same UID, or one in a third namespace, is not it */
+	p = pod_in("aiprof-system", "u-1234", "train", NULL, "pod-1");
+	assert_true(reconcile__pod_of(&ic.inj, w.s, p));
+	assert_true(reconcile__injector_ours(&ic.inj, w.s, "trainer-0", p));
+	assert_false(reconcile__pod_of(&cfg.inj, w.s, p));     /* not the injector namespace */
+	kpod__unref(p);
+	p = pod_in("aiprof-system", "u-1234", "other", NULL, "pod-2");
+	assert_false(reconcile__pod_of(&ic.inj, w.s, p));
+	kpod__unref(p);
+	p = pod_in("elsewhere", "u-1234", "train", "u-1234", "pod-3");
+	assert_false(reconcile__pod_of(&ic.inj, w.s, p));
+	kpod__unref(p);
+	p = pod_in("train", "u-1234", "train", NULL, "pod-4");  /* its own namespace: owner */
+	assert_false(reconcile__pod_of(&ic.inj, w.s, p));
+	kpod__unref(p);
+	p = pod_in("train", "u-1234", "train", "u-1234", "pod-5");
+	assert_true(reconcile__pod_of(&ic.inj, w.s, p));        /* made before the move */
+	kpod__unref(p);
+	session__unref(w.s);
+
+	/* its own spec.output.s3: its namespace, its ownerReference */
+	w.s = session_from(session_json(NULL));
+	assert_string_equal(injspec__pods_namespace(&ic.inj, w.s), "train");
+	{
+		struct reconcile_input in = { .s = w.s, .targets = w.t, .n_targets = 1,
+					      .now_ns = w.now, .cfg = &ic };
+
+		assert_int_equal(reconcile__plan(&in, &plan_), 0);
+	}
+	body = plan_.actions[0].body;
+	assert_string_equal(kj_str(body, "metadata.namespace"), "train");
+	assert_string_equal(kj_str(json_array_get(kj_get(body, "metadata.ownerReferences"), 0),
+				   "uid"), "u-1234");
+	reconcile_plan__release(&plan_);
+	session__unref(w.s);
+	kpod__unref(target);
+}
+
 static void test_storage(void **state)
 {
 	struct session *s;
@@ -1781,6 +1882,7 @@ int main(void)
 		cmocka_unit_test(test_denied_namespace),
 		cmocka_unit_test(test_injector_ours),
 		cmocka_unit_test(test_merge_ours),
+		cmocka_unit_test(test_pods_in_injector_namespace),
 		cmocka_unit_test(test_storage),
 		cmocka_unit_test(test_storage_errors),
 		cmocka_unit_test(test_capabilities_follow_collectors),

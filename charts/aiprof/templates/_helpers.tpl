@@ -36,3 +36,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "aiprof.injectorImage" -}}
 {{- printf "%s:%s" .Values.injector.image.repository (default .Chart.AppVersion .Values.injector.image.tag) -}}
 {{- end -}}
+
+{{/* Where injector and merge pods run (--injector-namespace): a namespace of their own that
+admits privileged pods, apart from the controller's restricted one and out of the tenants' reach. */}}
+{{- define "aiprof.injectorNamespace" -}}
+{{- default (printf "%s-injectors" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.injector.namespace -}}
+{{- end -}}
