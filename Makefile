@@ -82,26 +82,23 @@ fuzz:
 clean:
 	rm -rf build build-san build-fuzz
 
-# make images: the controller and injector images (controller/Dockerfile, injector/Dockerfile)
-# with docker or podman, whichever answers (ENGINE=podman to choose); tagged
-# $(IMAGE_REPO)/aiprof-{controller,injector}:$(IMAGE_TAG), the names the Helm chart uses.
+# make images: the controller and injector images, tagged $(IMAGE_REPO)/aiprof-{controller,
+# injector}:$(IMAGE_TAG), the names the Helm chart uses. Without ENGINE: no container engine or
+# registry needed (scripts/build-images.sh: a debootstrap'd Debian 12 root with the Dockerfiles'
+# packages, assembled with umoci; build/images/ gets an OCI layout and docker-archive tarballs
+# for `docker load`, `podman load` or `ctr images import`). ENGINE=docker or ENGINE=podman
+# builds controller/Dockerfile and injector/Dockerfile with that engine instead.
 IMAGE_REPO ?= aiprof
 IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/aiprof/Chart.yaml)
+ifneq ($(ENGINE),)
 images:
-	$(Q)engine="$(ENGINE)"; why=""; \
-	if [ -z "$$engine" ]; then \
-		for e in docker podman; do \
-			if ! command -v $$e >/dev/null 2>&1; then why="$$why $$e: not installed;"; \
-			elif $$e info >/dev/null 2>&1; then engine=$$e; break; \
-			else why="$$why $$e: installed, but '$$e info' fails (is its daemon/service running?);"; fi; \
-		done; \
-	fi; \
-	if [ -z "$$engine" ]; then \
-		echo "make images: no usable container engine ($$why). Install and start docker or podman, or build elsewhere: docker build -f controller/Dockerfile . and -f injector/Dockerfile ." >&2; \
-		exit 2; \
-	fi; \
-	$$engine build -f controller/Dockerfile -t $(IMAGE_REPO)/aiprof-controller:$(IMAGE_TAG) . && \
-	$$engine build -f injector/Dockerfile -t $(IMAGE_REPO)/aiprof-injector:$(IMAGE_TAG) .
+	$(Q)$(ENGINE) info >/dev/null 2>&1 || { echo "make images: ENGINE=$(ENGINE), but '$(ENGINE) info' fails (not installed, or its daemon/service is not running); without ENGINE, make images needs no engine" >&2; exit 2; }
+	$(Q)$(ENGINE) build -f controller/Dockerfile -t $(IMAGE_REPO)/aiprof-controller:$(IMAGE_TAG) .
+	$(Q)$(ENGINE) build -f injector/Dockerfile -t $(IMAGE_REPO)/aiprof-injector:$(IMAGE_TAG) .
+else
+images: $(BUILD)/aiprof $(BUILD)/libaiprof.so $(BUILD)/aiprof-controller
+	$(Q)BUILD=$(BUILD) IMAGE_REPO=$(IMAGE_REPO) IMAGE_TAG=$(IMAGE_TAG) bash scripts/build-images.sh
+endif
 
 .PHONY: all everything test demo bench fuzz clean images
 .DELETE_ON_ERROR:

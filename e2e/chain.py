@@ -49,8 +49,12 @@ TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
 DOUBLES = os.path.join(BUILD, "tests", "doubles")
 HELM = os.path.join(BUILD, "tools", "helm", "helm")
 CHART = os.path.join(ROOT, "charts", "aiprof")
-INJECTOR_IMAGE = "aiprof/injector:e2e"
-CONTROLLER_IMAGE = "aiprof/controller:e2e"
+with open(os.path.join(CHART, "Chart.yaml")) as _f:
+    APP_VERSION = re.search(r'^appVersion: *"(.*)"', _f.read(), re.M).group(1)
+# what `make images` builds (scripts/build-images.sh), under the names the chart uses
+IMAGES = os.path.join(BUILD, "images")
+INJECTOR_IMAGE = f"aiprof/aiprof-injector:{APP_VERSION}"
+CONTROLLER_IMAGE = f"aiprof/aiprof-controller:{APP_VERSION}"
 TRAINER_IMAGE = "aiprof-e2e/trainer:e2e"
 GROUP = "/apis/aiprof.io/v1alpha1"
 
@@ -101,14 +105,28 @@ def trainer_files():
     return files
 
 
+def make_images():
+    """The injector and controller images of `make images` (docker-archive tarballs in
+    build/images), built again when a binary is newer than them: {tag: path}."""
+    tars = {INJECTOR_IMAGE: os.path.join(IMAGES, "aiprof-injector.tar"),
+            CONTROLLER_IMAGE: os.path.join(IMAGES, "aiprof-controller.tar")}
+    newest = max(os.path.getmtime(p) for p in (AIPROF, LIBAIPROF, CONTROLLER))
+    if not all(os.path.exists(t) and os.path.getmtime(t) >= newest for t in tars.values()):
+        r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "build-images.sh")], capture_output=True,
+                           text=True, timeout=900, cwd=ROOT,
+                           env={**os.environ, "BUILD": BUILD, "OUT": IMAGES, "IMAGE_REPO": "aiprof",
+                                "IMAGE_TAG": APP_VERSION})
+        if r.returncode != 0:
+            raise RuntimeError(f"scripts/build-images.sh failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return tars
+
+
 def build_images(out_dir):
-    """The three image tarballs (docker-archive) of this build: {tag: path}."""
+    """The three image tarballs (docker-archive) of this build: {tag: path}: the injector and
+    controller images from `make images`, the test trainer's built here."""
     os.makedirs(out_dir, exist_ok=True)
-    tars = {INJECTOR_IMAGE: os.path.join(out_dir, "injector.tar"),
-            CONTROLLER_IMAGE: os.path.join(out_dir, "controller.tar"),
-            TRAINER_IMAGE: os.path.join(out_dir, "trainer.tar")}
-    imagebuild.injector_image(tars[INJECTOR_IMAGE], INJECTOR_IMAGE, injector_image_layout())
-    imagebuild.controller_image(tars[CONTROLLER_IMAGE], CONTROLLER_IMAGE, CONTROLLER)
+    tars = make_images()
+    tars[TRAINER_IMAGE] = os.path.join(out_dir, "trainer.tar")
     imagebuild.trainer_image(tars[TRAINER_IMAGE], TRAINER_IMAGE, trainer_files())
     return tars
 
@@ -327,6 +345,7 @@ class Env:
         self.s3_endpoint = chain.s3_endpoint
         self.controllers = []
         self.helm_release = None
+        self.inj_ns = None              # the chart's injector namespace, once installed
         self.forwards = []
         self.cluster_objects = []   # (kind, name) of cluster-scoped objects to delete at the end
         self.tmp = os.path.join(chain.tmp, ns)
@@ -386,6 +405,12 @@ class Env:
         self.helm_release = release
         r = subprocess.run(argv, env=self.helm_env(), capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, f"helm install: {r.stdout}\n{r.stderr}\n{self.debug()}"
+        # the chart made the injector namespace; the admin's Secret goes there, as the
+        # install notes say (copied from the test namespace's)
+        self.inj_ns = sets.get("injector.namespace") or f"{self.ns}-injectors"
+        secret = self.kube.get(f"/api/v1/namespaces/{self.ns}/secrets/s3-creds").json
+        secret["metadata"] = {"name": "s3-creds"}
+        assert self.kube.post(f"/api/v1/namespaces/{self.inj_ns}/secrets", secret).status == 201
         return port
 
     def helm_logs(self):
@@ -477,9 +502,10 @@ class Env:
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.debug()}") from None
 
-    def logs(self, pod, container=None):
+    def logs(self, pod, container=None, ns=None):
         """What the container printed (`kubectl logs`), "" when there is nothing (yet)."""
-        r = self.kubectl("logs", pod, *(["-c", container] if container else []), "--tail=-1")
+        r = kubectl(self.chain, "-n", ns or self.ns, "logs", pod, *(["-c", container] if container else []),
+                    "--tail=-1")
         return r.stdout if r.returncode == 0 else ""
 
     # ---- the containers on the node, as its containerd sees them
@@ -563,20 +589,29 @@ class Env:
         return self.get_session(name), seen
 
     def injector_pods(self, session=None):
-        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/pods",
-                              query={"labelSelector": "aiprof.io/session-uid"}).json["items"]
+        """The sessions' injector (and merge) pods: in the test namespace, and in the chart's
+        injector namespace for a Helm-installed controller."""
+        items = []
+        for ns in (self.ns, self.inj_ns):
+            if ns:
+                items += self.kube.get(f"/api/v1/namespaces/{ns}/pods",
+                                       query={"labelSelector": "aiprof.io/session-uid"}).json["items"]
         return [p for p in items if session is None or p["metadata"]["labels"].get("aiprof.io/session") == session]
 
     def debug(self):
         """What to read when something went wrong: pods, their containers' output (kubectl
         logs), the controllers' log tails, the namespace's events."""
         out = []
-        for p in self.kube.get(f"/api/v1/namespaces/{self.ns}/pods").json["items"]:
+        pods = self.kube.get(f"/api/v1/namespaces/{self.ns}/pods").json["items"]
+        if self.inj_ns:
+            pods += self.kube.get(f"/api/v1/namespaces/{self.inj_ns}/pods").json.get("items", [])
+        for p in pods:
             name = p["metadata"]["name"]
             out.append(f"pod {name}: {p['status'].get('phase')} "
                        f"{json.dumps(p['status'].get('containerStatuses'))[:1500]}")
             for c in p["spec"]["containers"] + (p["spec"].get("ephemeralContainers") or []):
-                out.append(f"--- {name}/{c['name']} output:\n{self.logs(name, c['name'])[-3000:]}")
+                out.append(f"--- {name}/{c['name']} output:\n"
+                           f"{self.logs(name, c['name'], p['metadata']['namespace'])[-3000:]}")
         for c in self.controllers:
             out.append("--- controller log:\n" + c.text()[-3000:])
         if self.helm_release:

@@ -1,20 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""Container images of the end-to-end chain, built without a container engine: each is one
-layer of files copied from the build tree and this host, written as a docker-archive tarball
-(manifest.json, the image config, the layer tar) that containerd imports (`ctr images import`,
-tests/k8s/realk8s.py `Cluster.import_image`).
+"""The test trainer's container image for the end-to-end chain, built without a container
+engine: one layer of files copied from the build tree and this host, written as a
+docker-archive tarball (manifest.json, the image config, the layer tar) that containerd imports
+(`ctr images import`, tests/k8s/realk8s.py `Cluster.import_image`). (The injector and
+controller images are the product's own, from `make images`: e2e/chain.py `make_images()`.)
 
-- the injector image, laid out as injector/Dockerfile says (e2e/chain.py
-  `injector_image_layout()`: /usr/bin/aiprof, /usr/lib/aiprof/libaiprof.so, its ENTRYPOINT);
-- the controller image, laid out as controller/Dockerfile says (/usr/bin/aiprof-controller,
-  user 65532, GNUTLS_NO_IMPLICIT_INIT, tzdata's /usr/share/zoneinfo);
-- the trainer image: build/tests/workloads/trainer at /opt/trainer/workloads/trainer with the
-  fake CUDA/NCCL/ibverbs libraries in /opt/trainer/doubles and the fake CUPTI in
-  /opt/trainer/doubles/cupti (its RUNPATH is $ORIGIN/../doubles).
+The trainer image: build/tests/workloads/trainer at /opt/trainer/workloads/trainer with the
+fake CUDA/NCCL/ibverbs libraries in /opt/trainer/doubles and the fake CUPTI in
+/opt/trainer/doubles/cupti (its RUNPATH is $ORIGIN/../doubles).
 
-What is not the Dockerfiles' Debian base: instead of the packages, each image holds exactly the
-shared-library closure of its ELF files as `ldd` resolves it on this host (Debian 12, the same
-distribution the Dockerfiles pin) plus the dynamic loader, at their paths below /usr with the
+No Debian base: the image holds exactly the shared-library closure of its ELF files as `ldd`
+resolves it on this host (Debian 12) plus the dynamic loader, at their paths below /usr with the
 usrmerge links /lib, /lib64 → usr/..., so that the binaries run in an otherwise empty root.
 Files are written with mtime 0, owner 0:0 and sorted, so the same build gives the same image
 id; the config's rootfs.diff_ids is the sha256 of the uncompressed layer, as the format asks."""
@@ -127,33 +123,6 @@ def _image(out_path, tag, files, config, extra_dirs=None):
 def _is_elf(path):
     with open(path, "rb") as f:
         return f.read(4) == b"\x7fELF"
-
-
-def injector_image(out_path, tag, layout):
-    """layout: (files {image path: host path}, entrypoint) from injector/Dockerfile."""
-    files, entrypoint = layout
-    return _image(out_path, tag, dict(files),
-                  {"Entrypoint": entrypoint, "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]})
-
-
-def controller_image(out_path, tag, binary):
-    files = {"/usr/bin/aiprof-controller": binary}
-    zoneinfo = "/usr/share/zoneinfo"        # tzdata (controller/Dockerfile): cron time zones
-    if os.path.isdir(zoneinfo):
-        for d, _, names in os.walk(zoneinfo):
-            for n in names:
-                p = os.path.join(d, n)
-                if os.path.isfile(p) and not os.path.islink(p):
-                    files[p] = p
-    # a passwd line for the image's user, as a distroless base has
-    passwd = os.path.join(os.path.dirname(out_path), "controller-passwd")
-    with open(passwd, "w") as f:
-        f.write("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")
-    files["/etc/passwd"] = passwd
-    return _image(out_path, tag, files,
-                  {"Entrypoint": ["/usr/bin/aiprof-controller"], "User": "65532:65532",
-                   "ExposedPorts": {"8080/tcp": {}},
-                   "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "GNUTLS_NO_IMPLICIT_INIT=1"]})
 
 
 def trainer_image(out_path, tag, files):

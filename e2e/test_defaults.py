@@ -2,7 +2,8 @@
 """The controller installed by the Helm chart (charts/aiprof, `helm install` into the real API
 server, the controller image built from this tree) and its S3 defaults through the whole chain:
 a session that names no output uploads where the chart's s3.* values say (the controller's
---default-s3-* flags), with the default Secret's credentials mounted into its injector by name.
+--default-s3-* flags), with the default Secret's credentials mounted into its injector by name;
+the injector runs in the chart's injector namespace, with the Secret the admin put there.
 
 Not as on a user's cluster: the controller pod gets host networking and KUBERNETES_SERVICE_HOST/
 PORT = the API server's 127.0.0.1 address, because this kit has no kube-proxy and its API server
@@ -52,5 +53,7 @@ def test_session_without_output_uses_the_chart_defaults(env):
             and e["involvedObject"]["name"] == "s"], r.stdout
     # the Secret went by reference only
     pod = env.injector_pods("s")[0]
+    # in the chart's injector namespace (Pod Security privileged), none in the session's
+    assert pod["metadata"]["namespace"] == f"{env.ns}-injectors", pod["metadata"]
     assert [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v] == ["s3-creds"]
     assert pod["spec"]["containers"][0]["image"] == INJECTOR_IMAGE

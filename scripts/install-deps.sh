@@ -12,6 +12,8 @@ PACKAGES=(
 	libcmocka-dev util-linux procps strace python3-pytest python3-yaml
 	# end to end (e2e/): containers are started with runc 1.1
 	runc
+	# make images without a container engine (scripts/build-images.sh)
+	debootstrap umoci skopeo
 	# the real Kubernetes of ../shared/k8s (tests/k8s/realk8s.py): etcd, containerd + runc,
 	# the CNI bridge plugin, its binaries come xz-packed
 	etcd-server containerd containernetworking-plugins xz-utils iproute2
