@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
- * On-CPU sampling: a perf_event program on every CPU's cpu-clock at the requested
- * frequency. When the interrupted task belongs to a target it records kernel and user
- * stacks (frame pointers) and, for a Python thread, the interpreter's frames.
+ * On-CPU sampling: a perf_event program on a cpu-clock event of every target thread (or,
+ * where the kernel refuses those, of every CPU) at the requested frequency. When the
+ * interrupted task belongs to a target it records kernel and user stacks (frame pointers)
+ * and, for a Python thread, the interpreter's frames; any other task is only counted.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -14,6 +15,7 @@ const volatile bool want_python = false;
 
 bool running = false;   /* user space turns recording on and off */
 __u64 lost = 0;         /* records the ring buffer had no room for */
+__u64 foreign = 0;      /* runs on a task of no target: none when the events are per thread */
 
 SEC("perf_event")
 int cpu_sample(struct bpf_perf_event_data *ctx)
@@ -21,8 +23,12 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct cpu_sample *e;
 
-	if (!running || !is_target(id >> 32))
+	if (!running)
 		return 0;
+	if (!is_target(id >> 32)) {
+		__sync_fetch_and_add(&foreign, 1);
+		return 0;
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost, 1);

@@ -125,8 +125,8 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 		return 0;
 	/* prev: a long sleep it woke from and has not been recorded (it slept again in the
 	 * same syscall, say) is recorded now, in its context; then a new sleep begins */
-	state = preempt ? 0 : task_state(prev) & 0xff;
-	if (state && is_target(BPF_CORE_READ(prev, tgid))) {
+	state = preempt || !is_target(prev->tgid) ? 0 : task_state(prev) & 0xff;
+	if (state) {
 		s = bpf_task_storage_get(&offcpu_task, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s) {
 			if (s->woke) {
@@ -140,7 +140,10 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 			s->cpu = bpf_get_smp_processor_id();
 		}
 	}
-	/* next: only target threads that slept have storage */
+	/* next: only target threads that slept have storage; the filter first spares every
+	 * other switch a helper call */
+	if (!is_target(next->tgid))
+		return 0;
 	s = bpf_task_storage_get(&offcpu_task, next, NULL, 0);
 	if (!s || !s->ts || s->woke)
 		return 0;
@@ -174,8 +177,12 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	struct offcpu_task *s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
+	struct offcpu_task *s;
 
+	/* every system call of every task: the filter first spares the others a helper call */
+	if (!is_target(t->tgid))
+		return 0;
+	s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
 	if (!s || !s->woke)
 		return 0;
 	if (running)

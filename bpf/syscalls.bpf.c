@@ -169,16 +169,20 @@ static __always_inline void fill_file(struct syscall_event *e, struct file *f)
 		fill_path(e, f);
 }
 
+/*
+ * Both programs run for every system call of every task on the node (a tracepoint cannot be
+ * limited to some tasks): for the others they cost an inlined load and the target filter's
+ * inlined array lookups, no helper call.
+ */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct sys_enter_state *s;
 
-	if (!running || !is_target(pid_tgid >> 32))
+	if (!running || !is_target(task->tgid))
 		return 0;
-	s = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), NULL,
-				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = bpf_task_storage_get(&sys_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
 		return 0;
 	s->ts = bpf_ktime_get_ns();
@@ -192,7 +196,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), now, dur, *w, written = 0, ts0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 pid_tgid, now, dur, *w, written = 0, ts0;
 	__u32 nr;
 	struct syscall_stat_key key;
 	struct sys_fd_key fdk;
@@ -202,10 +207,13 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct file *f = NULL;
 	__u8 *kindp, kind = 0;
 
-	/* only targets' threads have storage: no need to look the process up again */
-	s = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), NULL, 0);
+	/* only targets' threads have storage; the filter first spares the others a helper call */
+	if (!is_target(task->tgid))
+		return 0;
+	s = bpf_task_storage_get(&sys_start, task, NULL, 0);
 	if (!s || !s->ts)
 		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
 	now = bpf_ktime_get_ns();
 	ts0 = s->ts;
 	dur = now - ts0;

@@ -227,6 +227,15 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);
+	/* what triggers each collector's programs: the targets' threads only ("task"), or
+	 * every task on the node ("global (why)"): what the window costs everyone else */
+	jsonw_key(w, "scope");
+	jsonw_obj_open(w);
+	for (int c = 0; c < EC_PYTHON; c++)
+		if ((e->on & (1u << c)) && e->scope[c][0])
+			jsonw_kv_str(w, collector_names[c], e->scope[c]);
+	jsonw_obj_close(w);
+	jsonw_kv_uint(w, "cpu_foreign_samples", e->cpu_foreign);
 	jsonw_kv_uint(w, "frequency_hz", e->opts.frequency_hz);
 	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
 	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);

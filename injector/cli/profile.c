@@ -737,6 +737,12 @@ static int attach_all(struct run *run)
 	return run->nok ? EXIT_OK : exit_code_for(run->first_err);
 }
 
+/* the eBPF collectors that attach programs of their own, for what they cost others */
+static const struct { const char *name; uint32_t flag; } ebpf_names[] = {
+	{ "cpu", EBPF_COLLECT_CPU }, { "offcpu", EBPF_COLLECT_OFFCPU },
+	{ "syscalls", EBPF_COLLECT_SYSCALLS },
+};
+
 /* The eBPF collectors for the targets attached, or why not (run->ebpf_why). An exit code. */
 static int start_ebpf(struct run *run)
 {
@@ -766,6 +772,33 @@ static int start_ebpf(struct run *run)
 			log_notice("eBPF collectors off: %s", run->ebpf_why);
 		else
 			log_info("eBPF collectors on: %s", ebpf__describe(run->ebpf, desc, sizeof(desc)));
+		/* what the window costs processes that are not profiled (summary.json: ebpf.scope),
+		 * one line per reason */
+		for (size_t i = 0; run->ebpf && i < sizeof(ebpf_names) / sizeof(ebpf_names[0]); i++) {
+			const char *scope = ebpf__scope(run->ebpf, ebpf_names[i].flag);
+			char names[64];
+			size_t n = 0;
+			bool seen = false;
+
+			if (!scope || strncmp(scope, "global", 6) != 0)
+				continue;
+			for (size_t k = 0; k < i; k++) {
+				const char *other = ebpf__scope(run->ebpf, ebpf_names[k].flag);
+
+				seen |= other && strcmp(other, scope) == 0;
+			}
+			if (seen)
+				continue;
+			for (size_t k = i; k < sizeof(ebpf_names) / sizeof(ebpf_names[0]); k++) {
+				const char *other = ebpf__scope(run->ebpf, ebpf_names[k].flag);
+
+				if (other && strcmp(other, scope) == 0 && n < sizeof(names))
+					n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
+							      n ? ", " : "", ebpf_names[k].name);
+			}
+			log_notice("eBPF %s: attached for every process on this machine, not only "
+				   "the targets: %s", names, scope);
+		}
 	}
 	if (!o->collectors && !run->ebpf)
 		return cli_fail(run->oc, EXIT_INJECT, 0, "nothing to record: the eBPF collectors are "

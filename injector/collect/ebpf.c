@@ -514,6 +514,14 @@ void ebpf__stop(struct ebpf *e)
 	e->stopped = true;
 }
 
+const char *ebpf__scope(const struct ebpf *e, uint32_t collector)
+{
+	for (int c = 0; c < EC_PYTHON; c++)
+		if (collector == 1u << c)
+			return (e->on & collector) && e->scope[c][0] ? e->scope[c] : NULL;
+	return NULL;
+}
+
 const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len)
 {
 	char dur[32];
@@ -582,6 +590,7 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	return -EOPNOTSUPP;
 }
 
+const char *ebpf__scope(const struct ebpf *e, uint32_t collector) { (void)e; (void)collector; return NULL; }
 void ebpf__start(struct ebpf *e) { (void)e; }
 void ebpf__poll(struct ebpf *e) { (void)e; }
 void ebpf__stop(struct ebpf *e) { (void)e; }

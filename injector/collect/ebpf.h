@@ -63,6 +63,12 @@ void ebpf__free(struct ebpf *e);  /* NULL-safe; detaches everything */
 
 /* Collectors that ran, as EBPF_COLLECT_* bits. */
 uint32_t ebpf__collectors(const struct ebpf *e);
+/*
+ * What triggers a running collector's programs (one EBPF_COLLECT_* bit): "task" (the
+ * targets' threads only) or "global (why)" (every task on the node; the in-kernel tgid
+ * filter drops what is not a target). NULL when that collector does not run.
+ */
+const char *ebpf__scope(const struct ebpf *e, uint32_t collector);
 /* What runs, in words ("cpu at 99 Hz, offcpu from 1ms, python 3.11.2 in pid 42"). */
 const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len);
 

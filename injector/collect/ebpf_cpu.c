@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * On-CPU sampling, user half (kernel half: bpf/cpu.bpf.c, shared structs: bpf/cpu.h).
- * One cpu-clock perf event per online CPU at the requested frequency, each running the
- * sampling program; records become cpu_sample timeline events and stacks.folded lines.
+ * A cpu-clock perf event on every thread of the targets (inherited by the threads they
+ * start later) at the requested frequency, each running the sampling program: nobody else
+ * is interrupted. Where the kernel refuses per-thread events, one event per online CPU
+ * instead (every task sampled, the program drops the others). Records become cpu_sample
+ * timeline events and stacks.folded lines.
  */
 #ifndef AIPROF_NO_EBPF
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +22,19 @@
 #include "cpu.skel.h"
 #include "ebpf_internal.h"
 #include "log.h"
+#include "uprobes.h"
 
-static int perf_open(int cpu, uint32_t freq)
+/* per-thread events, all targets together; past it, the per-CPU events are cheaper */
+#define CPU_MAX_THREAD_EVENTS 4096
+/* rounds of /proc/PID/task while threads keep appearing before giving up on per-thread */
+#define CPU_THREAD_SCANS 16
+
+/*
+ * tid >= 0: that thread, on any CPU, and the threads it starts later (inherit; not the
+ * processes it forks, where the kernel knows inherit_thread: Linux 5.13); tid -1: every
+ * task on that CPU.
+ */
+static int perf_open(pid_t tid, int cpu, uint32_t freq)
 {
 	struct perf_event_attr a = {
 		.type = PERF_TYPE_SOFTWARE,
@@ -27,9 +42,16 @@ static int perf_open(int cpu, uint32_t freq)
 		.size = sizeof(a),
 		.freq = 1,
 		.sample_freq = freq,
+		.inherit = tid >= 0,
+		.inherit_thread = tid >= 0,
 	};
+	int fd = (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
-	return (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0 && errno == EINVAL && a.inherit_thread) {
+		a.inherit_thread = 0;   /* older kernel: forked children are sampled and dropped */
+		fd = (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	}
+	return fd;
 }
 
 static int ebpf_cpu__open(struct ebpf *e)
@@ -39,7 +61,7 @@ static int ebpf_cpu__open(struct ebpf *e)
 	int fd, r;
 
 	/* probe: can we sample at all? (perf_event_paranoid, no perf support in a VM) */
-	fd = perf_open(0, e->opts.frequency_hz);
+	fd = perf_open(-1, 0, e->opts.frequency_hz);
 	if (fd < 0) {
 		r = -errno;
 		snprintf(e->why[EC_CPU], sizeof(e->why[EC_CPU]), "cannot open a cpu-clock perf event "
@@ -70,39 +92,186 @@ static int ebpf_cpu__open(struct ebpf *e)
 	return 0;
 }
 
-static int ebpf_cpu__attach(struct ebpf *e)
+static void cpu_detach_all(struct ebpf *e)
+{
+	for (int i = 0; i < e->nperf; i++) {
+		if (e->perf_links[i])
+			bpf_link__destroy(e->perf_links[i]);  /* closes its perf event too */
+		else if (e->perf_fds[i] >= 0)
+			close(e->perf_fds[i]);
+	}
+	free(e->perf_links);
+	free(e->perf_fds);
+	free(e->perf_tids);
+	e->perf_links = NULL;
+	e->perf_fds = NULL;
+	e->perf_tids = NULL;
+	e->nperf = e->capperf = 0;
+}
+
+/* Opens the sampling event of tid (-1: of cpu) and attaches the program. 0 or -errno. */
+static int cpu_add_event(struct ebpf *e, pid_t tid, int cpu)
+{
+	struct bpf_link *l;
+	int fd, r;
+
+	if (e->nperf == e->capperf) {
+		int ncap = e->capperf ? e->capperf * 2 : 64;
+		struct bpf_link **nl = realloc(e->perf_links, (size_t)ncap * sizeof(*nl));
+		int *nf;
+		pid_t *nt;
+
+		if (!nl)
+			return -ENOMEM;
+		e->perf_links = nl;
+		nf = realloc(e->perf_fds, (size_t)ncap * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		e->perf_fds = nf;
+		nt = realloc(e->perf_tids, (size_t)ncap * sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		e->perf_tids = nt;
+		e->capperf = ncap;
+	}
+	fd = perf_open(tid, cpu, e->opts.frequency_hz);
+	if (fd < 0)
+		return -errno;
+	l = bpf_program__attach_perf_event(e->cpu->progs.cpu_sample, fd);
+	if (!l) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	e->perf_links[e->nperf] = l;
+	e->perf_fds[e->nperf] = fd;
+	e->perf_tids[e->nperf] = tid;
+	e->nperf++;
+	return 0;
+}
+
+static bool cpu_has_thread(const struct ebpf *e, pid_t tid)
+{
+	for (int i = 0; i < e->nperf; i++)
+		if (e->perf_tids[i] == tid)
+			return true;
+	return false;
+}
+
+/*
+ * One pass over /proc/PID/task: an event on every thread that has none yet. Returns how
+ * many were added (a process that is gone adds none), or -errno.
+ */
+static int cpu_scan_threads(struct ebpf *e, pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int added = 0, r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || tid <= 0)
+			continue;
+		if (cpu_has_thread(e, (pid_t)tid))
+			continue;
+		if (e->nperf >= CPU_MAX_THREAD_EVENTS) {
+			r = -E2BIG;
+			break;
+		}
+		r = cpu_add_event(e, (pid_t)tid, -1);
+		if (r == -ESRCH) {          /* it exited meanwhile */
+			r = 0;
+			continue;
+		}
+		if (r < 0)
+			break;
+		added++;
+	}
+	closedir(d);
+	return r < 0 ? r : added;
+}
+
+/*
+ * An event on every thread of every target. Threads started after their parent's event
+ * inherit it; the ones started while we scan are caught by the next pass, until a pass
+ * finds none. 0 or -errno (E2BIG: too many threads, EAGAIN: they never stopped appearing).
+ */
+static int cpu_attach_threads(struct ebpf *e)
+{
+	perf_raise_nofile();         /* two descriptors per thread: perf event, link */
+	for (int pass = 0; pass < CPU_THREAD_SCANS; pass++) {
+		int added = 0;
+
+		for (size_t i = 0; i < e->nt; i++) {
+			int r = cpu_scan_threads(e, e->t[i].pid);
+
+			if (r < 0)
+				return r;
+			added += r;
+		}
+		if (!added)
+			return 0;
+	}
+	return -EAGAIN;
+}
+
+static int cpu_attach_cpus(struct ebpf *e)
 {
 	int n = libbpf_num_possible_cpus(), r;
 
 	if (n <= 0)
 		return n < 0 ? n : -ENODEV;
-	e->perf_fds = calloc((size_t)n, sizeof(*e->perf_fds));
-	e->perf_links = calloc((size_t)n, sizeof(*e->perf_links));
-	if (!e->perf_fds || !e->perf_links)
-		return -ENOMEM;
-	e->nperf = n;
-	for (int cpu = 0; cpu < n; cpu++)
-		e->perf_fds[cpu] = -1;
 	for (int cpu = 0; cpu < n; cpu++) {
-		e->perf_fds[cpu] = perf_open(cpu, e->opts.frequency_hz);
-		if (e->perf_fds[cpu] < 0) {
-			if (errno == ENODEV)
-				continue;  /* possible but not online */
-			r = -errno;
-			goto fail;
-		}
-		e->perf_links[cpu] = bpf_program__attach_perf_event(e->cpu->progs.cpu_sample,
-								    e->perf_fds[cpu]);
-		if (!e->perf_links[cpu]) {
-			r = -errno;
-			goto fail;
-		}
+		r = cpu_add_event(e, -1, cpu);
+		if (r == -ENODEV)
+			continue;  /* possible but not online */
+		if (r < 0)
+			return r;
 	}
 	return 0;
-fail:
-	snprintf(e->why[EC_CPU], sizeof(e->why[EC_CPU]), "cannot attach the CPU sampler: %s",
-		 strerror(-r));
-	return r;
+}
+
+static int ebpf_cpu__attach(struct ebpf *e)
+{
+	const char *force = getenv("AIPROF_EBPF_CPU_SCOPE");  /* "global": the fallback, for tests */
+	char reason[160];
+	int r;
+
+	if (force && strcmp(force, "global") == 0) {
+		snprintf(reason, sizeof(reason), "AIPROF_EBPF_CPU_SCOPE=global");
+	} else {
+		r = cpu_attach_threads(e);
+		if (r == 0) {
+			snprintf(e->scope[EC_CPU], sizeof(e->scope[EC_CPU]), "task");
+			return 0;
+		}
+		if (r == -E2BIG)
+			snprintf(reason, sizeof(reason), "the targets have more than %d threads",
+				 CPU_MAX_THREAD_EVENTS);
+		else if (r == -EAGAIN)
+			snprintf(reason, sizeof(reason), "the targets kept starting threads while "
+				 "they were being attached");
+		else
+			snprintf(reason, sizeof(reason), "the kernel refused a per-thread cpu-clock "
+				 "event: %s", strerror(-r));
+		cpu_detach_all(e);
+	}
+	r = cpu_attach_cpus(e);
+	if (r < 0) {
+		snprintf(e->why[EC_CPU], sizeof(e->why[EC_CPU]), "cannot attach the CPU sampler: %s",
+			 strerror(-r));
+		return r;
+	}
+	snprintf(e->scope[EC_CPU], sizeof(e->scope[EC_CPU]), "global (%s: every CPU is "
+		 "sampled and samples of other processes are dropped in the kernel)", reason);
+	return 0;
 }
 
 static void ebpf_cpu__set_running(struct ebpf *e, bool on)
@@ -110,8 +279,10 @@ static void ebpf_cpu__set_running(struct ebpf *e, bool on)
 	if (!e->cpu)
 		return;
 	e->cpu->bss->running = on;
-	if (!on)
+	if (!on) {
 		e->lost += __atomic_exchange_n(&e->cpu->bss->lost, 0, __ATOMIC_RELAXED);
+		e->cpu_foreign += __atomic_exchange_n(&e->cpu->bss->foreign, 0, __ATOMIC_RELAXED);
+	}
 }
 
 static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
@@ -149,17 +320,7 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 
 static void ebpf_cpu__destroy(struct ebpf *e)
 {
-	for (int i = 0; i < e->nperf; i++) {
-		if (e->perf_links[i])
-			bpf_link__destroy(e->perf_links[i]);  /* closes its perf event too */
-		else if (e->perf_fds[i] >= 0)
-			close(e->perf_fds[i]);
-	}
-	free(e->perf_links);
-	free(e->perf_fds);
-	e->perf_links = NULL;
-	e->perf_fds = NULL;
-	e->nperf = 0;
+	cpu_detach_all(e);
 	cpu_bpf__destroy(e->cpu);
 	e->cpu = NULL;
 }

@@ -103,13 +103,17 @@ struct ebpf {
 	struct ebpf_opts opts;
 	uint32_t on;                      /* EBPF_COLLECT_* that are running */
 	char why[EC__N][256];             /* per collector, why it is off (if asked for) */
+	/* per collector that runs, what triggers its programs: "task" (only the targets'
+	 * threads), or "global (why)" (every task on the node; the tgid filter drops the rest) */
+	char scope[EC__N][320];
 	struct cpu_bpf *cpu;
 	struct offcpu_bpf *off;
 	struct syscalls_bpf *sys;
 	int shared_fd[EBPF_SHARED_MAPS];  /* targets, py_procs, py_threads, events; -1 until loaded */
-	struct bpf_link **perf_links;
+	struct bpf_link **perf_links;     /* the CPU sampler's events: per target thread, or per CPU */
 	int *perf_fds;
-	int nperf;
+	pid_t *perf_tids;                 /* the thread of each event; -1 for a CPU's */
+	int nperf, capperf;
 	struct ring_buffer *rb;
 	struct symbolizer *symz;
 	struct stack_store stacks;
@@ -120,8 +124,22 @@ struct ebpf {
 	struct py_tstate *tstates;        /* scratch for reading Python thread lists */
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
+	uint64_t cpu_foreign;             /* sampler runs on a non-target thread (0 when "task") */
 	bool stopped;
 };
+
+/*
+ * The scope of the tracepoint collectors (offcpu: sched_switch, sys_exit; syscalls:
+ * raw_syscalls). A BPF program on a tracepoint runs for every task: attached through a
+ * perf event opened for a task or a cgroup it is still put on the tracepoint itself (the
+ * perf event's filter only decides which samples reach its buffer), and there are no
+ * kprobes or trampolines here to hook the targets' code paths instead.
+ */
+#define EBPF_SCOPE_TRACEPOINT "global (the kernel runs a tracepoint's BPF programs for " \
+	"every task, whatever task or cgroup the perf event was opened for; the tgid filter " \
+	"drops the other processes"
+#define EBPF_SCOPE_SYSCALLS_TAIL ", and while raw_syscalls is traced every task's system " \
+	"calls take the kernel's slow path)"
 
 /* ebpf_core.c */
 struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);

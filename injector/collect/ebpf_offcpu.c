@@ -66,6 +66,9 @@ static int ebpf_offcpu__attach(struct ebpf *e)
 	if (r < 0)
 		snprintf(e->why[EC_OFFCPU], sizeof(e->why[EC_OFFCPU]), "cannot attach to sched_switch "
 			 "and the return of schedule(): %s", strerror(-r));
+	else
+		snprintf(e->scope[EC_OFFCPU], sizeof(e->scope[EC_OFFCPU]), "%s",
+			 EBPF_SCOPE_TRACEPOINT EBPF_SCOPE_SYSCALLS_TAIL);
 	return r;
 }
 

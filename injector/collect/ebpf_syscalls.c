@@ -188,6 +188,9 @@ static int ebpf_syscalls__attach(struct ebpf *e)
 	if (r < 0)
 		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "cannot attach to "
 			 "raw_syscalls: %s", strerror(-r));
+	else
+		snprintf(e->scope[EC_SYSCALLS], sizeof(e->scope[EC_SYSCALLS]), "%s",
+			 EBPF_SCOPE_TRACEPOINT EBPF_SCOPE_SYSCALLS_TAIL);
 	return r;
 }
 

@@ -263,8 +263,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-/* Each probe holds a perf event (and a link) descriptor: a few hundred per target. */
-static void raise_nofile(void)
+void perf_raise_nofile(void)
 {
 	struct rlimit rl;
 
@@ -736,7 +735,7 @@ int uprobe_session__start(pid_t pid, uint32_t collectors, struct uprobe_session 
 		libbpf_set_print(libbpf_print);
 		print_set = true;
 	}
-	raise_nofile();
+	perf_raise_nofile();
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -902,6 +901,9 @@ void uprobe_session__summary(const struct uprobe_session *s, struct jsonw *w)
 		return;
 	jsonw_key(w, "uprobes");
 	jsonw_obj_open(w);
+	/* attached with the target's pid: the kernel puts the breakpoints in its memory only,
+	 * so other processes that map the same libraries take no trap */
+	jsonw_kv_str(w, "scope", "process");
 	jsonw_key(w, "libraries");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < s->nmods; i++) {

@@ -90,4 +90,8 @@ int uprobe_decoder__convert(struct uprobe_decoder *d, const struct gp_rec *r,
 /* Collectives converted so far whose communicator's rank/nranks were unknown (-1). */
 uint64_t uprobe_decoder__unknown_rank(const struct uprobe_decoder *d);
 
+/* Raises the soft RLIMIT_NOFILE to the hard one: each uprobe, and each thread the CPU
+ * sampler follows, holds a perf event and a link descriptor (hundreds per target). */
+void perf_raise_nofile(void);
+
 #endif

@@ -35,8 +35,17 @@ TEST_PROGRAMS += $(BENCH_DIR)/bench_artifacts
 # sync_loop: a call-bound loop on the fake runtime for bench_uprobe_vs_hook.py.
 EXTRA_CFLAGS_tests_bench_sync_loop := -I$(CUDA_HOME)/include
 
-$(BENCH_DIR)/sync_loop: $(BUILD)/tests/bench/sync_loop.o $(DOUBLES_LIBS) $(DOUBLES_LINKS)
+$(BENCH_DIR)/sync_loop: $(BUILD)/tests/bench/sync_loop.o $(BUILD)/libcommon.a $(DOUBLES_LIBS) \
+		$(DOUBLES_LINKS)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -L$(DOUBLES_DIR) -Wl,-rpath,'$$ORIGIN/../doubles' -lcudart
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libcommon.a -L$(DOUBLES_DIR) \
+		-Wl,-rpath,'$$ORIGIN/../doubles' -lcudart
 
 TEST_PROGRAMS += $(BENCH_DIR)/sync_loop
+
+# getppid_loop: a syscall-bound loop for bench_bystander.py (a process aiprof does not profile).
+$(BENCH_DIR)/getppid_loop: $(BUILD)/tests/bench/getppid_loop.o $(BUILD)/libcommon.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+TEST_PROGRAMS += $(BENCH_DIR)/getppid_loop

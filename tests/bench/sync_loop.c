@@ -14,15 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "timeutil.h"
+
 #include <cuda_runtime_api.h>
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -37,7 +31,7 @@ int main(int argc, char **argv)
 	}
 	printf("ready pid=%d\n", (int)getpid());
 	fflush(stdout);
-	start = t0 = now_ns();
+	start = t0 = now_monotonic_ns();
 	while (t0 - start < (uint64_t)(seconds * 1e9)) {
 		long n = 0;
 		uint64_t t1;
@@ -50,16 +44,16 @@ int main(int argc, char **argv)
 					return 1;
 			n += batch;
 			if (per_ms > 0) {   /* sleep to the next millisecond of the schedule */
-				uint64_t due = t0 + (uint64_t)(n / per_ms) * 1000000ull, now = now_ns();
+				uint64_t due = t0 + (uint64_t)(n / per_ms) * 1000000ull, now = now_monotonic_ns();
 
 				if (due > now)
 					nanosleep(&(struct timespec){ 0, (long)(due - now) }, NULL);
 			}
-			t1 = now_ns();
+			t1 = now_monotonic_ns();
 		} while (t1 - t0 < 50000000ull);
 		printf("rate t=%llu ns_per_call=%.2f\n", (unsigned long long)t1, (double)(t1 - t0) / (double)n);
 		fflush(stdout);
-		t0 = now_ns();
+		t0 = now_monotonic_ns();
 	}
 	return 0;
 }

@@ -216,9 +216,15 @@ def test_offcpu_and_slow_syscalls_with_paths_and_bytes(procs, tmp_path, disk_dir
     assert off_sync, [e["name"] for e in events(tl, "offcpu") if e["tid"] == syncer]
     fsyncs = [e for e in events(tl, "syscall", "fsync") if e["tid"] == syncer]
     assert len(fsyncs) >= 3, len(fsyncs)
-    for e in fsyncs:
+    fsyncs.sort(key=lambda e: e["ts"])
+    for i, e in enumerate(fsyncs):
         assert e["args"]["path"] == path, e
-        assert e["args"]["bytes"] == fsync_bytes, e
+        # the writes before the window opened are not seen: the first fsync of the window
+        # may count only the part of its chunk written inside it
+        if i == 0:
+            assert 0 <= e["args"]["bytes"] <= fsync_bytes, e
+        else:
+            assert e["args"]["bytes"] == fsync_bytes, e
         assert e["args"]["file_size"] == fsync_bytes and e["args"]["ret"] == 0, e
         assert e["dur"] >= 1000  # the default threshold, 1 ms
     # off-CPU stacks: folded, weights in microseconds, the kernel side down to the wait
