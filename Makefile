@@ -104,4 +104,6 @@ endif
 .DELETE_ON_ERROR:
 .SECONDARY:
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# (not into the image roots that make images and tests/integration/test_glibc.py keep there)
+-include $(shell find $(BUILD) \( -path $(BUILD)/images -o -path $(BUILD)/glibc231 \) -prune -o \
+	-name '*.d' -type f -print 2>/dev/null)

@@ -59,10 +59,12 @@
  * the dlopen runs on the hijacked thread itself (INJECT_PTRACE_DIRECT): still at a safe
  * point, only the stop is longer.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -420,6 +422,75 @@ static bool is_locked_module(const char *path)
 	return strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0 ||
 	       strncmp(base, "ld-linux", 8) == 0 || strncmp(base, "ld-musl", 7) == 0 ||
 	       strncmp(base, "libpthread", 10) == 0 || strncmp(base, "libdl", 5) == 0;
+}
+
+/*
+ * The target's glibc version ("2.31"), from the banner its libc carries ("... release version
+ * 2.31."), read through the target's own mapping of the file; "" when not found (musl, or
+ * the file not readable). For error messages only.
+ */
+static void target_glibc_version(pid_t pid, char *out, size_t len)
+{
+	static const char banner[] = "release version ";
+	struct maps *m = NULL;
+
+	out[0] = 0;
+	if (maps__read(pid, &m) < 0)
+		return;
+	for (size_t i = 0; i < m->n && !out[0]; i++) {
+		const struct maps_entry *e = &m->v[i];
+		const char *base = e->path ? strrchr(e->path, '/') : NULL;
+		char path[128];
+		struct stat st;
+		char *buf = NULL, *hit;
+		ssize_t n = -1;
+		int fd;
+
+		base = base ? base + 1 : e->path;
+		if (!base || e->offset != 0 || (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5)))
+			continue;
+		/* the file the target mapped, whatever mount namespace it lives in */
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, e->start,
+			 e->end);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20) &&
+		    (buf = malloc((size_t)st.st_size + 1)))
+			n = pread(fd, buf, (size_t)st.st_size, 0);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			hit = memmem(buf, (size_t)n, banner, sizeof(banner) - 1);
+			if (hit) {
+				size_t k = 0;
+
+				hit += sizeof(banner) - 1;
+				while (k + 1 < len && hit + k < buf + n && (isdigit((unsigned char)hit[k]) ||
+									  (hit[k] == '.' && isdigit((unsigned char)hit[k + 1]))))
+					k++;
+				memcpy(out, hit, k);
+				out[k] = 0;
+			}
+		}
+		free(buf);
+	}
+	maps__free(m);
+}
+
+/*
+ * The message for a library the target's loader refused: its reason (dlerror, when the
+ * target has one), the target's glibc, and what to do.
+ */
+static void load_failed(pid_t pid, const char *why, char *msg, size_t msglen)
+{
+	char ver[32];
+
+	target_glibc_version(pid, ver, sizeof(ver));
+	snprintf(msg, msglen, "dlopen in the target failed: %s (the target runs %s%s; libaiprof.so "
+		 "needs glibc 2.17 or later). Profile it without loading anything into it: "
+		 "--method ebpf", why && why[0] ? why : "its loader gave no reason",
+		 ver[0] ? "glibc " : "a C library of unknown version", ver);
 }
 
 /* Finds the bytes of `mov $15,%rax; syscall` (x86_64 rt_sigreturn) in libc's text. */
@@ -1200,12 +1271,12 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 
 			(void)read_mem(t, ep, err, sizeof(err) - 1);
 			err[sizeof(err) - 1] = 0;
-			snprintf(msg, msglen, "dlopen in the target failed: %s", err);
+			load_failed(t->pid, err, msg, msglen);
 		}
 	}
 	if (r >= 0 && rv == 0) {
 		if (!msg[0])
-			snprintf(msg, msglen, "dlopen in the target failed");
+			load_failed(t->pid, NULL, msg, msglen);
 		r = -EIO;
 	}
 	(void)call6(t, f->close, fd, 0, 0, 0, 0, 0, &rv);
@@ -1258,8 +1329,7 @@ static int wait_worker(pid_t pid, uint64_t data, uint64_t timeout_ns, char *msg,
 			err[sizeof(err) - 1] = 0;
 		else
 			err[0] = 0;
-		snprintf(msg, msglen, "dlopen in the target failed: %s",
-			 err[0] ? err : "no reason given");
+		load_failed(pid, err, msg, msglen);
 		r = -EIO;
 	} else {
 		r = 0;

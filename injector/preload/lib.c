@@ -23,6 +23,19 @@
 
 #include "preload.h"
 
+/* fstat and memfd_create through the system call: their libc functions need glibc 2.33 and
+ * 2.27, and this library loads down to 2.17 (glibc_compat.h). x86-64's struct stat is the
+ * kernel's. */
+static int fd_stat(int fd, struct stat *st)
+{
+	return (int)syscall(SYS_fstat, fd, st);
+}
+
+static int ring_memfd(const char *name, unsigned int flags)
+{
+	return (int)syscall(SYS_memfd_create, name, flags);
+}
+
 static struct aiprof_ring_hdr g_idle_hdr;       /* enabled stays 0 forever */
 struct aiprof_ring_hdr *g_hdr = &g_idle_hdr;
 uint32_t g_pid;
@@ -159,7 +172,7 @@ static int live_ring_find(uint32_t pid)
 			fd = 0;
 			for (const char *p = d->d_name; *p >= '0' && *p <= '9'; p++)
 				fd = fd * 10 + (*p - '0');
-			if (fd == dirfd || fstat(fd, &st) < 0 || st.st_size < AIPROF_RING_HDR_SIZE)
+			if (fd == dirfd || fd_stat(fd, &st) < 0 || st.st_size < AIPROF_RING_HDR_SIZE)
 				continue;
 			h = mmap(NULL, AIPROF_RING_HDR_SIZE, PROT_READ, MAP_SHARED, fd, 0);
 			if (h == MAP_FAILED)
@@ -185,7 +198,7 @@ static void note_second_copy(int fd)
 	char msg[160];
 	int n;
 
-	if (fstat(fd, &st) < 0)
+	if (fd_stat(fd, &st) < 0)
 		return;
 	h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
@@ -212,7 +225,7 @@ static int ring_create(void)
 	void *p;
 	int fd, r;
 
-	fd = memfd_create(AIPROF_RING_MEMFD, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = ring_memfd(AIPROF_RING_MEMFD, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)bytes) < 0) {
@@ -227,7 +240,7 @@ static int ring_create(void)
 		goto fail;
 	}
 	ring__init(p, AIPROF_RING_SLOTS, g_pid, aiprof_preload_build);
-	if (fstat(fd, &st) == 0) {
+	if (fd_stat(fd, &st) == 0) {
 		g_ring_dev = st.st_dev;
 		g_ring_ino = st.st_ino;
 	}
@@ -247,7 +260,7 @@ static bool ring_fd_is_ours(int fd)
 {
 	struct stat st;
 
-	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_ring_dev &&
+	return fd >= 0 && fd_stat(fd, &st) == 0 && st.st_dev == g_ring_dev &&
 	       st.st_ino == g_ring_ino;
 }
 

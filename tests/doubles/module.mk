@@ -19,18 +19,20 @@ EXTRA_CFLAGS_tests_doubles_fake_ibverbs := $(DOUBLES_PIC)
 EXTRA_CFLAGS_tests_doubles_fake_cupti := $(DOUBLES_CUDA)
 
 # Links $@ from the objects among the prerequisites, exporting what the .map file lists.
+# (-ldl, -lpthread, -lrt where used: before glibc 2.34 those functions are not in libc, and
+# tests/integration/test_glibc.py builds the doubles against glibc 2.31)
 DOUBLES_LINK = $(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(notdir $@) -Wl,-z,defs \
 	-Wl,--version-script=$(filter %.map,$^) -o $@ $(filter %.o,$^)
 
 $(DOUBLES_DIR)/libcudart.so.13: tests/doubles/libcudart.map $(DOUBLES_DIR)/gpu_sim.o \
 		$(DOUBLES_DIR)/fake_cudart.o $(DOUBLES_DIR)/fake_cudart_ptds.o
 	$(call msg,LD,$@)
-	$(Q)$(DOUBLES_LINK) -lpthread
+	$(Q)$(DOUBLES_LINK) -lpthread -ldl
 
 $(DOUBLES_DIR)/libcuda.so.1: tests/doubles/libcuda.map $(DOUBLES_DIR)/gpu_sim.o \
 		$(DOUBLES_DIR)/fake_cuda.o $(DOUBLES_DIR)/fake_cuda_ptds.o
 	$(call msg,LD,$@)
-	$(Q)$(DOUBLES_LINK) -lpthread
+	$(Q)$(DOUBLES_LINK) -lpthread -ldl
 
 $(DOUBLES_DIR)/libnccl.so.2: tests/doubles/libnccl.map $(DOUBLES_DIR)/fake_nccl.o
 	$(call msg,LD,$@)
