@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -125,33 +126,11 @@ char *hex_encode(const uint8_t *in, size_t len, char *out)
 
 char *base64_encode(const uint8_t *in, size_t len, char *out)
 {
-	static const char tbl[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t o = 0, i = 0;
-
-	for (; i + 3 <= len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = tbl[(v >> 6) & 63];
-		out[o++] = tbl[v & 63];
+	/* EVP_EncodeBlock takes an int: the callers encode digests (16 or 32 bytes) */
+	if (len > INT_MAX / 4 * 3) {
+		out[0] = '\0';
+		return out;
 	}
-	if (len - i == 1) {
-		uint32_t v = (uint32_t)in[i] << 16;
-
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = '=';
-		out[o++] = '=';
-	} else if (len - i == 2) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
-
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = tbl[(v >> 6) & 63];
-		out[o++] = '=';
-	}
-	out[o] = '\0';
+	EVP_EncodeBlock((unsigned char *)out, in, (int)len);
 	return out;
 }

@@ -35,7 +35,8 @@ int sha256_fd(int fd, uint8_t out[SHA256_LEN], uint64_t *ret_size);
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). Returns out. */
 char *hex_encode(const uint8_t *in, size_t len, char *out);
-/* Standard base64 with padding into out (4*((len+2)/3)+1 bytes). Returns out. */
+/* Standard base64 with padding into out (4*((len+2)/3)+1 bytes), by OpenSSL's
+ * EVP_EncodeBlock. Returns out. */
 char *base64_encode(const uint8_t *in, size_t len, char *out);
 
 #endif

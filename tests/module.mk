@@ -5,3 +5,4 @@ include tests/unit/preload/module.mk
 -include tests/workloads/module.mk
 -include tests/bench/module.mk
 include tests/gpu/module.mk
+include tests/s3/module.mk

@@ -2,9 +2,10 @@
 /*
  * libFuzzer target for the kubeconfig reader: YAML -> JSON (libyaml events, aliases and
  * merge keys refused, depth capped) and the resolution of contexts, clusters and users,
- * with base64 decoding of the *-data fields.
+ * with base64 decoding of the *-data fields (controller/b64.c: OpenSSL's EVP_DecodeUpdate
+ * behind a guard, so the raw input is also fed to it straight).
  * FUZZ_SOURCES: controller/yamljson.c controller/kubeconfig.c controller/b64.c common/readfile.c
- * FUZZ_LIBS: -lyaml -ljansson
+ * FUZZ_LIBS: -lyaml -ljansson -lcrypto
  * FUZZ_ARGS: -max_len=16384
  */
 #include <stddef.h>
@@ -55,6 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (b64_decode((const char *)data, size, &out, &n) == 0) {
 		CHECK(n <= size / 4 * 3 + 3);
 		CHECK(out[n] == 0);
+		CHECK(!memchr(data, '-', size));   /* never a PEM-style early end */
 		free(out);
 	}
 	return 0;

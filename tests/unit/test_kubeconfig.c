@@ -132,8 +132,13 @@ static void test_b64(void **state)
 	assert_int_equal(n, 5);
 	assert_memory_equal(out, "hello", 5);
 	free(out);
-	assert_int_equal(b64_decode("aGVs\nbG8", 8, &out, &n), 0);   /* no padding, a newline */
+	assert_int_equal(b64_decode("aGVs\nbG8=\n", 10, &out, &n), 0);   /* line breaks */
 	assert_int_equal(n, 5);
+	assert_memory_equal(out, "hello", 6);       /* NUL-terminated past the data */
+	free(out);
+	assert_int_equal(b64_decode(" Zm9v\tYg==", 10, &out, &n), 0);
+	assert_int_equal(n, 4);
+	assert_memory_equal(out, "foob", 4);
 	free(out);
 	assert_int_equal(b64_decode("", 0, &out, &n), 0);
 	assert_int_equal(n, 0);
@@ -143,6 +148,15 @@ static void test_b64(void **state)
 	assert_int_equal(b64_decode("a===", 4, &out, &n), -EINVAL);
 	assert_int_equal(b64_decode("aGVsbG8=x", 9, &out, &n), -EINVAL);
 	assert_int_equal(b64_decode("a", 1, &out, &n), -EINVAL);
+	/* padding is required, as Kubernetes (Go's base64.StdEncoding) requires it */
+	assert_int_equal(b64_decode("aGVsbG8", 7, &out, &n), -EINVAL);
+	assert_int_equal(b64_decode("aGVsbG8==", 9, &out, &n), -EINVAL);
+	/* data after the padding; EVP_DecodeBlock would take these */
+	assert_int_equal(b64_decode("Zm9vYg==Zm9v", 12, &out, &n), -EINVAL);
+	/* '-' ends the data for OpenSSL's PEM decoder ("-----END"): refused, not truncated */
+	assert_int_equal(b64_decode("Zm9v-", 5, &out, &n), -EINVAL);
+	assert_int_equal(b64_decode("-Zm9v", 5, &out, &n), -EINVAL);
+	assert_int_equal(b64_decode("Zm9v-YmFy", 9, &out, &n), -EINVAL);
 	assert_string_equal((char *)out, "untouched");
 }
 
