@@ -6,10 +6,13 @@
  * and others to their GLIBC_2.34 versions (the ones that moved from libdl and libpthread into
  * libc), which an older loader refuses ("version `GLIBC_2.34' not found"). So every libc
  * function this library calls is bound here to the oldest version x86-64 glibc exports it
- * under, the one every glibc since has kept; libaiprof.so also names libdl.so.2 and
- * libpthread.so.0 (injector/preload/module.mk), where those functions live before 2.34.
- * fstat (2.33) and memfd_create (2.27) have no older version: lib.c calls them through
- * syscall(2). tests/integration/test_glibc.py reads the highest version the library needs
+ * under, the one every glibc since has kept. fstat (2.33) and memfd_create (2.27) have no
+ * older version: lib.c calls them through syscall(2). Before glibc 2.34 dlopen, dlsym and
+ * pthread_create live in libdl.so.2 and libpthread.so.0, which libaiprof.so does not name
+ * (from 2.34 on they are empty stubs that minimal images leave out): it loads into such a
+ * process when the process has loaded them itself (anything that uses threads or dlopen
+ * has); one that has neither is refused by its loader ("undefined symbol"), and
+ * `--method auto` records it with uprobes instead. tests/integration/test_glibc.py reads the highest version the library needs
  * and fails above GLIBC_2.17.
  *
  * Force-included into every source of injector/preload/ (module.mk).

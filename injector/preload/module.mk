@@ -13,8 +13,10 @@ $(foreach s,$(PRELOAD_SRCS),$(eval EXTRA_CFLAGS_$(subst /,_,$(basename $(s))) +=
 # aiprof_preload_build = first 64 bits of the SHA-256 of the objects linked in.
 $(PRELOAD_OBJS): injector/preload/glibc_compat.h
 
-# libdl.so.2 and libpthread.so.0 named (--no-as-needed): before glibc 2.34 the functions glibc_compat.h binds
-# live there, not in libc.so.6.
+# libdl.so.2 and libpthread.so.0 are NOT named: glibc 2.34 and later keep them only as empty
+# stubs that minimal images (an exact ldd closure) leave out, and loading would fail there.
+# Before 2.34 dlopen and pthread_create are found in them when the process has loaded them
+# (glibc_compat.h says what is left).
 $(BUILD)/libaiprof.so: $(PRELOAD_OBJS) $(PRELOAD_MAP)
 	$(call msg,LD,$@)
 	$(Q)id=$$(cat $(PRELOAD_OBJS) | sha256sum | cut -c1-16) && \
@@ -22,7 +24,6 @@ $(BUILD)/libaiprof.so: $(PRELOAD_OBJS) $(PRELOAD_MAP)
 	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $(PRELOAD_BUILD_ID).c -o $(PRELOAD_BUILD_ID).o && \
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libaiprof.so -Wl,-z,defs -Wl,-z,now \
 		-Wl,-z,nodelete -Wl,--version-script=$(PRELOAD_MAP) \
-		-o $@ $(PRELOAD_OBJS) $(PRELOAD_BUILD_ID).o -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 \
-		-Wl,--as-needed
+		-o $@ $(PRELOAD_OBJS) $(PRELOAD_BUILD_ID).o -ldl -lpthread
 
 LIBRARIES += $(BUILD)/libaiprof.so

@@ -39,10 +39,10 @@ def test_libaiprof_needs_no_glibc_newer_than_2_17():
     newest = versions(LIBAIPROF)[-1]
     assert newest <= (2, 17), f"libaiprof.so needs GLIBC_{'.'.join(map(str, newest))}: see " \
         "injector/preload/glibc_compat.h"
-    # where dlopen and pthread_create live before glibc 2.34
+    # no stub library that glibc 2.34+ images may leave out (an exact ldd closure)
     needed = re.findall(r"\(NEEDED\).*\[(.+)\]", subprocess.run(
         ["readelf", "-d", LIBAIPROF], capture_output=True, text=True, check=True).stdout)
-    assert {"libdl.so.2", "libpthread.so.0", "libc.so.6"} <= set(needed), needed
+    assert not {"libdl.so.2", "libpthread.so.0"} & set(needed), needed
 
 
 def debian11_root():
@@ -134,9 +134,10 @@ def test_trainer_of_glibc_2_31_is_profiled_with_the_default_method(old_trainer, 
 
 def test_a_library_the_target_refuses_is_explained(old_trainer, tmp_path):
     """libaiprof.so built without injector/preload/glibc_compat.h (so: GLIBC_2.34 symbols),
-    next to a copy of aiprof: the Debian 11 trainer's loader refuses it; the error carries
-    the loader's reason, the target's glibc and --method ebpf, exit 6; the trainer finishes
-    with its own checksum."""
+    next to a copy of aiprof: the Debian 11 trainer's loader refuses it; with --method ptrace
+    the error carries the loader's reason, the target's glibc and --method ebpf, exit 6; with
+    the default --method auto it is recorded with uprobes instead, the reason in the summary;
+    the trainer finishes with its own checksum."""
     if not runc_available():
         pytest.fail("runc is not installed (scripts/install-deps.sh)")
     root, tests = old_trainer
@@ -151,11 +152,18 @@ def test_a_library_the_target_refuses_is_explained(old_trainer, tmp_path):
     env = RuncEnv()
     try:
         c = run_in_debian11(env, root, tests)
-        r = subprocess.run([aiprof, "profile", "--pid", str(c.pid), "--duration", "2s", "-o",
-                            str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+        r = subprocess.run([aiprof, "profile", "--method", "ptrace", "--pid", str(c.pid), "--duration",
+                            "2s", "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
         assert r.returncode == 6, r.stderr
         assert "dlopen in the target failed: " in r.stderr and "version `GLIBC_2.3" in r.stderr, r.stderr
         assert "the target runs glibc 2.31" in r.stderr and "--method ebpf" in r.stderr, r.stderr
+        # the default, --method auto: the same refusal, then the eBPF method, and why
+        r = subprocess.run([aiprof, "profile", "--pid", str(c.pid), "--duration", "2s", "-o",
+                            str(tmp_path / "auto")], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        t = load_summary(tmp_path / "auto")["targets"][0]
+        assert t["method"] == "ebpf" and "version `GLIBC_2.3" in t["method_reason"], t
+        assert events(load_timeline(tmp_path / "auto"), "cuda_api"), "uprobes saw no CUDA call"
         assert c.wait(120) == 0, c.output()
         checksum_of(c.output())
     finally:
