@@ -113,6 +113,8 @@ static void write_target(struct jsonw *w, const struct target *t)
 	if (t->error)
 		jsonw_kv_str(w, "message", t->message);
 	jsonw_kv_str(w, "method", t->uprobe_method ? "ebpf" : "ptrace");
+	if (t->method_reason[0])        /* --method auto chose, and says why */
+		jsonw_kv_str(w, "method_reason", t->method_reason);
 	jsonw_kv_str(w, "injection", how[t->inj.how]);
 	write_us(w, "stopped_us", t->inj.stop_ns);
 	jsonw_kv_uint(w, "safe_point_attempts", t->inj.attempts);

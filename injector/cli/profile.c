@@ -83,10 +83,14 @@ static void usage(FILE *out)
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
 		"      --no-ebpf              library only: no eBPF collectors\n"
-		"      --method METHOD        how CUDA, NCCL and RDMA calls are seen: ptrace (default)\n"
-		"                             loads libaiprof.so into the process; ebpf puts uprobes\n"
-		"                             on its libraries instead: nothing is loaded into it and\n"
-		"                             it is never stopped (summary.json lists what it misses)\n"
+		"      --method METHOD        how CUDA, NCCL and RDMA calls are seen: ptrace loads\n"
+		"                             libaiprof.so into the process; ebpf puts uprobes on its\n"
+		"                             libraries instead: nothing is loaded into it and it is\n"
+		"                             never stopped (summary.json lists what it misses); auto\n"
+		"                             (default): ptrace, and ebpf for a process where that\n"
+		"                             cannot work or failed (static, a loader that refuses the\n"
+		"                             library, ptrace not allowed...), saying why (stderr,\n"
+		"                             summary.json method_reason); with --no-ebpf, ptrace only\n"
 		"      --lib PATH             libaiprof.so to inject (default: next to aiprof,\n"
 		"                             or $AIPROF_LIB)\n"
 		"      --inject-timeout DUR   how long to look for a safe point (default 5s)\n"
@@ -256,6 +260,17 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 		return r == -EPROTO || r == -EBADMSG ? r : -EIO;
 	}
 	return 0;
+}
+
+/* --method auto gives t the uprobe method, because of why (said on stderr and in the
+ * summary). */
+static void auto_chose_ebpf(struct target *t, const char *why)
+{
+	t->uprobe_method = true;
+	snprintf(t->method_reason, sizeof(t->method_reason), "auto: the eBPF method (uprobes, "
+		 "nothing loaded into the process), because %s", why);
+	log_notice("pid %d: --method auto: recording with the eBPF method (uprobes, nothing "
+		   "loaded into the process), because %s", t->pid, why);
 }
 
 /* --method ebpf: uprobes on the target's CUDA/NCCL/verbs libraries; recording starts now. */
@@ -449,7 +464,9 @@ struct profile_opts {
 	uint32_t collectors;            /* AIPROF_COLLECT_*: the library's; 0 = eBPF only */
 	struct inject_opts io;
 	struct ebpf_opts eo;
-	bool no_ebpf, uprobe_method;
+	bool no_ebpf;
+	enum { METHOD_AUTO, METHOD_PTRACE, METHOD_EBPF } method;
+	int lib_err;                    /* auto: libaiprof.so cannot be read (errno) */
 	char lib[PATH_MAX], outdir[PATH_MAX], s3url[PATH_MAX];
 	char container_id[CONTAINER_ID_MAX + 1];
 	const char *container_name, *match;
@@ -539,9 +556,15 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		o->no_ebpf = true;
 		return EXIT_OK;
 	case 'm':
-		if (strcmp(arg, "ebpf") != 0 && strcmp(arg, "ptrace") != 0)
-			return cli_fail(oc, EXIT_USAGE, 0, "--method '%s': use ptrace or ebpf", arg);
-		o->uprobe_method = strcmp(arg, "ebpf") == 0;
+		if (strcmp(arg, "auto") == 0)
+			o->method = METHOD_AUTO;
+		else if (strcmp(arg, "ptrace") == 0)
+			o->method = METHOD_PTRACE;
+		else if (strcmp(arg, "ebpf") == 0)
+			o->method = METHOD_EBPF;
+		else
+			return cli_fail(oc, EXIT_USAGE, 0, "--method '%s': use auto, ptrace or ebpf",
+					arg);
 		return EXIT_OK;
 	case 'L':
 		snprintf(o->lib, sizeof(o->lib), "%s", arg);
@@ -646,10 +669,13 @@ static int resolve_inputs(struct cli_result *oc, struct profile_opts *o)
 		default_lib_path(o->lib, sizeof(o->lib));
 		o->io.lib_path = o->lib;
 	}
-	if (!o->uprobe_method && access(o->io.lib_path, R_OK) < 0)
-		return cli_fail(oc, EXIT_FAILURE_, -errno, "cannot read the interception library %s: "
-			    "%m (build it with 'make', or point --lib / AIPROF_LIB at libaiprof.so)",
-			    o->io.lib_path);
+	if (o->method != METHOD_EBPF && access(o->io.lib_path, R_OK) < 0) {
+		if (o->method == METHOD_PTRACE)
+			return cli_fail(oc, EXIT_FAILURE_, -errno, "cannot read the interception "
+				    "library %s: %m (build it with 'make', or point --lib / AIPROF_LIB "
+				    "at libaiprof.so)", o->io.lib_path);
+		o->lib_err = errno;     /* auto: the eBPF method for every target, saying why */
+	}
 	return EXIT_OK;
 }
 
@@ -671,8 +697,13 @@ static int prepare_targets(struct run *run)
 		t->store.max_events = max_events;
 		t->pid = o->pids[i];
 		r = target_preflight(t->pid, msg, sizeof(msg));
-		if (r == -ENOEXEC && o->uprobe_method)
-			r = 0;  /* static binary: nothing to dlopen into, but uprobes need nothing */
+		if (r == -ENOEXEC && (o->method == METHOD_EBPF ||
+				      (o->method == METHOD_AUTO && !o->no_ebpf))) {
+			/* static binary: nothing to dlopen into, but uprobes need nothing */
+			if (o->method == METHOD_AUTO)
+				auto_chose_ebpf(t, msg);
+			r = 0;
+		}
 		if (r < 0)
 			return cli_fail(run->oc, exit_code_for(r), 0, "%s", msg);
 		target_read_identity(t);
@@ -684,10 +715,13 @@ static int prepare_targets(struct run *run)
 	return EXIT_OK;
 }
 
-/* Loads the library into t (or puts uprobes on it): 0, or a negative errno in t->message. */
+/* Loads the library into t (or puts uprobes on it): 0, or a negative errno in t->message.
+ * --method auto: ptrace injection, and the uprobe method where that cannot work or failed
+ * (the target is as it was after a failed injection), the choice in t->method_reason. */
 static int attach_one(struct target *t, const struct profile_opts *o)
 {
-	int r;
+	char ptrace_msg[sizeof(t->message)];
+	int r, r2;
 
 	if (!target_same_process(t)) {
 		snprintf(t->message, sizeof(t->message), "the process chosen exited before we "
@@ -695,7 +729,37 @@ static int attach_one(struct target *t, const struct profile_opts *o)
 			 " (its pid now names another process, which is left alone)");
 		return -ESRCH;
 	}
-	r = o->uprobe_method ? attach_target_uprobes(t, o->collectors) : attach_target(t, &o->io);
+	if (o->method == METHOD_AUTO && o->no_ebpf && !t->uprobe_method) {
+		r = attach_target(t, &o->io);   /* --no-ebpf: no uprobes to fall back to */
+	} else if (o->method == METHOD_AUTO && o->lib_err && !t->uprobe_method) {
+		snprintf(ptrace_msg, sizeof(ptrace_msg), "the interception library %s cannot be "
+			 "read: %s", o->io.lib_path, strerror(o->lib_err));
+		auto_chose_ebpf(t, ptrace_msg);
+		r = attach_target_uprobes(t, o->collectors);
+	} else if (o->method == METHOD_EBPF || t->uprobe_method) {
+		r = attach_target_uprobes(t, o->collectors);
+	} else {
+		r = attach_target(t, &o->io);
+		if (r >= 0 && o->method == METHOD_AUTO)
+			snprintf(t->method_reason, sizeof(t->method_reason), "auto: libaiprof.so "
+				 "loaded by ptrace injection");
+		if (r < 0 && r != -ESRCH && o->method == METHOD_AUTO && target_same_process(t)) {
+			/* the injection left the process as it was: look at it from outside */
+			snprintf(ptrace_msg, sizeof(ptrace_msg), "%s", t->message);
+			auto_chose_ebpf(t, ptrace_msg);
+			r2 = attach_target_uprobes(t, o->collectors);
+			if (r2 < 0) {   /* neither: both reasons, the injection's exit code */
+				char ebpf_msg[sizeof(t->message)];
+
+				snprintf(ebpf_msg, sizeof(ebpf_msg), "%s", t->message);
+				snprintf(t->message, sizeof(t->message), "%s; and the eBPF method "
+					 "failed too: %s", ptrace_msg, ebpf_msg);
+			} else {
+				t->message[0] = '\0';
+				r = 0;
+			}
+		}
+	}
 	if (r >= 0 && !target_same_process(t)) {
 		/* it exited while we attached, and its pid was taken at once: what we reached is
 		 * not what was chosen; record nothing of it */
@@ -962,6 +1026,16 @@ static void report_results(struct run *run)
 	if (!term)
 		return;
 	termlog_count(term, "processes", run->nok);
+	{
+		uint64_t by_uprobes = 0;
+
+		for (size_t i = 0; i < run->o->npids; i++)
+			by_uprobes += !run->targets[i].error && run->targets[i].uprobe_method &&
+				      run->o->collectors;
+		/* of those, recorded through uprobes (--method ebpf, or auto's choice) */
+		if (by_uprobes)
+			termlog_count(term, "processes_ebpf_method", by_uprobes);
+	}
 	termlog_count(term, "processes_failed", run->o->npids - run->nok);
 	termlog_count(term, "events", events);
 	termlog_count(term, "dropped", dropped);

@@ -33,6 +33,7 @@ struct target {
 	struct inject_report inj;
 	struct session *session;
 	bool uprobe_method;             /* --method ebpf: uprobes, nothing loaded into it */
+	char method_reason[640];        /* --method auto: why this method for this process */
 	struct uprobe_session *uprobes; /* --method ebpf, once attached */
 	struct event_store store;
 	struct proc_syms *syms;         /* for kernel names from host stubs */

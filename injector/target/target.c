@@ -134,7 +134,7 @@ int target_preflight(pid_t pid, char *msg, size_t len)
 	if (pt.is_static || pt.libc == PROC_LIBC_NONE) {
 		snprintf(msg, len, "pid %d is a statically linked binary (no dynamic loader, no "
 			 "shared libc), so libaiprof.so cannot be loaded into it; profile it with "
-			 "the eBPF-only method instead (--method ebpf; not implemented yet)", pid);
+			 "the eBPF method instead (--method ebpf, or auto)", pid);
 		r = -ENOEXEC;
 		goto out;
 	}

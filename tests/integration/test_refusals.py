@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import AIPROF, run_aiprof, require_root, start_trainer, thread_states
+from conftest import AIPROF, load_summary, run_aiprof, require_root, start_trainer, thread_states
 
 EXIT_USAGE, EXIT_NO_TARGET, EXIT_PERMISSION, EXIT_UNSUPPORTED = 2, 3, 4, 5
 
@@ -69,9 +69,16 @@ def test_already_traced(procs, tmp_path):
             if "TracerPid:\t0" not in f.read():
                 break
         time.sleep(0.02)
-    r = run_aiprof(["profile", "--pid", str(pid), "-d", "100ms", "-o", str(tmp_path / "x")])
+    r = run_aiprof(["profile", "--method", "ptrace", "--pid", str(pid), "-d", "100ms", "-o",
+                    str(tmp_path / "x")])
     assert r.returncode == EXIT_PERMISSION, r.stderr
     assert f"already traced by pid {tracer.pid}" in r.stderr
+    # the default, --method auto: records it from outside instead, and says why
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "500ms", "-o", str(tmp_path / "y")])
+    assert r.returncode == 0, r.stderr
+    assert "--method auto: recording with the eBPF method" in r.stderr, r.stderr
+    t = load_summary(tmp_path / "y")["targets"][0]
+    assert t["method"] == "ebpf" and f"already traced by pid {tracer.pid}" in t["method_reason"], t
 
 
 def test_static_binary(procs, tmp_path):
@@ -80,9 +87,17 @@ def test_static_binary(procs, tmp_path):
                 "-static", "-O2")
     p, _ = procs.start([exe])
     time.sleep(0.1)
-    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "100ms", "-o", str(tmp_path / "x")])
+    r = run_aiprof(["profile", "--method", "ptrace", "--pid", str(p.pid), "-d", "100ms", "-o",
+                    str(tmp_path / "x")])
     assert r.returncode == EXIT_UNSUPPORTED, r.stderr
     assert "statically linked" in r.stderr and "eBPF" in r.stderr
+    assert_untouched(p.pid)
+    # --method auto (the default) records it with the eBPF method, saying why
+    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "300ms", "-o", str(tmp_path / "y")])
+    assert r.returncode == 0, r.stderr
+    t = load_summary(tmp_path / "y")["targets"][0]
+    assert t["method"] == "ebpf" and "statically linked" in t["method_reason"], t
+    assert "--method auto: recording with the eBPF method" in r.stderr, r.stderr
     assert_untouched(p.pid)
 
 
@@ -104,8 +119,17 @@ def test_unsupported_arch_32bit(procs, tmp_path):
 
 
 def test_missing_library_says_how_to_fix(procs, tmp_path):
-    r = run_aiprof(["profile", "--pid", str(os.getpid()), "--lib", str(tmp_path / "nope.so")])
+    r = run_aiprof(["profile", "--method", "ptrace", "--pid", str(os.getpid()), "--lib",
+                    str(tmp_path / "nope.so")])
     assert r.returncode == 1 and "AIPROF_LIB" in r.stderr
+    # auto: the eBPF method, and why
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "1", "--run-seconds", "30")
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "300ms", "--lib", str(tmp_path / "nope.so"),
+                    "-o", str(tmp_path / "y")])
+    assert r.returncode == 0, r.stderr
+    t = load_summary(tmp_path / "y")["targets"][0]
+    assert t["method"] == "ebpf" and "nope.so cannot be read" in t["method_reason"], t
 
 
 def test_target_exits_during_window(procs, tmp_path):
