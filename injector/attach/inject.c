@@ -440,7 +440,7 @@ static void target_glibc_version(pid_t pid, char *out, size_t len)
 	for (size_t i = 0; i < m->n && !out[0]; i++) {
 		const struct maps_entry *e = &m->v[i];
 		const char *base = e->path ? strrchr(e->path, '/') : NULL;
-		char path[128];
+		char path[600];
 		struct stat st;
 		char *buf = NULL, *hit;
 		ssize_t n = -1;
@@ -449,10 +449,14 @@ static void target_glibc_version(pid_t pid, char *out, size_t len)
 		base = base ? base + 1 : e->path;
 		if (!base || e->offset != 0 || (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5)))
 			continue;
-		/* the file the target mapped, whatever mount namespace it lives in */
+		/* the file the target mapped, whatever mount namespace it lives in (map_files
+		 * wants CAP_SYS_ADMIN; its root, ptrace access, is the fallback) */
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, e->start,
 			 e->end);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && e->path[0] == '/' &&
+		    (size_t)snprintf(path, sizeof(path), "/proc/%d/root%s", pid, e->path) < sizeof(path))
+			fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20) &&
