@@ -699,8 +699,9 @@ static int prepare_targets(struct run *run)
 		r = target_preflight(t->pid, msg, sizeof(msg));
 		if (r == -ENOEXEC && (o->method == METHOD_EBPF ||
 				      (o->method == METHOD_AUTO && !o->no_ebpf))) {
-			/* static binary: nothing to dlopen into, but uprobes need nothing */
-			if (o->method == METHOD_AUTO)
+			/* static binary: nothing to dlopen into, but uprobes need nothing (and
+			 * with eBPF collectors only there is nothing to choose) */
+			if (o->method == METHOD_AUTO && o->collectors)
 				auto_chose_ebpf(t, msg);
 			r = 0;
 		}
