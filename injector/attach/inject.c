@@ -450,16 +450,19 @@ static void target_glibc_version(pid_t pid, char *out, size_t len)
 		if (!base || e->offset != 0 || (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5)))
 			continue;
 		/* the file the target mapped, whatever mount namespace it lives in (map_files
-		 * wants CAP_SYS_ADMIN; its root, ptrace access, is the fallback) */
+		 * wants CAP_SYS_ADMIN; its root, ptrace access, is the fallback). The path is the
+		 * target's to change since it mapped it: never block on what is there now (a
+		 * FIFO), never follow a last symlink, and read a regular file only. */
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, e->start,
 			 e->end);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0 && e->path[0] == '/' &&
 		    (size_t)snprintf(path, sizeof(path), "/proc/%d/root%s", pid, e->path) < sizeof(path))
-			fd = open(path, O_RDONLY | O_CLOEXEC);
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 		if (fd < 0)
 			continue;
-		if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20) &&
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+		    st.st_size < (64 << 20) &&
 		    (buf = malloc((size_t)st.st_size + 1)))
 			n = pread(fd, buf, (size_t)st.st_size, 0);
 		close(fd);
