@@ -10,6 +10,14 @@ struct cpu_sample {
 	struct ebpf_stacks st;
 };
 
+/* a sample with its stack copy: only its first sizeof(s) + EBPF_UCOPY_HDR + u.bytes go out */
+struct cpu_sample_ucopy {
+	struct cpu_sample s;
+	struct ebpf_ucopy u;
+};
+
 _Static_assert(sizeof(struct cpu_sample) == 40 + EBPF_STACKS_SIZE, "cpu_sample layout");
+_Static_assert(sizeof(struct cpu_sample_ucopy) == sizeof(struct cpu_sample) +
+	       sizeof(struct ebpf_ucopy), "cpu_sample_ucopy layout");
 
 #endif

@@ -14,9 +14,11 @@
 #include <bpf/bpf_core_read.h>
 #include "offcpu.h"
 #include "pystack.bpf.h"
+#include "ucopy.bpf.h"
 
 const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
+const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
 
 bool running = false;
 __u64 lost = 0;
@@ -46,12 +48,15 @@ static __always_inline __u32 task_state(struct task_struct *t)
 	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
 }
 
-static __always_inline struct pt_regs *user_regs(struct task_struct *t)
-{
-	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
-		return NULL;
-	return (struct pt_regs *)bpf_task_pt_regs(t);
-}
+/* where a record with a stack copy is put together before it goes on the ring buffer */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_event_ucopy);
+} offcpu_scratch SEC(".maps");
+
+#define user_regs ucopy_user_regs
 
 static __always_inline struct offcpu_total *totals(__u32 tgid)
 {
@@ -78,10 +83,20 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 	struct pt_regs *regs;
 	__u32 tgid = BPF_CORE_READ(t, tgid), tid = BPF_CORE_READ(t, pid);
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost, 1);
-		return;
+	struct offcpu_event_ucopy *x = NULL;
+	__u32 zero = 0, size;
+
+	if (ucopy_max && user_stack) {
+		x = bpf_map_lookup_elem(&offcpu_scratch, &zero);
+		if (!x)
+			return;
+		e = &x->e;
+	} else {
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			__sync_fetch_and_add(&lost, 1);
+			return;
+		}
 	}
 	e->hdr.type = EBPF_REC_OFFCPU;
 	e->hdr.tgid = tgid;
@@ -105,7 +120,17 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 		e->st.uips[0] = regs ? BPF_CORE_READ(regs, ip) : 0;
 		e->st.ustack_bytes = e->st.uips[0] ? 8 : 0;
 	}
-	bpf_ringbuf_submit(e, 0);
+	if (x) {
+		size = sizeof(x->e) + ucopy_fill(&x->u, t, ucopy_max);
+		if (size > sizeof(*x))
+			size = sizeof(*x);
+		if (bpf_ringbuf_output(&events, x, size, 0)) {
+			__sync_fetch_and_add(&lost, 1);
+			return;
+		}
+	} else {
+		bpf_ringbuf_submit(e, 0);
+	}
 	tot = totals(tgid);
 	if (tot)
 		tot->emitted++;

@@ -32,6 +32,12 @@ struct offcpu_event {
 	struct ebpf_stacks st;    /* where it slept */
 };
 
+/* a record with its stack copy: only its first sizeof(e) + EBPF_UCOPY_HDR + u.bytes go out */
+struct offcpu_event_ucopy {
+	struct offcpu_event e;
+	struct ebpf_ucopy u;
+};
+
 /* Per target process (map offcpu_totals, per CPU): every block, also the short ones. */
 struct offcpu_total {
 	__u64 count;

@@ -77,8 +77,28 @@ struct ebpf_target {
 
 #define EBPF_STACKS_SIZE (16 + 8 * (EBPF_KSTACK_MAX + EBPF_USTACK_MAX) + 16 * EBPF_PY_MAX)
 
+/*
+ * For unwinding by CFI in user space (injector/target/unwind.h): the thread's user
+ * registers and a copy of its user stack from the stack pointer up, appended to a CPU
+ * sample or an off-CPU record. Whole pages after the first partial one, until a page
+ * cannot be read (the top of the stack) or ucopy_max bytes. Only the used part of data
+ * is on the ring buffer: a record is sizeof(fixed part) + EBPF_UCOPY_HDR + bytes.
+ */
+#define EBPF_UCOPY_MAX 16384      /* bytes of stack at most, a multiple of the page size */
+#define EBPF_UCOPY_REGS 17        /* x86_64 DWARF order: rax rdx rcx rbx rsi rdi rbp rsp
+				   * r8..r15, rip */
+#define EBPF_UCOPY_HDR (8 * EBPF_UCOPY_REGS + 8)
+
+struct ebpf_ucopy {
+	__u64 regs[EBPF_UCOPY_REGS];
+	__u32 bytes;              /* of data used, copied from regs[7] (sp) upward */
+	__u32 pad;
+	__u8 data[EBPF_UCOPY_MAX];
+};
+
 _Static_assert(sizeof(struct ebpf_rec_hdr) == 40, "ebpf_rec_hdr layout");
 _Static_assert(sizeof(struct ebpf_py_frame) == 16, "ebpf_py_frame layout");
 _Static_assert(sizeof(struct ebpf_stacks) == EBPF_STACKS_SIZE, "ebpf_stacks layout");
+_Static_assert(sizeof(struct ebpf_ucopy) == EBPF_UCOPY_HDR + EBPF_UCOPY_MAX, "ebpf_ucopy layout");
 
 #endif

@@ -466,6 +466,11 @@ const struct elf_info *elf_file__info(const struct elf_file *f)
 	return f ? &f->info : NULL;
 }
 
+struct Elf *elf_file__libelf(const struct elf_file *f)
+{
+	return f->elf;
+}
+
 bool elf_info__is_x86_64(const struct elf_info *info)
 {
 	return info && info->elf_class == ELFCLASS64 && info->machine == EM_X86_64;

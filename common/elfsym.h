@@ -19,6 +19,7 @@
 
 struct elf_file;
 struct maps_entry;
+struct Elf;
 
 struct elf_segment {         /* one PT_LOAD */
 	uint64_t vaddr, memsz;
@@ -57,6 +58,9 @@ void elf_file__free(struct elf_file *f);  /* NULL-safe */
 
 /* Points into f; valid until elf_file__free(). */
 const struct elf_info *elf_file__info(const struct elf_file *f);
+
+/* libelf's handle of f (for libdw); valid until elf_file__free(). */
+struct Elf *elf_file__libelf(const struct elf_file *f);
 
 /* ELFCLASS64 and EM_X86_64: the only kind the injector supports. */
 bool elf_info__is_x86_64(const struct elf_info *info);

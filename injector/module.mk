@@ -4,7 +4,7 @@
 INJECTOR_LAYERS := cli merge artifacts analyze collect attach target model
 INJECTOR_SRCS := $(filter-out injector/cli/main.c,$(foreach d,$(INJECTOR_LAYERS),$(wildcard injector/$(d)/*.c)))
 INJECTOR_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(INJECTOR_SRCS))
-INJECTOR_LDLIBS := -lelf -lz -ldl -lpthread -lstdc++ -lcurl -lcrypto -ljansson -lm
+INJECTOR_LDLIBS := -ldw -lelf -lz -ldl -lpthread -lstdc++ -lcurl -lcrypto -ljansson -lm
 
 $(BUILD)/libinjector.a: $(INJECTOR_OBJS)
 	$(call msg,AR,$@)

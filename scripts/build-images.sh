@@ -33,7 +33,7 @@ SUITE=bookworm
 EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}"
 
 # what the Dockerfiles' final stages install (keep in step with them)
-INJECTOR_PACKAGES="ca-certificates libcurl4 libjansson4 libssl3 libelf1 zlib1g libbpf1 libstdc++6"
+INJECTOR_PACKAGES="ca-certificates libcurl4 libjansson4 libssl3 libelf1 libdw1 zlib1g libbpf1 libstdc++6"
 CONTROLLER_PACKAGES="ca-certificates libcurl4 libjansson4 libyaml-0-2 libwebsockets17 libssl3 tzdata"
 
 die() {

@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
 	# build
 	build-essential make pkg-config clang llvm lld libclang-rt-14-dev
-	libelf-dev zlib1g-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
+	libelf-dev libdw-dev zlib1g-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
 	libwebsockets-dev libibverbs-dev libbpf-dev bpftool linux-libc-dev
 	# tests
 	libcmocka-dev util-linux procps strace python3-pytest python3-yaml

@@ -151,6 +151,51 @@ static void write_offcpu(struct jsonw *w, const struct ebpf *e, const struct ebp
 	free(r);
 }
 
+/*
+ * How the native stacks were walked (CPU samples and off-CPU records together), why the
+ * CFI walks ended, and what the unwind tables cost.
+ */
+static void write_unwinding(struct jsonw *w, const struct ebpf *e)
+{
+	uint64_t fp = 0, cfi = 0, fp_frames = 0, ends[UNWIND_END__N] = { 0 };
+	struct unwind_stats us = { 0 };
+
+	for (size_t i = 0; i < e->nt; i++) {
+		fp += e->t[i].stacks_fp;
+		cfi += e->t[i].stacks_cfi;
+		fp_frames += e->t[i].unwind_fp_frames;
+		for (int k = 0; k < UNWIND_END__N; k++)
+			ends[k] += e->t[i].unwind_ends[k];
+	}
+	jsonw_key(w, "unwinding");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "method", e->uw ? "cfi" : "fp");
+	jsonw_kv_uint(w, "stack_copy_bytes", e->opts.unwind_stack_bytes);
+	jsonw_kv_uint(w, "stacks_frame_pointers", fp);
+	jsonw_kv_uint(w, "stacks_cfi", cfi);
+	jsonw_kv_uint(w, "cfi_frames_by_frame_pointer", fp_frames);
+	jsonw_key(w, "ends");
+	jsonw_obj_open(w);
+	for (int k = 0; k < UNWIND_END__N; k++)
+		jsonw_kv_uint(w, unwind_end_name((enum unwind_end)k), ends[k]);
+	jsonw_obj_close(w);
+	if (e->uw) {
+		unwind_tables__stats(e->uw, &us);
+		jsonw_key(w, "tables");
+		jsonw_obj_open(w);
+		jsonw_kv_uint(w, "modules", us.modules);
+		jsonw_kv_uint(w, "modules_without_cfi", us.modules_without_cfi);
+		jsonw_kv_uint(w, "cfi_section_bytes", us.cfi_bytes);
+		jsonw_kv_uint(w, "frames_cached", us.frames_cached);
+		jsonw_kv_uint(w, "frames_cache_max", us.frames_cache_max);
+		jsonw_kv_uint(w, "frames_cache_bytes", us.frames_cache_bytes);
+		jsonw_kv_uint(w, "lookups", us.lookups);
+		jsonw_kv_uint(w, "cache_hits", us.cache_hits);
+		jsonw_obj_close(w);
+	}
+	jsonw_obj_close(w);
+}
+
 static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebpf_tdata *td)
 {
 	const struct psym_module *mods = NULL;
@@ -250,8 +295,8 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "cpu_samples", samples);
 	jsonw_kv_double(w, "truncated_stack_share", share(trunc, user));
 	jsonw_kv_str(w, "truncated_stack_rule", "the native user stack did not reach a thread's "
-		     "first frame (_start, start_thread, clone): code without frame pointers on the "
-		     "way, or deeper than 96 frames");
+		     "first frame (_start, start_thread, clone): see unwinding.ends for why");
+	write_unwinding(w, e);
 	jsonw_kv_uint(w, "unique_stacks", stack_store__nstacks(&e->stacks));
 	jsonw_kv_uint(w, "offcpu_events", off);
 	jsonw_kv_uint(w, "slow_syscall_events", slow);

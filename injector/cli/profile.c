@@ -82,6 +82,11 @@ static void usage(FILE *out)
 		"      --frequency HZ         on-CPU samples per second (default 99)\n"
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
+		"      --unwind cfi|fp        native stacks of the eBPF collectors: cfi (default)\n"
+		"                             copies 16 KiB of user stack per sample and unwinds\n"
+		"                             it with the modules' .eh_frame/.debug_frame where\n"
+		"                             frame pointers do not reach the thread's first frame;\n"
+		"                             fp: frame pointers only (cheaper, cut without them)\n"
 		"      --no-ebpf              library only: no eBPF collectors\n"
 		"      --method METHOD        how CUDA, NCCL and RDMA calls are seen: ptrace loads\n"
 		"                             libaiprof.so into the process; ebpf puts uprobes on its\n"
@@ -555,6 +560,14 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 	case 'N':
 		o->no_ebpf = true;
 		return EXIT_OK;
+	case 'U':
+		if (strcmp(arg, "cfi") == 0)
+			o->eo.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES;
+		else if (strcmp(arg, "fp") == 0)
+			o->eo.unwind_stack_bytes = 0;
+		else
+			return cli_fail(oc, EXIT_USAGE, 0, "--unwind '%s': use cfi or fp", arg);
+		return EXIT_OK;
 	case 'm':
 		if (strcmp(arg, "auto") == 0)
 			o->method = METHOD_AUTO;
@@ -610,6 +623,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "offcpu-min", required_argument, NULL, 'M' },
 		{ "slow-syscall", required_argument, NULL, 'S' },
 		{ "no-ebpf", no_argument, NULL, 'N' },
+		{ "unwind", required_argument, NULL, 'U' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -623,7 +637,8 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		.collectors = AIPROF_COLLECT_ALL,
 		.io = { .timeout_ns = 5 * NSEC_PER_SEC },
 		.eo = { .collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
-			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC },
+			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
+			.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES },
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:d:o:vqh", opts, NULL)) != -1) {

@@ -406,6 +406,14 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	r = symbolizer__new(&e->symz);
 	if (r < 0)
 		goto fail_msg;
+	_Static_assert(EBPF_UNWIND_STACK_BYTES == EBPF_UCOPY_MAX, "stack copy size");
+	if (e->opts.unwind_stack_bytes > EBPF_UCOPY_MAX)
+		e->opts.unwind_stack_bytes = EBPF_UCOPY_MAX;
+	if (e->opts.unwind_stack_bytes) {
+		r = unwind_tables__new(0, &e->uw);
+		if (r < 0)
+			goto fail_msg;
+	}
 	r = setup_targets(e, pids, npids);
 	if (r < 0)
 		goto fail_msg;
@@ -572,6 +580,7 @@ void ebpf__free(struct ebpf *e)
 	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++)
 		if (e->shared_fd[i] >= 0)
 			close(e->shared_fd[i]);
+	unwind_tables__free(e->uw);
 	symbolizer__free(e->symz);
 	stack_store__clear(&e->stacks);
 	stack_tree__clear(&e->tree);

@@ -37,12 +37,15 @@ struct ebpf_opts {
 	uint64_t offcpu_min_ns;           /* shortest block recorded; default 1 ms */
 	uint64_t slow_syscall_ns;         /* a call at least this long is an event; default 1 ms */
 	const char *btf_path;             /* NULL: $AIPROF_VMLINUX_BTF, else /sys/kernel/btf/vmlinux */
+	uint32_t unwind_stack_bytes;      /* user stack copied per stack for CFI unwinding, at
+					   * most EBPF_UCOPY_MAX; 0: frame pointers only */
 	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);
 					   * past it events count in the flame graphs and totals
 					   * only, so memory stays flat however long the window */
 };
 
 #define EBPF_DEFAULT_FREQUENCY 99
+#define EBPF_UNWIND_STACK_BYTES 16384     /* --unwind cfi: the most the kernel side copies */
 #define EBPF_MAX_FREQUENCY 10000
 
 struct ebpf;

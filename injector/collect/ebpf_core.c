@@ -172,16 +172,105 @@ static unsigned user_frame_flags(struct ebpf_tdata *td, const struct ebpf_stacks
 	return (unsigned)(v >> UC_FLAGS_SHIFT) & 0xff;
 }
 
-int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
-		    bool offcpu, bool count, uint32_t *ret_leaf, uint32_t *ret_wchan)
+/* ---- CFI unwinding over a record's stack copy ----------------------------------------- */
+
+struct ucopy_target {
+	const struct ebpf_ucopy *uc;
+	struct proc_symbolizer *syms;
+};
+
+static bool ucopy_read(void *arg, uint64_t addr, uint64_t *ret)
 {
-	uint32_t kernel[EBPF_KSTACK_MAX], native[EBPF_USTACK_MAX], py[EBPF_PY_MAX];
-	bool eval[EBPF_USTACK_MAX], seg_end[EBPF_PY_MAX];
+	const struct ucopy_target *u = arg;
+	uint64_t sp = u->uc->regs[UW_RSP];
+
+	if (addr < sp || addr - sp > u->uc->bytes || u->uc->bytes - (addr - sp) < 8)
+		return false;
+	memcpy(ret, u->uc->data + (addr - sp), 8);
+	return true;
+}
+
+static int ucopy_code(void *arg, uint64_t pc, struct unwind_code *ret)
+{
+	const struct ucopy_target *u = arg;
+
+	return proc_symbolizer__code(u->syms, pc, ret);
+}
+
+const struct ebpf_ucopy *ebpf_ucopy_of(struct ebpf *e, const void *data, size_t size,
+				       size_t fixed)
+{
+	const struct ebpf_ucopy *uc;
+
+	if (size < fixed + EBPF_UCOPY_HDR)
+		return NULL;
+	uc = (const void *)((const char *)data + fixed);
+	if (uc->bytes > EBPF_UCOPY_MAX || size < fixed + EBPF_UCOPY_HDR + uc->bytes) {
+		e->bad_records++;
+		return NULL;
+	}
+	return uc;
+}
+
+/* Frames by CFI into pcs; 0 frames when there is nothing to unwind with. -ENOMEM. */
+static int unwind_copy(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_ucopy *uc,
+		       uint64_t *pcs, size_t max, struct unwind_result *ret)
+{
+	struct ucopy_target u = { .uc = uc, .syms = td->syms };
+	struct unwind_target tgt = { .read = ucopy_read, .code = ucopy_code, .arg = &u };
+	struct unwind_regs regs = { .valid = (1u << UW_NREGS) - 1 };
+
+	*ret = (struct unwind_result){ .end = UNWIND_END_BAD_FRAME };
+	if (!e->uw || !td->syms || !uc->regs[UW_RIP])
+		return 0;
+	memcpy(regs.r, uc->regs, sizeof(regs.r));
+	return unwind_stack(e->uw, &tgt, &regs, pcs, max, ret);
+}
+
+/*
+ * User frames of ips[0..n) (ips[0] exact, the others return addresses) into native/eval,
+ * stopping at the first address that is not code. Returns the count, or -ENOMEM;
+ * *ret_root: stopped at a named thread root, *ret_bad: stopped at a non-code address.
+ */
+static int user_frames(struct ebpf *e, struct ebpf_tdata *td, const uint64_t *ips, size_t n,
+		       uint32_t *native, bool *eval, bool *ret_root, bool *ret_bad)
+{
+	size_t nn = 0;
+
+	*ret_root = *ret_bad = false;
+	for (size_t i = 0; i < n; i++) {
+		/* return addresses point after the call: look up the call itself */
+		uint64_t v = user_frame(e, td, i ? ips[i] - 1 : ips[i]);
+
+		if (v == UINT64_MAX)
+			return -ENOMEM;
+		if (!((v >> UC_FLAGS_SHIFT) & USYM_MAPPED)) {
+			*ret_bad = true;
+			break;
+		}
+		native[nn] = (uint32_t)v;
+		eval[nn] = (v & UC_EVAL) != 0;
+		nn++;
+		if (v & UC_ROOT) {
+			*ret_root = true;
+			break;
+		}
+	}
+	return (int)nn;
+}
+
+int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
+		    const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
+		    uint32_t *ret_wchan)
+{
+	uint32_t kernel[EBPF_KSTACK_MAX], native[UNWIND_MAX_FRAMES], py[EBPF_PY_MAX];
+	bool eval[UNWIND_MAX_FRAMES], seg_end[EBPF_PY_MAX];
 	uint32_t out[STACK_MAX_FRAMES], wchan = UINT32_MAX;
+	uint64_t pcs[UNWIND_MAX_FRAMES];
 	size_t nk = 0, nn = 0, np = 0, nkr, nur, n;
-	bool truncated = false, reached_root = false, any_eval = false;
+	bool truncated = false, reached_root = false, any_eval = false, bad;
 	struct stack_merge_in in;
-	int id;
+	int id, r;
 
 	nkr = st->kstack_bytes > 0 ? (size_t)st->kstack_bytes / 8 : 0;
 	nur = st->ustack_bytes > 0 ? (size_t)st->ustack_bytes / 8 : 0;
@@ -224,25 +313,38 @@ int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_sta
 		}
 	}
 
-	/* user: stop at the first address that is not code (a broken frame-pointer chain) */
-	for (size_t i = 0; i < nur; i++) {
-		/* return addresses point after the call: look up the call itself */
-		uint64_t addr = i ? st->uips[i] - 1 : st->uips[i], v;
+	/*
+	 * user: the frame-pointer chain first, stopped at the first address that is not code
+	 * (where the chain broke). Where it reached a named thread root it is the whole stack;
+	 * otherwise the stack copy, if any, is unwound by CFI, and whichever walk got further
+	 * is kept.
+	 */
+	r = user_frames(e, td, (const uint64_t *)st->uips, nur, native, eval, &reached_root, &truncated);
+	if (r < 0)
+		return r;
+	nn = (size_t)r;
+	if (!reached_root && uc && e->uw) {
+		struct unwind_result ur;
+		uint32_t cnative[UNWIND_MAX_FRAMES];
+		bool ceval[UNWIND_MAX_FRAMES], croot;
+		size_t cn;
 
-		v = user_frame(e, td, addr);
-		if (v == UINT64_MAX)
+		if (unwind_copy(e, td, uc, pcs, UNWIND_MAX_FRAMES, &ur) < 0)
 			return -ENOMEM;
-		if (!((v >> UC_FLAGS_SHIFT) & USYM_MAPPED)) {
-			truncated = true;
-			break;
-		}
-		native[nn] = (uint32_t)v;
-		eval[nn] = (v & UC_EVAL) != 0;
-		any_eval |= eval[nn];
-		nn++;
-		if (v & UC_ROOT) {
-			reached_root = true;
-			break;
+		r = user_frames(e, td, pcs, ur.n, cnative, ceval, &croot, &bad);
+		if (r < 0)
+			return r;
+		cn = (size_t)r;
+		if (cn && (ur.end == UNWIND_END_ROOT || croot || cn > nn)) {
+			memcpy(native, cnative, cn * sizeof(*native));
+			memcpy(eval, ceval, cn * sizeof(*eval));
+			nn = cn;
+			reached_root = ur.end == UNWIND_END_ROOT || croot;
+			truncated = !reached_root;
+			td->stacks_cfi++;
+			td->unwind_ends[ur.end]++;
+			td->unwind_fp_frames += ur.fp_frames;
+			goto user_done;
 		}
 	}
 	/*
@@ -255,6 +357,11 @@ int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_sta
 		reached_root = true;
 	if (nn && !reached_root)
 		truncated = true;
+	if (nn)
+		td->stacks_fp++;
+user_done:
+	for (size_t i = 0; i < nn; i++)
+		any_eval |= eval[i];
 
 	/* Python: frames of code objects, segment ends where a C-level call began */
 	if (td->py && st->py_frames && st->py_status != EBPF_PY_ST_NONE) {

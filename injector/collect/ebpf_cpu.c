@@ -77,6 +77,7 @@ static int ebpf_cpu__open(struct ebpf *e)
 		return r;
 	}
 	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
+	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -297,7 +298,8 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 		return;
 	}
 	ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
-	id = ebpf_stack_from(e, td, &s->st, false, true, &leaf, NULL);
+	id = ebpf_stack_from(e, td, &s->st, ebpf_ucopy_of(e, data, size, sizeof(*s)), false, true,
+			     &leaf, NULL);
 	if (id < 0)
 		return;
 	stack_store__add(&e->stacks, (uint32_t)id, STACK_CPU, 1);

@@ -11,6 +11,7 @@
 #include "bpf/stack.h"
 #include "bpf/syscalls.h"
 #include "target/python.h"
+#include "target/unwind.h"
 #include "ebpf.h"
 #include "ebpf_stacks.h"
 #include "ebpf_symbols.h"
@@ -96,6 +97,12 @@ struct ebpf_tdata {
 	uint64_t samples_py_thread;       /* of threads that run Python */
 	uint64_t samples_py;              /* ...with Python frames merged in */
 	uint64_t samples_py_interleaved;  /* ...placed at _PyEval_EvalFrame* frames */
+	/* native stacks (CPU samples and off-CPU records together): how they were walked */
+	uint64_t stacks_fp;               /* walked by frame pointers (they reached a thread's
+					   * first frame, or CFI got no further, or no copy) */
+	uint64_t stacks_cfi;              /* unwound by CFI from the stack copy */
+	uint64_t unwind_ends[UNWIND_END__N];  /* of stacks_cfi, why the walk ended */
+	uint64_t unwind_fp_frames;        /* frames of stacks_cfi crossed by frame pointer */
 	uint64_t offcpu_count, offcpu_total_ns, offcpu_emitted;  /* kernel-side totals */
 };
 
@@ -119,6 +126,7 @@ struct ebpf {
 	struct stack_store stacks;
 	struct stack_tree tree;
 	struct u64map kcache;             /* kernel address -> frame id | in_sched_text << 32 */
+	struct unwind_tables *uw;         /* CFI of every module, NULL without stack copies */
 	struct ebpf_tdata *t;
 	size_t nt;
 	struct py_tstate *tstates;        /* scratch for reading Python thread lists */
@@ -146,12 +154,22 @@ struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);
 void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 /*
  * Turns a kernel-side stacks block into a stack id of the store (frames root first:
- * "comm-pid", native/Python, kernel). For off-CPU stacks (offcpu) the scheduler's own
+ * "comm-pid", native/Python, kernel). With a stack copy uc (may be NULL) the native part is
+ * unwound by CFI unless frame pointers already reached the thread's first frame. For
+ * off-CPU stacks (offcpu) the scheduler's own
  * frames above the waiting function are dropped, and *ret_wchan is that function.
  * Updates td's stack-quality counters when count is set. Returns the stack id, or -errno.
  */
 int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
-		    bool offcpu, bool count, uint32_t *ret_leaf, uint32_t *ret_wchan);
+		    const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
+		    uint32_t *ret_wchan);
+/*
+ * The stack copy that follows a record's fixed part of `fixed` bytes, if the record has
+ * one whose length agrees with the record's; NULL otherwise (counted as a bad record when
+ * the lengths disagree).
+ */
+const struct ebpf_ucopy *ebpf_ucopy_of(struct ebpf *e, const void *data, size_t size,
+				       size_t fixed);
 const char *ebpf_state_letter(uint32_t state);
 /* May td keep one more event whole (cpu, offcpu, syscall together)? Past the budget it is
  * counted in td->summed; its weight goes into the flame graphs all the same. */

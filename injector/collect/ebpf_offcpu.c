@@ -43,6 +43,7 @@ static int ebpf_offcpu__open(struct ebpf *e)
 	}
 	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
 	skel->rodata->min_block_ns = e->opts.offcpu_min_ns;
+	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -83,13 +84,13 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 
 static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
 		      uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
-		      bool open_at_end, uint32_t wchan_hint)
+		      const struct ebpf_ucopy *uc, bool open_at_end, uint32_t wchan_hint)
 {
 	struct ebpf_off_ev *ev;
 	uint32_t wchan = UINT32_MAX;
 	int id;
 
-	id = ebpf_stack_from(e, td, st, true, false, NULL, &wchan);
+	id = ebpf_stack_from(e, td, st, uc, true, false, NULL, &wchan);
 	if (id < 0)
 		return;
 	if (wchan == UINT32_MAX)
@@ -121,8 +122,8 @@ static void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const voi
 		return;
 	}
 	ebpf_note_tid(td, o->hdr.tid, o->hdr.comm);
-	add_event(e, td, o->hdr.ts, o->dur_ns, o->hdr.tid, o->state, o->syscall, &o->st, false,
-		  UINT32_MAX);
+	add_event(e, td, o->hdr.ts, o->dur_ns, o->hdr.tid, o->state, o->syscall, &o->st,
+		  ebpf_ucopy_of(e, data, size, sizeof(*o)), false, UINT32_MAX);
 }
 
 /*
@@ -221,12 +222,12 @@ static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
 			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
 			st->kstack_bytes = v->kstack_bytes;
 			memcpy(st->kips, v->kips, sizeof(st->kips));
-			add_event(e, td, v->ts, v->woke - v->ts, (uint32_t)tid, v->state, nr, st, false,
-				  UINT32_MAX);
+			add_event(e, td, v->ts, v->woke - v->ts, (uint32_t)tid, v->state, nr, st, NULL,
+				  false, UINT32_MAX);
 		} else if (e->end_ns - v->ts >= e->opts.offcpu_min_ns) {
 			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
-			add_event(e, td, v->ts, e->end_ns - v->ts, (uint32_t)tid, v->state, nr, st, true,
-				  wchan);
+			add_event(e, td, v->ts, e->end_ns - v->ts, (uint32_t)tid, v->state, nr, st, NULL,
+				  true, wchan);
 		}
 	}
 	closedir(d);

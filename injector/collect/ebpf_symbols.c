@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #include "elfsym.h"
@@ -13,10 +14,12 @@
 #include "targetfile.h"
 #include "timeutil.h"
 #include "u64map.h"
+#include "target/unwind.h"
 #include "ebpf_kallsyms.h"
 #include "ebpf_symbols.h"
 
 #define REFRESH_MIN_NS (200 * NSEC_PER_MSEC)
+#define VDSO_KEY "[vdso]"
 
 /* One ELF file for the whole session, keyed by build-id (or path@dev:inode without one). */
 struct sym_elf {
@@ -134,29 +137,11 @@ int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **r
 }
 
 
-/* The session-wide ELF for a mapping: an index into z->elfs, or a negative errno. */
-static int elf_for(struct symbolizer *z, pid_t pid, const struct maps_entry *e)
+/* Keeps f (taken over, freed on failure) under key: its index into z->elfs, or -ENOMEM. */
+static int add_elf(struct symbolizer *z, const char *key, struct elf_file *f)
 {
-	struct elf_file *f = NULL;
-	const struct elf_info *info;
-	char key[PATH_MAX + 64];
 	struct sym_elf *nv;
-	int r;
 
-	r = target_file__open_elf(pid, e, &f);
-	if (r < 0)
-		return r;
-	info = elf_file__info(f);
-	if (info->build_id[0])
-		snprintf(key, sizeof(key), "%s", info->build_id);
-	else
-		snprintf(key, sizeof(key), "%s@%u:%u:%" PRIu64, e->path, e->dev_major, e->dev_minor,
-			 e->inode);
-	for (size_t i = 0; i < z->nelfs; i++)
-		if (strcmp(z->elfs[i].key, key) == 0) {
-			elf_file__free(f);  /* the same bytes are already open (and indexed) */
-			return (int)i;
-		}
 	if (z->nelfs == z->capelfs) {
 		size_t ncap = z->capelfs ? z->capelfs * 2 : 32;
 
@@ -175,6 +160,64 @@ static int elf_for(struct symbolizer *z, pid_t pid, const struct maps_entry *e)
 	}
 	z->elfs[z->nelfs].elf = f;
 	return (int)z->nelfs++;
+}
+
+/* The session-wide ELF for a mapping: an index into z->elfs, or a negative errno. */
+static int elf_for(struct symbolizer *z, pid_t pid, const struct maps_entry *e)
+{
+	struct elf_file *f = NULL;
+	const struct elf_info *info;
+	char key[PATH_MAX + 64];
+	int r;
+
+	r = target_file__open_elf(pid, e, &f);
+	if (r < 0)
+		return r;
+	info = elf_file__info(f);
+	if (info->build_id[0])
+		snprintf(key, sizeof(key), "%s", info->build_id);
+	else
+		snprintf(key, sizeof(key), "%s@%u:%u:%" PRIu64, e->path, e->dev_major, e->dev_minor,
+			 e->inode);
+	for (size_t i = 0; i < z->nelfs; i++)
+		if (strcmp(z->elfs[i].key, key) == 0) {
+			elf_file__free(f);  /* the same bytes are already open (and indexed) */
+			return (int)i;
+		}
+	return add_elf(z, key, f);
+}
+
+/*
+ * The kernel's vDSO as this process has it (every process of this kernel maps the same
+ * image): an index into z->elfs, or a negative errno.
+ */
+static int elf_for_vdso(struct symbolizer *z)
+{
+	uint64_t base = getauxval(AT_SYSINFO_EHDR);
+	struct elf_file *f = NULL;
+	struct maps *self = NULL;
+	int r;
+
+	for (size_t i = 0; i < z->nelfs; i++)
+		if (strcmp(z->elfs[i].key, VDSO_KEY) == 0)
+			return (int)i;
+	if (!base)
+		return -ENOENT;
+	r = maps__read(getpid(), &self);
+	if (r < 0)
+		return r;
+	r = -ENOENT;
+	for (size_t i = 0; i < self->n; i++)
+		if (self->v[i].start == base && self->v[i].path &&
+		    strcmp(self->v[i].path, VDSO_KEY) == 0) {
+			r = elf_file__open_mem((const void *)(uintptr_t)base,
+					       self->v[i].end - self->v[i].start, &f);
+			break;
+		}
+	maps__free(self);
+	if (r < 0)
+		return r;
+	return add_elf(z, VDSO_KEY, f);
 }
 
 static int add_module(struct proc_symbolizer *ps, const char *path, const char *build_id)
@@ -229,8 +272,8 @@ static struct map_state *state_for(struct proc_symbolizer *ps, const struct maps
 	if (u64map_put(&ps->by_start, e->start, ps->nms) < 0)
 		return NULL;
 	ps->nms++;
-	if (maps_entry__is_file(e)) {
-		int r = elf_for(ps->z, ps->pid, e);
+	if (maps_entry__is_file(e) || (e->path && strcmp(e->path, VDSO_KEY) == 0)) {
+		int r = maps_entry__is_file(e) ? elf_for(ps->z, ps->pid, e) : elf_for_vdso(ps->z);
 
 		if (r >= 0) {
 			struct elf_file *f = ps->z->elfs[r].elf;
@@ -265,29 +308,56 @@ static void copy_name(const char *raw, char *buf, size_t len)
 	free(d);
 }
 
-int proc_symbolizer__lookup(struct proc_symbolizer *ps, uint64_t addr, char *buf, size_t len)
+/* The mapping of addr; a library loaded since the last look is found by re-reading the
+ * maps, at most every 200 ms. NULL if none. */
+static const struct maps_entry *entry_of(struct proc_symbolizer *ps, uint64_t addr)
 {
 	const struct maps_entry *e = maps__find_addr(ps->maps, addr);
+	uint64_t now;
+	struct maps *nm;
+
+	if (e)
+		return e;
+	now = now_monotonic_ns();
+	if (now - ps->last_refresh_ns >= REFRESH_MIN_NS && maps__read(ps->pid, &nm) == 0) {
+		maps__free(ps->maps);
+		ps->maps = nm;
+		ps->nms = 0;
+		u64map_clear(&ps->by_start);
+		ps->last_refresh_ns = now;
+		e = maps__find_addr(ps->maps, addr);
+	}
+	return e;
+}
+
+int proc_symbolizer__code(struct proc_symbolizer *ps, uint64_t addr, struct unwind_code *ret)
+{
+	const struct maps_entry *e = entry_of(ps, addr);
+	struct map_state *m;
+
+	if (!e || !(e->prot & PROT_EXEC))
+		return -ENOENT;
+	m = state_for(ps, e);
+	if (!m)
+		return -ENOMEM;
+	if (m->elf < 0)
+		return m->err < 0 ? m->err : -ENOENT;
+	if (!m->bias_ok)
+		return -ENOENT;
+	*ret = (struct unwind_code){ .elf = elf_file__libelf(ps->z->elfs[m->elf].elf),
+				     .key = (uint64_t)m->elf, .bias = m->bias };
+	return 0;
+}
+
+int proc_symbolizer__lookup(struct proc_symbolizer *ps, uint64_t addr, char *buf, size_t len)
+{
+	const struct maps_entry *e = entry_of(ps, addr);
 	struct map_state *m;
 	int flags;
 
 	if (!e) {
-		uint64_t now = now_monotonic_ns();
-		struct maps *nm;
-
-		/* a library loaded since we last looked? re-read, at most every 200 ms */
-		if (now - ps->last_refresh_ns >= REFRESH_MIN_NS && maps__read(ps->pid, &nm) == 0) {
-			maps__free(ps->maps);
-			ps->maps = nm;
-			ps->nms = 0;
-			u64map_clear(&ps->by_start);
-			ps->last_refresh_ns = now;
-			e = maps__find_addr(ps->maps, addr);
-		}
-		if (!e) {
-			snprintf(buf, len, "[unknown]");
-			return 0;
-		}
+		snprintf(buf, len, "[unknown]");
+		return 0;
 	}
 	if (!(e->prot & PROT_EXEC)) {
 		snprintf(buf, len, "[unknown]");

@@ -40,6 +40,15 @@ enum usym_flags {
  */
 int proc_symbolizer__lookup(struct proc_symbolizer *ps, uint64_t addr, char *buf, size_t len);
 
+/*
+ * For the unwinder (target/unwind.h): the ELF and load bias of the file-backed executable
+ * mapping at addr ([vdso] too: the kernel's, read from this process). The key is the
+ * session-wide index of the file, the same for every process that maps it. 0, -ENOENT if
+ * addr is in no such mapping, the open error if its file could not be read, -ENOMEM.
+ */
+struct unwind_code;
+int proc_symbolizer__code(struct proc_symbolizer *ps, uint64_t addr, struct unwind_code *ret);
+
 /* Modules an address was looked up in, with their build-ids, for the artifacts. */
 struct psym_module {
 	const char *path;

@@ -17,6 +17,8 @@ echo "== S3 upload: 256 MiB to radosgw, aiprof vs awscli"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_s3.py
 echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_ebpf.py
+echo "== native stacks by CFI: a PyTorch training loop's step time, --unwind cfi vs fp at 99 Hz; unwind tables"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_unwind.py
 echo "== what a profile costs processes that are not profiled: getppid() of a bystander, idle vs recording"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_bystander.py
 echo "== controller: 1,000 sessions at once against the API double; RSS with 10,000 pods cached"

@@ -10,6 +10,9 @@ $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(UNIT_LIBS)
 
 TEST_PROGRAMS += $(UNIT_TESTS)
 
+# the call chain test_unwind walks by CFI has no frame pointers
+EXTRA_CFLAGS_tests_unit_test_unwind += -fomit-frame-pointer
+
 sanitized-unit-tests: $(UNIT_TESTS)
 # the injector itself, for the integration tests that feed it a hostile target (tests/run.sh)
 sanitized-injector: $(BUILD)/aiprof

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+"""Whole native stacks without frame pointers (issue 16: CFI unwinding).
+
+Debian's python3 and python3-torch are built without frame pointers. A real PyTorch training
+loop is profiled twice in one run, first with --unwind fp, then with the default (cfi): the
+stacks must reach the thread's first frame, and the ATen/c10 frames must sit between the
+Python frames and the leaves. Off-CPU stacks of Python threads blocked in a sleep and in a
+futex must show their callers up to the start of the process or thread.
+"""
+import os
+
+import pytest
+
+from conftest import ROOT, load_summary, require_root, run_aiprof
+from test_ebpf import folded
+
+TORCH_TRAIN = os.path.join(ROOT, "tests", "workloads", "torch_train.py")
+WAITERS = os.path.join(ROOT, "tests", "workloads", "py_waiters.py")
+PYTHON = "/usr/bin/python3"
+NATIVE_TORCH = ("at::", "c10::", "torch::")
+
+
+def is_py(frame):
+    return ".py:" in frame
+
+
+def torch_under_python(frames):
+    """ATen/c10/torch frames below (called from) the innermost Python frame."""
+    py = [i for i, f in enumerate(frames) if is_py(f)]
+    return bool(py) and any(f.startswith(NATIVE_TORCH) for f in frames[py[-1] + 1:])
+
+
+def profile(pid, out, *extra, collectors="cpu,python", duration="3s"):
+    r = run_aiprof(["profile", "--pid", str(pid), "--duration", duration, "--collectors",
+                    collectors, "-o", str(out), "-q"] + list(extra))
+    assert r.returncode == 0, r.stderr
+    return load_summary(str(out))["ebpf"]
+
+
+def has_torch():
+    return os.path.exists("/usr/lib/python3/dist-packages/torch/__init__.py")
+
+
+@pytest.mark.skipif(not has_torch(), reason="needs Debian's python3-torch")
+def test_torch_training_loop_stacks_whole(procs, tmp_path):
+    require_root()
+    _, line = procs.start([PYTHON, "-u", TORCH_TRAIN, "--seconds", "60"], ready="ready",
+                          timeout=60)
+    pid = int(line.split("pid=")[1])
+
+    fp = profile(pid, tmp_path / "fp", "--unwind", "fp", duration="2s")
+    cfi = profile(pid, tmp_path / "cfi")
+
+    # frame pointers alone: cut in nearly every sample (this is what CFI has to fix)
+    assert fp["unwinding"]["method"] == "fp"
+    assert fp["truncated_stack_share"] > 0.5, fp
+    # CFI: the native stacks reach _start / start_thread
+    uw = cfi["unwinding"]
+    assert uw["method"] == "cfi"
+    assert cfi["cpu_samples"] >= 150, cfi
+    assert cfi["truncated_stack_share"] <= 0.05, uw
+    assert uw["stacks_cfi"] > 0 and uw["ends"]["root"] >= 0.95 * uw["stacks_cfi"], uw
+    # the tables: libtorch, libpython and libc among the modules, their size reported
+    t = uw["tables"]
+    assert t["modules"] >= 3 and t["cfi_section_bytes"] > 1 << 20, t
+    assert 0 < t["frames_cached"] <= t["frames_cache_max"], t
+
+    stacks = folded(tmp_path / "cfi")
+    total = sum(c for _, c in stacks)
+    with_py = sum(c for s, c in stacks if any(is_py(f) for f in s))
+    under = sum(c for s, c in stacks if torch_under_python(s))
+    assert with_py >= 0.9 * total, (with_py, total)
+    assert under >= 0.8 * total, (under, total)
+    # the interpreter's own frames below the Python frames: the process's start at the root
+    assert sum(c for s, c in stacks if "Py_BytesMain" in s) >= 0.9 * total
+    # and the BLAS leaves are reached through ATen: some sample shows the GEMM under it
+    assert any(torch_under_python(s) and "gemm" in s[-1].lower() for s, _ in stacks), \
+        [s[-3:] for s, _ in stacks[:20]]
+
+
+def test_offcpu_callers_of_sleep_and_futex(procs, tmp_path):
+    require_root()
+    _, line = procs.start([PYTHON, "-u", WAITERS], ready="ready")
+    pid = int(line.split("pid=")[1])
+    eb = profile(pid, tmp_path, collectors="offcpu,python", duration="2s")
+    uw = eb["unwinding"]
+    assert eb["offcpu_events"] >= 100, eb
+    assert uw["stacks_cfi"] >= 100 and uw["ends"]["root"] >= 0.95 * uw["stacks_cfi"], uw
+
+    stacks = folded(tmp_path, "offcpu.folded")
+    nap = [(s, c) for s, c in stacks if any(f.startswith("nap (") for f in s)]
+    wait = [(s, c) for s, c in stacks if any(f.startswith("wait_once (") for f in s)]
+    assert nap and wait, [s for s, _ in stacks]
+    # main thread: from the C library's start of the process, through the interpreter's
+    # main, to the Python frames, to the sleep
+    s, _ = max(nap, key=lambda x: x[1])
+    assert s[1] == "__libc_start_main" and "Py_BytesMain" in s, s
+    assert s.index("Py_BytesMain") < s.index(next(f for f in s if f.startswith("napper (")))
+    assert any(f.startswith("clock_nanosleep") for f in s), s
+    # the thread: from where the C library starts threads, through the interpreter, to the
+    # futex it waits on
+    s, _ = max(wait, key=lambda x: x[1])
+    assert "Py_BytesMain" not in s, s
+    assert s[1] in ("clone3", "__clone3", "[libc.so.6]"), s
+    assert any("futex" in f for f in s), s
+    assert s.index(next(f for f in s if f.startswith("waiter ("))) > 2, s

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * injector/target/unwind.c over this very process: a call chain built without frame
+ * pointers (this file is compiled with -fomit-frame-pointer, one function uses alloca so
+ * that its CFA is rbp-based) is captured as the eBPF collectors capture a thread — its
+ * registers and a copy of its stack — and walked by CFI back to _start; then hostile
+ * stacks, JIT code crossed by a frame pointer, and a copy that is too short.
+ */
+#include <alloca.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <cmocka.h>
+#include "injector/collect/ebpf_symbols.h"
+#include "injector/target/unwind.h"
+
+#define COPY_BYTES 16384
+#define NOINLINE __attribute__((noinline, noclone))
+
+struct snap {
+	struct unwind_regs regs;
+	uint8_t stack[COPY_BYTES];
+	size_t bytes;
+};
+
+struct env {
+	struct symbolizer *z;
+	struct proc_symbolizer *ps;
+	const struct snap *s;
+	size_t limit;             /* bytes of s->stack the walk may read */
+};
+
+static bool snap_read(void *arg, uint64_t addr, uint64_t *ret)
+{
+	const struct env *v = arg;
+	uint64_t sp = v->s->regs.r[UW_RSP];
+
+	if (addr < sp || addr - sp > v->limit || v->limit - (addr - sp) < 8)
+		return false;
+	memcpy(ret, v->s->stack + (addr - sp), 8);
+	return true;
+}
+
+static int snap_code(void *arg, uint64_t pc, struct unwind_code *ret)
+{
+	const struct env *v = arg;
+
+	return proc_symbolizer__code(v->ps, pc, ret);
+}
+
+/* The registers at this point of the caller's frame, and the stack above them. */
+#define CAPTURE(s) do {                                                                  \
+	uint64_t *r_ = (s)->regs.r;                                                      \
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t" "mov %%rax, 128(%0)\n\t"             \
+			 "mov %%rsp, 56(%0)\n\t" "mov %%rbp, 48(%0)\n\t"                 \
+			 "mov %%rbx, 24(%0)\n\t" "mov %%r12, 96(%0)\n\t"                 \
+			 "mov %%r13, 104(%0)\n\t" "mov %%r14, 112(%0)\n\t"               \
+			 "mov %%r15, 120(%0)\n\t"                                        \
+			 : : "r"(r_) : "rax", "memory");                                 \
+	(s)->regs.valid = 1u << UW_RIP | 1u << UW_RSP | 1u << UW_RBP | 1u << UW_RBX |    \
+		1u << UW_R12 | 1u << UW_R13 | 1u << UW_R14 | 1u << UW_R15;               \
+	copy_stack(s);                                                                   \
+} while (0)
+
+/* raw stack, redzones and all: not for AddressSanitizer's eyes */
+__attribute__((no_sanitize("address")))
+static NOINLINE void copy_stack(struct snap *s)
+{
+	/* our own stack from the captured sp up: readable to the top of the mapping */
+	uint64_t sp = s->regs.r[UW_RSP];
+	size_t n = 0;
+
+	while (n < COPY_BYTES) {
+		size_t page = 4096 - ((sp + n) & 4095);
+
+		if (page > COPY_BYTES - n)
+			page = COPY_BYTES - n;
+		if (msync((void *)((sp + n) & ~4095ULL), 4096, MS_ASYNC) < 0)
+			break;  /* past the top of the stack */
+		for (size_t i = 0; i < page; i++)
+			s->stack[n + i] = ((const volatile uint8_t *)(uintptr_t)(sp + n))[i];
+		n += page;
+	}
+	s->bytes = n;
+}
+
+static volatile int sink;
+
+static NOINLINE int uw_leaf(struct snap *s, volatile char *p, int n)
+{
+	volatile char buf[200];
+
+	buf[n % 200] = p[0];
+	CAPTURE(s);
+	return buf[n % 200] + 1;
+}
+
+static NOINLINE int uw_alloca(struct snap *s, int n)
+{
+	volatile char *a = alloca((size_t)n);   /* a variable frame: CFA through rbp */
+
+	a[0] = (char)n;
+	return uw_leaf(s, a, n) + 2;
+}
+
+static NOINLINE int uw_outer(struct snap *s, int n)
+{
+	volatile long big[64];
+
+	big[n % 64] = n;
+	sink = uw_alloca(s, n + 16);
+	return (int)big[n % 64];
+}
+
+static void env_open(struct env *v, const struct snap *s)
+{
+	*v = (struct env){ .s = s, .limit = s->bytes };
+	assert_int_equal(symbolizer__new(&v->z), 0);
+	assert_int_equal(symbolizer__proc(v->z, getpid(), &v->ps), 0);
+}
+
+static void env_close(struct env *v)
+{
+	symbolizer__free(v->z);
+}
+
+static int walk(struct unwind_tables *t, struct env *v, const struct unwind_regs *regs,
+		uint64_t *pcs, size_t max, struct unwind_result *res)
+{
+	struct unwind_target tgt = { .read = snap_read, .code = snap_code, .arg = v };
+
+	return unwind_stack(t, &tgt, regs, pcs, max, res);
+}
+
+/* Name of frame i as the collectors name it (return addresses looked up at pc - 1). */
+static void frame_name(struct env *v, const uint64_t *pcs, size_t i, char *buf, size_t len)
+{
+	proc_symbolizer__lookup(v->ps, i ? pcs[i] - 1 : pcs[i], buf, len);
+}
+
+static NOINLINE void test_walks_to_start(void **state)
+{
+	static struct snap s;
+	struct unwind_tables *t;
+	struct unwind_result res;
+	struct unwind_stats st;
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	char name[128];
+	int at_leaf = -1, at_alloca = -1, at_outer = -1, at_test = -1, at_main = -1;
+	struct env v;
+
+	(void)state;
+	uw_outer(&s, 40);
+	env_open(&v, &s);
+	assert_int_equal(unwind_tables__new(0, &t), 0);
+	assert_int_equal(walk(t, &v, &s.regs, pcs, UNWIND_MAX_FRAMES, &res), 0);
+	for (size_t i = 0; i < res.n; i++) {
+		frame_name(&v, pcs, i, name, sizeof(name));
+		if (strcmp(name, "uw_leaf") == 0 && at_leaf < 0)
+			at_leaf = (int)i;
+		if (strcmp(name, "uw_alloca") == 0 && at_alloca < 0)
+			at_alloca = (int)i;
+		if (strcmp(name, "uw_outer") == 0 && at_outer < 0)
+			at_outer = (int)i;
+		if (strcmp(name, "test_walks_to_start") == 0 && at_test < 0)
+			at_test = (int)i;
+		if (strcmp(name, "main") == 0 && at_main < 0)
+			at_main = (int)i;
+		if (res.end != UNWIND_END_ROOT)
+			print_message("frame %zu: %s\n", i, name);
+	}
+	assert_int_equal(res.end, UNWIND_END_ROOT);
+	assert_int_equal(res.fp_frames, 0);
+	/* every frame, in order, up to main() and the C library's start of the process */
+	assert_int_equal(at_leaf, 0);
+	assert_int_equal(at_alloca, 1);
+	assert_int_equal(at_outer, 2);
+	assert_true(at_test > at_outer);
+	assert_true(at_main > at_test);
+	assert_true((size_t)at_main < res.n - 1);
+
+	/* a second walk of the same stack is served from the cache, same result */
+	{
+		uint64_t pcs2[UNWIND_MAX_FRAMES];
+		struct unwind_result res2;
+		struct unwind_stats st1;
+
+		unwind_tables__stats(t, &st1);
+		assert_int_equal(walk(t, &v, &s.regs, pcs2, UNWIND_MAX_FRAMES, &res2), 0);
+		assert_int_equal(res2.n, res.n);
+		assert_memory_equal(pcs2, pcs, res.n * sizeof(*pcs));
+		unwind_tables__stats(t, &st);
+		assert_int_equal(st.cache_hits - st1.cache_hits, res.n);
+	}
+	assert_true(st.modules >= 2);               /* this program and libc at least */
+	assert_true(st.cfi_bytes > 0);
+	assert_true(st.frames_cached >= res.n);
+	assert_true(st.frames_cache_bytes > 0);
+
+	/* max frames: cut there, and said so */
+	assert_int_equal(walk(t, &v, &s.regs, pcs, 2, &res), 0);
+	assert_int_equal(res.n, 2);
+	assert_int_equal(res.end, UNWIND_END_MAX_DEPTH);
+
+	/* a copy too short for the outer frames ends the walk there, and says so */
+	v.limit = 64;
+	assert_int_equal(walk(t, &v, &s.regs, pcs, UNWIND_MAX_FRAMES, &res), 0);
+	assert_int_equal(res.end, UNWIND_END_STACK);
+	assert_true(res.n >= 1 && res.n <= 2);
+	unwind_tables__free(t);
+	env_close(&v);
+}
+
+/*
+ * JIT code (an anonymous executable page) with a frame pointer: one frame-pointer step
+ * crosses it to the return address, and CFI takes over from there. Without a usable frame
+ * pointer the walk ends at it as unknown code.
+ */
+static void test_jit_frame(void **state)
+{
+	static struct snap s, j;
+	struct unwind_tables *t;
+	struct unwind_result res;
+	uint64_t pcs[UNWIND_MAX_FRAMES];
+	char name[128];
+	void *page;
+	struct env v;
+
+	(void)state;
+	uw_outer(&s, 8);
+	page = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(page != MAP_FAILED);
+	/* j: a JIT frame of 32 bytes below s's leaf: [rbp] = s's rbp, [rbp+8] = s's pc */
+	j.regs = s.regs;
+	j.regs.r[UW_RSP] = s.regs.r[UW_RSP] - 32;
+	j.regs.r[UW_RBP] = s.regs.r[UW_RSP] - 16;
+	j.regs.r[UW_RIP] = (uint64_t)(uintptr_t)page + 100;
+	memcpy(j.stack + 16, &s.regs.r[UW_RBP], 8);
+	memcpy(j.stack + 24, &s.regs.r[UW_RIP], 8);
+	memcpy(j.stack + 32, s.stack, s.bytes - 32);
+	j.bytes = s.bytes;
+
+	env_open(&v, &j);
+	assert_int_equal(unwind_tables__new(0, &t), 0);
+	assert_int_equal(walk(t, &v, &j.regs, pcs, UNWIND_MAX_FRAMES, &res), 0);
+	assert_int_equal(res.fp_frames, 1);
+	assert_true(res.n >= 4);
+	assert_int_equal(pcs[0], j.regs.r[UW_RIP]);
+	/* the frame the JIT code "returns" to: the address just after the captured pc */
+	assert_int_equal(pcs[1], s.regs.r[UW_RIP]);
+	frame_name(&v, pcs, 2, name, sizeof(name));
+	assert_string_equal(name, "uw_alloca");
+
+	j.regs.r[UW_RBP] = 0;
+	assert_int_equal(walk(t, &v, &j.regs, pcs, UNWIND_MAX_FRAMES, &res), 0);
+	assert_int_equal(res.n, 1);
+	assert_int_equal(res.end, UNWIND_END_UNKNOWN_CODE);
+	unwind_tables__free(t);
+	env_close(&v);
+	munmap(page, 4096);
+}
+
+/* Garbage where the stack should be: every walk ends, within bounds, never at a root it
+ * did not reach. */
+static void test_hostile_stacks(void **state)
+{
+	static struct snap s, h;
+	struct unwind_tables *t;
+	struct unwind_result res;
+	uint64_t pcs[UNWIND_MAX_FRAMES], text[4];
+	unsigned seed = 12345;
+	struct env v;
+
+	(void)state;
+	uw_outer(&s, 3);
+	text[0] = s.regs.r[UW_RIP];
+	text[1] = (uint64_t)(uintptr_t)&uw_outer;
+	text[2] = (uint64_t)(uintptr_t)&memcpy;
+	text[3] = (uint64_t)(uintptr_t)&getpid;
+	env_open(&v, &h);
+	assert_int_equal(unwind_tables__new(64, &t), 0);   /* a small cache: evictions too */
+	for (int round = 0; round < 300; round++) {
+		h.regs = s.regs;
+		h.bytes = s.bytes;
+		v.limit = h.bytes;
+		for (size_t i = 0; i < h.bytes / 8; i++) {
+			uint64_t w;
+			unsigned k = (unsigned)rand_r(&seed);
+
+			switch (k % 4) {
+			case 0: w = text[(k >> 4) % 4] + ((k >> 8) % 64); break;  /* code-like */
+			case 1: w = h.regs.r[UW_RSP] + ((k >> 4) % 4096);  break; /* stack-like */
+			case 2: w = 0; break;
+			default: w = ((uint64_t)rand_r(&seed) << 32) | (unsigned)rand_r(&seed);
+			}
+			memcpy(h.stack + 8 * i, &w, 8);
+		}
+		if (round % 3 == 0)
+			h.regs.r[UW_RIP] = text[round % 4];
+		assert_int_equal(walk(t, &v, &h.regs, pcs, UNWIND_MAX_FRAMES, &res), 0);
+		assert_true(res.n <= UNWIND_MAX_FRAMES);
+		assert_true(res.end < UNWIND_END__N);
+	}
+	/* a zeroed stack: the leaf's return address is 0, which is not a root */
+	h.regs = s.regs;
+	memset(h.stack, 0, sizeof(h.stack));
+	assert_int_equal(walk(t, &v, &h.regs, pcs, UNWIND_MAX_FRAMES, &res), 0);
+	assert_int_equal(res.n, 1);
+	assert_int_equal(res.end, UNWIND_END_BAD_FRAME);
+	unwind_tables__free(t);
+	env_close(&v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_walks_to_start),
+		cmocka_unit_test(test_jit_frame),
+		cmocka_unit_test(test_hostile_stacks),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
