@@ -37,17 +37,6 @@ struct {
 	__type(value, struct offcpu_total);
 } offcpu_totals SEC(".maps");
 
-struct task_struct___pre514 {
-	long state;
-} __attribute__((preserve_access_index));
-
-static __always_inline __u32 task_state(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
-}
-
 /* where a record with a stack copy is put together before it goes on the ring buffer */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The user registers and stack copy of struct ebpf_ucopy (stack.h), for the collectors
- * whose records carry one. The including object declares `ucopy_max` (bytes, 0: off).
+ * What the collectors read of a task for its stacks: its state, and the user registers
+ * and stack copy of struct ebpf_ucopy (stack.h).
  */
 #ifndef AIPROF_UCOPY_BPF_H
 #define AIPROF_UCOPY_BPF_H
@@ -9,6 +9,18 @@
 #include "stack.h"
 
 #define UCOPY_PAGE 4096
+
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* The task's state word (__state since Linux 5.14, state before). */
+static __always_inline __u32 task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
 
 /* The user-mode registers of task t, saved at its entry into the kernel; NULL if unknown. */
 static __always_inline struct pt_regs *ucopy_user_regs(struct task_struct *t)
@@ -18,16 +30,9 @@ static __always_inline struct pt_regs *ucopy_user_regs(struct task_struct *t)
 	return (struct pt_regs *)bpf_task_pt_regs(t);
 }
 
-/* Fills u from t's user state. Returns the bytes of u to put on the ring buffer. */
-static __always_inline __u32 ucopy_fill(struct ebpf_ucopy *u, struct task_struct *t, __u32 max)
+/* u->regs from r, in DWARF order */
+static __always_inline void ucopy_regs(struct ebpf_ucopy *u, struct pt_regs *r)
 {
-	struct pt_regs *r = ucopy_user_regs(t);
-	__u32 n, first;
-	__u64 sp;
-
-	u->bytes = 0;
-	if (!r)
-		return EBPF_UCOPY_HDR;
 	u->regs[0] = BPF_CORE_READ(r, ax);
 	u->regs[1] = BPF_CORE_READ(r, dx);
 	u->regs[2] = BPF_CORE_READ(r, cx);
@@ -45,6 +50,22 @@ static __always_inline __u32 ucopy_fill(struct ebpf_ucopy *u, struct task_struct
 	u->regs[14] = BPF_CORE_READ(r, r14);
 	u->regs[15] = BPF_CORE_READ(r, r15);
 	u->regs[16] = BPF_CORE_READ(r, ip);
+}
+
+/*
+ * Fills u from the user state of t, the current task (bpf_probe_read_user reads the
+ * current address space). Returns the bytes of u to put on the ring buffer.
+ */
+static __always_inline __u32 ucopy_fill(struct ebpf_ucopy *u, struct task_struct *t, __u32 max)
+{
+	struct pt_regs *r = ucopy_user_regs(t);
+	__u32 n, first;
+	__u64 sp;
+
+	u->bytes = 0;
+	if (!r)
+		return EBPF_UCOPY_HDR;
+	ucopy_regs(u, r);
 	sp = u->regs[7];
 	if (!max || !sp)
 		return EBPF_UCOPY_HDR;

@@ -247,7 +247,12 @@ int findings_add_waits(struct wait_list *l, const struct thread_wait *w, size_t 
 		c.name = keep(l, w[i].name ? w[i].name : "blocked");
 		c.path = w[i].path ? keep(l, w[i].path) : NULL;
 		c.api_frame = w[i].api_frame ? keep(l, w[i].api_frame) : NULL;
-		if (!c.name || (w[i].path && !c.path) || (w[i].api_frame && !c.api_frame))
+		c.collective = w[i].collective ? keep(l, w[i].collective) : NULL;
+		c.py_frame = w[i].py_frame ? keep(l, w[i].py_frame) : NULL;
+		c.stack = w[i].stack ? keep(l, w[i].stack) : NULL;
+		if (!c.name || (w[i].path && !c.path) || (w[i].api_frame && !c.api_frame) ||
+		    (w[i].collective && !c.collective) || (w[i].py_frame && !c.py_frame) ||
+		    (w[i].stack && !c.stack))
 			goto fail;
 		l->v[l->n++] = c;
 	}
@@ -705,6 +710,179 @@ static int rule_nccl_hang(struct ctx *x)
 		ev_str(f, "op", a->nccl[i].op);
 		ev_dbl(f, "longest_s", round3((double)a->nccl[i].max_ns / 1e9));
 		ev_u64(f, "count", a->nccl[i].count);
+	}
+	return 0;
+}
+
+/*
+ * A hang in progress, seen from the stacks alone: threads blocked for the whole window,
+ * and since before it, in a collective (NCCL, gloo, c10d) or a GPU sync. Their hooks never
+ * saw the call start, so rule_nccl_hang() cannot; a thread it already reported is skipped.
+ * One finding per process: the thread with Python frames (the caller) leads, the library's
+ * own threads waiting in the same collective are listed with it.
+ */
+static bool stuck_in_collective(const struct ctx *x, const struct thread_wait *w)
+{
+	const struct analysis *a = x->a;
+
+	if (w->kind != WAIT_OFFCPU || !w->began_before || !w->open_at_end || !w->collective ||
+	    w->state == 'R')
+		return false;
+	for (size_t i = 0; i < a->nthreads; i++)
+		if (a->threads[i].pid == w->pid && a->threads[i].tid == w->tid && x->hang_from[i])
+			return false;
+	return true;
+}
+
+/*
+ * A frame name made short for a one-sentence summary: a C++ function without its
+ * parameters ("c10d::Work::wait"), a Python frame with its file's basename
+ * ("all_reduce (distributed_c10d.py:1541)").
+ */
+static const char *short_frame(const char *name, char *buf, size_t len)
+{
+	const char *open = strstr(name, " (");
+	const char *paren = strchr(name, '(');
+
+	if (open && strstr(open, ".py:")) {
+		const char *slash = strrchr(open, '/');
+
+		snprintf(buf, len, "%.*s (%s", (int)(open - name), name, slash ? slash + 1 : open + 2);
+	} else if (paren && paren != name && name[0] != '[') {
+		snprintf(buf, len, "%.*s", (int)(paren - name), name);
+	} else {
+		snprintf(buf, len, "%s", name);
+	}
+	return buf;
+}
+
+/*
+ * The other profiled processes, not in any collective: for the ranks of one job, those
+ * that never arrived. Each with where its last wait of the window was.
+ */
+static int elsewhere(struct ctx *x, struct finding *f)
+{
+	char buf[1024] = "", brief[160] = "", sb[128];
+	size_t used = 0, n = 0, slen;
+
+	for (size_t k = 0; k < x->w->n; k++) {
+		const struct thread_wait *w = &x->w->v[k], *last = NULL;
+		bool stuck = false, seen = false;
+		int len;
+
+		for (size_t j = 0; j < x->w->n && !stuck; j++)
+			stuck = x->w->v[j].pid == w->pid && stuck_in_collective(x, &x->w->v[j]);
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = x->w->v[j].pid == w->pid && x->w->v[j].kind == WAIT_OFFCPU;
+		if (stuck || seen || w->kind != WAIT_OFFCPU)
+			continue;
+		/* its latest wait with a Python frame, else its latest */
+		for (size_t j = 0; j < x->w->n; j++) {
+			const struct thread_wait *v = &x->w->v[j];
+
+			if (v->pid != w->pid || v->kind != WAIT_OFFCPU)
+				continue;
+			if (!last || (v->py_frame && !last->py_frame) ||
+			    ((!!v->py_frame == !!last->py_frame) && v->ts > last->ts))
+				last = v;
+		}
+		len = snprintf(buf + used, sizeof(buf) - used, "%spid %d: %s in %s", used ? "; " : "",
+			       w->pid, last->py_frame ? last->py_frame : "native code", last->name);
+		slen = strlen(brief);
+		snprintf(brief + slen, sizeof(brief) - slen, "%spid %d (%s)", slen ? ", " : "", w->pid,
+			 last->py_frame ? short_frame(last->py_frame, sb, sizeof(sb)) : last->name);
+		if (len > 0)
+			used += (size_t)len < sizeof(buf) - used ? (size_t)len : sizeof(buf) - used - 1;
+		n++;
+	}
+	if (!n)
+		return 0;
+	snprintf(f->summary + strlen(f->summary), sizeof(f->summary) - strlen(f->summary),
+		 " Not in one: %s.", brief);
+	return ev_str(f, "not_in_collective", buf);
+}
+
+static int stuck_finding(struct ctx *x, pid_t pid)
+{
+	const struct analysis *a = x->a;
+	const struct thread_wait *lead = NULL;
+	const struct an_thread *th = NULL;
+	char lbl[80], others[1024] = "", cb[128], pb[128];
+	struct finding *f;
+	size_t nthr = 0, used = 0;
+
+	for (size_t k = 0; k < x->w->n; k++) {
+		const struct thread_wait *w = &x->w->v[k];
+
+		if (w->pid != pid || !stuck_in_collective(x, w))
+			continue;
+		nthr++;
+		if (!lead || (!lead->py_frame && w->py_frame))
+			lead = w;
+	}
+	for (size_t k = 0; k < x->w->n; k++) {
+		const struct thread_wait *w = &x->w->v[k];
+		int n;
+
+		if (w->pid != pid || w == lead || !stuck_in_collective(x, w) || used + 1 >= sizeof(others))
+			continue;
+		n = snprintf(others + used, sizeof(others) - used, "%sthread %u: %s (%.1f s)",
+			     used ? "; " : "", w->tid, w->collective, (double)w->blocked_ns / 1e9);
+		if (n > 0)
+			used += (size_t)n < sizeof(others) - used ? (size_t)n : sizeof(others) - used - 1;
+	}
+	for (size_t i = 0; i < a->nthreads; i++)
+		if (a->threads[i].pid == lead->pid && a->threads[i].tid == lead->tid)
+			th = &a->threads[i];
+	f = add_finding(x->f, 4, SEV_CRITICAL);
+	if (!f)
+		return -ENOMEM;
+	f->pid = lead->pid;
+	f->tid = lead->tid;
+	if (th) {
+		where(f, th);
+		thread_label(th, lbl, sizeof(lbl));
+	} else {
+		snprintf(lbl, sizeof(lbl), "thread %u of pid %d", lead->tid, lead->pid);
+	}
+	snprintf(f->summary, sizeof(f->summary),
+		 "%s: blocked %.1f s in %s%s%s, since before the window began: a collective that "
+		 "is not completing (a rank that never arrived, or a dead peer).", lbl,
+		 (double)lead->blocked_ns / 1e9, short_frame(lead->collective, cb, sizeof(cb)),
+		 lead->py_frame ? " from " : "",
+		 lead->py_frame ? short_frame(lead->py_frame, pb, sizeof(pb)) : "");
+	(void)nthr;
+	ev_str(f, "collective_frame", lead->collective);
+	if (lead->py_frame)
+		ev_str(f, "python_frame", lead->py_frame);
+	ev_dbl(f, "blocked_s", round3((double)lead->blocked_ns / 1e9));
+	ev_dbl(f, "window_s", round3((double)x->win / 1e9));
+	ev_str(f, "waits_in", lead->name);
+	if (others[0])
+		ev_str(f, "other_threads", others);
+	if (lead->stack && ev_str(f, "stack", lead->stack) < 0)
+		return -ENOMEM;
+	return elsewhere(x, f);
+}
+
+static int rule_stuck_collective(struct ctx *x)
+{
+	if (!x->w)
+		return 0;
+	for (size_t k = 0; k < x->w->n; k++) {
+		const struct thread_wait *w = &x->w->v[k];
+		bool seen = false;
+		int r;
+
+		if (!stuck_in_collective(x, w))
+			continue;
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = x->w->v[j].pid == w->pid && stuck_in_collective(x, &x->w->v[j]);
+		if (seen)
+			continue;   /* its process has its finding */
+		r = stuck_finding(x, w->pid);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -1221,6 +1399,8 @@ int findings__run(const struct profile *p, const struct analysis *a, const struc
 	snprintf(f->waits_why, sizeof(f->waits_why), "%s", waits ? "" :
 		 why_no_waits && *why_no_waits ? why_no_waits : "no off-CPU or syscall data");
 	r = rule_nccl_hang(&x);
+	if (!r)
+		r = rule_stuck_collective(&x);
 	if (!r)
 		r = rule_pageable(&x);
 	if (!r)

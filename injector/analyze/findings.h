@@ -36,6 +36,12 @@ struct thread_wait {
 	char state;               /* off-CPU: 'S', 'D', 'R' (preempted) ...; 0 for syscalls */
 	const char *api_frame;    /* innermost CUDA/NCCL frame of its stack, NULL if none */
 	bool open_at_end;         /* still blocked when the window closed */
+	bool began_before;        /* off-CPU: ...and since before the window began */
+	uint64_t blocked_ns;      /* off-CPU: how long it has been blocked, before the window too */
+	const char *collective;   /* innermost collective frame of its stack (NCCL, gloo, c10d,
+				   * or a stream/event/device sync), NULL if none */
+	const char *py_frame;     /* innermost Python frame of its stack, NULL if none */
+	const char *stack;        /* its stack as text, innermost first (evidence); NULL */
 };
 
 /* A list of waits that owns copies of their strings. */
@@ -46,6 +52,11 @@ struct wait_list {
 	char **strs;
 	size_t nstrs, capstrs;
 };
+
+/* Is this frame name (as the collectors write it: kernel frames end in "_[k]", Python
+ * frames are "qualname (file.py:line)") where a collective waits: NCCL, gloo, c10d's
+ * process groups, or a stream/event/device sync? */
+bool findings_is_collective_frame(const char *name);
 
 /* Appends copies of n waits (strings copied too). 0 or -ENOMEM (nothing added then). */
 int findings_add_waits(struct wait_list *l, const struct thread_wait *w, size_t n);

@@ -24,6 +24,43 @@ static bool is_api_frame(const char *s)
 	return s[0] == 'c' && s[1] == 'u' && s[2] >= 'A' && s[2] <= 'Z';
 }
 
+/* The innermost frame of stack that pred accepts (native first), or NULL. */
+static const char *innermost(const struct ebpf *e, uint32_t stack, bool (*pred)(const char *))
+{
+	size_t n = 0;
+	const uint32_t *f = stack_store__stack_frames(&e->stacks, stack, &n);
+
+	for (size_t i = n; f && i-- > 1;) {
+		const char *name = stack_store__frame_name(&e->stacks, f[i]);
+
+		if (name && pred(name))
+			return name;
+	}
+	return NULL;
+}
+
+static bool is_py_frame(const char *s)
+{
+	return strstr(s, ".py:") != NULL;
+}
+
+/* The stack as text for a finding's evidence: innermost first, at most 32 frames. */
+static void stack_text(const struct ebpf *e, uint32_t stack, char *buf, size_t len)
+{
+	size_t n = 0, used = 0, shown = 0;
+	const uint32_t *f = stack_store__stack_frames(&e->stacks, stack, &n);
+
+	buf[0] = 0;
+	for (size_t i = n; f && i-- > 1 && shown < 32 && used + 1 < len; shown++) {
+		const char *name = stack_store__frame_name(&e->stacks, f[i]);
+		int k = snprintf(buf + used, len - used, "%s%s", used ? " <- " : "", name ? name : "?");
+
+		if (k < 0)
+			break;
+		used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+	}
+}
+
 static const char *api_frame_of(const struct ebpf *e, uint32_t stack)
 {
 	size_t n = 0;
@@ -40,7 +77,7 @@ static const char *api_frame_of(const struct ebpf *e, uint32_t stack)
 
 int waits_from_ebpf(struct ebpf *e, struct wait_list *out, uint64_t counts[4])
 {
-	char nb[32], wb[200];
+	char nb[32], wb[200], stk[4096];
 
 	memset(counts, 0, 4 * sizeof(uint64_t));
 	if (!e || !(e->on & (EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS)))
@@ -70,7 +107,16 @@ int waits_from_ebpf(struct ebpf *e, struct wait_list *out, uint64_t counts[4])
 				.kind = WAIT_OFFCPU, .open_at_end = o->open_at_end,
 				.state = o->state == 0 ? 'R' : ebpf_state_letter(o->state)[0],
 				.api_frame = api_frame_of(e, o->stack),
+				.began_before = o->began_before, .blocked_ns = o->blocked_ns,
 			};
+
+			w.py_frame = innermost(e, o->stack, is_py_frame);
+			if (o->open_at_end) {
+				/* what a hang in progress is reported with */
+				w.collective = innermost(e, o->stack, findings_is_collective_frame);
+				stack_text(e, o->stack, stk, sizeof(stk));
+				w.stack = stk;
+			}
 
 			if (o->syscall >= 0) {
 				w.name = ebpf_syscall_name((uint32_t)o->syscall, nb, sizeof(nb));

@@ -14,7 +14,8 @@
 #define TOP_SYSCALLS 25
 #define TOP_REASONS 10
 
-static const char *const collector_names[EC__N] = { "cpu", "offcpu", "syscalls", "python" };
+static const char *const collector_names[EC__N] = { "cpu", "offcpu", "syscalls", "python",
+							  "tasks" };
 
 static void us(struct jsonw *w, const char *key, uint64_t ns)
 {

@@ -112,6 +112,11 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 		}
 		if (o->open_at_end)
 			jsonw_kv_bool(w, "still_blocked_at_end", true);
+		if (o->began_before) {
+			jsonw_kv_bool(w, "blocked_before_window", true);
+			jsonw_key(w, "blocked_s");
+			jsonw_fixed3(w, o->blocked_ns / 1000000);
+		}
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
 	}

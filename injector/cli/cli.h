@@ -9,13 +9,46 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 #include "artifacts/termlog.h"   /* the exit codes, the termination message */
+#include "target/container.h"     /* CONTAINER_ID_MAX */
 
 int cmd_profile(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 /* `aiprof upload DIR s3://bucket/prefix [options]`: exit 0, 2 (usage or configuration:
  * bad URL, no credentials) or 7 (the upload failed; the folder is kept). */
 int cmd_upload(int argc, char **argv);
+
+/* `aiprof stacks`: every thread of running processes, nothing stopped or loaded. */
+int cmd_stacks(int argc, char **argv);
+
+/* The processes a command looks at (targets.c). */
+#define CLI_MAX_TARGETS 256
+struct cli_targets {
+	pid_t pids[CLI_MAX_TARGETS];
+	size_t npids;
+	char container_id[CONTAINER_ID_MAX + 1];
+	const char *container_name, *match;
+};
+
+#define CLI_TARGET_LONG_OPTIONS \
+	{ "pid", required_argument, NULL, 'p' }, \
+	{ "container-id", required_argument, NULL, 'I' }, \
+	{ "container-name", required_argument, NULL, 'K' }, \
+	{ "match", required_argument, NULL, 'X' }
+
+#define CLI_NOT_TARGET_OPTION (-1)
+struct cli_result;
+/* Takes option c ('p', 'I', 'K', 'X' of CLI_TARGET_LONG_OPTIONS): EXIT_OK or the exit code
+ * of a usage error (said through res); CLI_NOT_TARGET_OPTION for any other option. */
+int cli_target_option(struct cli_result *res, struct cli_targets *t, int c, const char *arg);
+/*
+ * After the options: exactly one way of naming the processes, --match only with a
+ * container; a container's processes found and chosen (--match, else those that loaded the
+ * CUDA libraries, else the main process) into t->pids. Returns an exit code.
+ */
+int cli_targets_resolve(struct cli_result *res, struct cli_targets *t, const char *command);
 
 /* Exit code for a negative errno from target checks or injection. */
 int exit_code_for(int err);

@@ -26,6 +26,7 @@ static const struct cmd {
 	const char *summary;
 } cmds[] = {
 	{ "profile", cmd_profile, "attach to running processes, record a window, write artifacts" },
+	{ "stacks", cmd_stacks, "what every thread of running processes is doing now (no stop)" },
 	{ "merge", cmd_merge, "merge the ranks of one job onto one clock, with cross-rank findings" },
 	{ "upload", cmd_upload, "upload an artifact folder to S3-compatible storage (manifest last)" },
 	{ "version", cmd_version, "print the version" },

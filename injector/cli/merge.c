@@ -17,6 +17,8 @@
 #include "artifacts/termlog.h"
 #include "artifacts/upload.h"
 #include "merge/merge.h"
+#include "merge/stacks_merge.h"
+#include "readfile.h"
 #include "cli.h"
 
 #define MAX_SOURCES 256      /* ranks one merge takes */
@@ -32,6 +34,11 @@ static void usage(FILE *f)
 		"timeline.json.gz (a process group per rank), summary.json (schema aiprof.merge/v1:\n"
 		"offsets, residual skew, lateness per rank, Straggler and NcclHang findings) and\n"
 		"manifest.json.\n\n"
+		"With dumps of `aiprof stacks --format json` as SRC (files, one or more ranks each),\n"
+		"groups the ranks by the stack of their main thread and names the ones that are not\n"
+		"where the others are (for a hang: the ranks that never arrived at the collective the\n"
+		"others wait in); prints that and writes DIR/stacks-merged.json\n"
+		"(aiprof.stacks-merge/v1).\n\n"
 		"  -o, --output DIR|s3://  where to write (s3://: built in a local folder ./aiprof-out/\n"
 		"                          merged-<UTC time>, or under $TMPDIR when . is read-only,\n"
 		"                          uploaded with manifest.json last, kept)\n"
@@ -159,6 +166,63 @@ static void report_merge(struct cli_result *res, const struct merge *m)
 			termlog_count(res->term, "findings_omitted", st.findings - i);
 }
 
+/* Dumps of `aiprof stacks`: grouped, printed, and written to DIR/stacks-merged.json. */
+static int merge_dumps(const struct merge_args *a, struct cli_result *res)
+{
+	struct stacks_merge *m = NULL;
+	char msg[1024], path[4200];
+	FILE *f = NULL;
+	int r, rc = EXIT_OK;
+
+	if (s3url_is_s3(a->out))
+		return cli_fail(res, EXIT_USAGE, 0, "a merge of stacks dumps is written to a local "
+				"folder: give -o DIR");
+	if (stacks_merge__new(&m) < 0)
+		return cli_fail(res, EXIT_FAILURE_, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < a->nsrcs; i++) {
+		char *text = NULL;
+		size_t len = 0;
+
+		r = readfile(a->srcs[i], 64 << 20, READFILE_REGULAR, &text, &len);
+		if (r < 0) {
+			rc = cli_fail(res, EXIT_FAILURE_, r, "cannot read %s: %m", a->srcs[i]);
+			goto out;
+		}
+		r = stacks_merge__add(m, a->srcs[i], text, len, msg, sizeof(msg));
+		free(text);
+		if (r < 0) {
+			rc = cli_fail(res, EXIT_FAILURE_, r, "%s", msg);
+			goto out;
+		}
+	}
+	if (stacks_merge__run(m) < 0) {
+		rc = cli_fail(res, EXIT_FAILURE_, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (mkdir(a->out, 0755) < 0 && errno != EEXIST) {
+		rc = cli_fail(res, EXIT_OUTPUT, -errno, "cannot create %s: %m", a->out);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/stacks-merged.json", a->out);
+	f = fopen(path, "we");
+	if (!f || stacks_merge__write_json(m, f) < 0 || fflush(f) != 0) {
+		rc = cli_fail(res, EXIT_OUTPUT, -errno, "cannot write %s: %m", path);
+		goto out;
+	}
+	snprintf(res->outdir, sizeof(res->outdir), "%s", a->out);
+	stacks_merge__write_text(m, stdout);
+	if (res->term) {
+		termlog_count(res->term, "ranks_outside", stacks_merge__outliers(m));
+		if (stacks_merge__outliers(m))
+			termlog_finding(res->term, "NcclHang", "critical");
+	}
+out:
+	if (f)
+		fclose(f);
+	stacks_merge__free(m);
+	return rc;
+}
+
 /* The stages: the sources loaded and aligned, the merge written, then uploaded. */
 static int merge_run(int argc, char **argv, struct cli_result *res)
 {
@@ -175,6 +239,17 @@ static int merge_run(int argc, char **argv, struct cli_result *res)
 	rc = parse_merge_args(argc, argv, res, &a);
 	if (rc != EXIT_OK || a.help)
 		return rc;
+	{
+		size_t dumps = 0;
+
+		for (size_t i = 0; i < a.nsrcs; i++)
+			dumps += stacks_merge__is_dump(a.srcs[i]);
+		if (dumps && dumps < a.nsrcs)
+			return cli_fail(res, EXIT_USAGE, 0, "give either `aiprof stacks` dumps or "
+					"profile folders, not both");
+		if (dumps)
+			return merge_dumps(&a, res);
+	}
 	need_s3 = a.s3url[0];
 	for (size_t i = 0; i < a.nsrcs; i++)
 		need_s3 |= s3url_is_s3(a.srcs[i]);

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,11 +19,8 @@
 #include "event.h"
 #include "log.h"
 #include "procsyms.h"
-#include "recheck.h"
-#include "redact.h"
 #include "timeutil.h"
 #include "model/profile.h"
-#include "target/container.h"
 #include "target/memlimit.h"
 #include "target/target.h"
 #include "attach/inject.h"
@@ -40,7 +36,7 @@
 #include "artifacts/upload.h"
 #include "cli.h"
 
-#define MAX_TARGETS 256
+#define MAX_TARGETS CLI_MAX_TARGETS
 
 static volatile sig_atomic_t stop_requested;
 
@@ -119,25 +115,6 @@ int exit_code_for(int err)
 	}
 }
 
-static int parse_pids(const char *arg, pid_t *pids, size_t max, size_t *n)
-{
-	const char *p = arg;
-
-	while (*p) {
-		char *end;
-		long v;
-
-		errno = 0;
-		v = strtol(p, &end, 10);
-		if (errno || end == p || v <= 0 || v > INT_MAX || (*end && *end != ','))
-			return -EINVAL;
-		if (*n >= max)
-			return -E2BIG;
-		pids[(*n)++] = (pid_t)v;
-		p = *end ? end + 1 : end;
-	}
-	return *n ? 0 : -EINVAL;
-}
 
 static int parse_collectors(const char *arg, uint32_t *ret, uint32_t *ret_ebpf)
 {
@@ -331,81 +308,6 @@ static bool in_host_pid_namespace(void)
 	return stat("/proc/self/ns/pid", &st) < 0 || st.st_ino == 0xEFFFFFFCu;
 }
 
-/*
- * --container-id / --container-name: the container's processes, then the ones to profile
- * (container.h). Fills pids; returns an exit code.
- */
-static int resolve_container(struct cli_result *oc, const char *id, const char *name,
-			     const char *match, pid_t *pids, size_t max, size_t *npids)
-{
-	const char *what = id[0] ? id : name;
-	pid_t *all = NULL;
-	size_t n = 0;
-	regex_t re;
-	bool have_re = false;
-	enum container_rule rule;
-	char list[512] = "", cmd[256];
-	int r, rc = EXIT_OK;
-
-	if (match) {
-		char why[256];
-
-		if (recheck(match, why, sizeof(why)) < 0)
-			return cli_fail(oc, EXIT_USAGE, 0, "--match '%.256s' is refused: %s", match,
-					why);
-		r = regcomp(&re, match, REG_EXTENDED | REG_NOSUB);
-		if (r) {
-			regerror(r, &re, why, sizeof(why));
-			return cli_fail(oc, EXIT_USAGE, 0, "--match '%.256s' is not a POSIX extended "
-				    "regular expression: %s", match, why);
-		}
-		have_re = true;
-	}
-	r = id[0] ? container__find_by_id("/proc", id, &all, &n) :
-		    container__find_others("/proc", &all, &n);
-	if (r < 0) {
-		rc = cli_fail(oc, EXIT_FAILURE_, r, "cannot read the processes in /proc: %m");
-		goto out;
-	}
-	if (n == 0) {
-		rc = id[0] ? cli_fail(oc, EXIT_NO_TARGET, 0, "no process of container %s found: no "
-				  "/proc/PID/cgroup names it. Check that the container is running "
-				  "on this node and that aiprof runs in the host's pid namespace "
-				  "(hostPID: true)", id) :
-			     cli_fail(oc, EXIT_NO_TARGET, 0, "container %s: no process visible outside "
-				  "our own cgroup. An ephemeral container must target it "
-				  "(targetContainerName) or the pod must share its process namespace",
-				  name);
-		goto out;
-	}
-	r = container__choose("/proc", all, n, have_re ? &re : NULL, pids, max, npids, &rule);
-	if (r < 0) {
-		for (size_t i = 0; i < n && strlen(list) + 64 < sizeof(list); i++) {
-			container__cmdline("/proc", all[i], cmd, sizeof(cmd));
-			redact_cmdline(cmd, sizeof(cmd));   /* this goes to the status */
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d '%.48s'",
-				 i ? ", " : "", all[i], cmd);
-		}
-		rc = cli_fail(oc, EXIT_NO_TARGET, 0, match ?
-			  "container %s: none of its %zu processes has a command line matching "
-			  "--match '%s' (they are: %s); correct the expression or leave it out" :
-			  "container %s: its %zu processes exited while we looked%s(%s)", what, n,
-			  match ? match : " ", list);
-		goto out;
-	}
-	log_info("container %s: %zu process%s; profiling %zu chosen by %s", what, n,
-		 n == 1 ? "" : "es", *npids, rule == CONTAINER_RULE_MATCH ? "--match" :
-		 rule == CONTAINER_RULE_CUDA ? "CUDA libraries mapped" : "main process");
-	if (oc->term) {
-		termlog_count(oc->term, "container_processes", n);
-	}
-out:
-	if (have_re)
-		regfree(&re);
-	free(all);
-	return rc;
-}
-
 /* How many of the targets we record (no error) have exited. */
 static size_t count_exited(const struct target *targets, size_t n)
 {
@@ -463,8 +365,7 @@ static size_t events_budget(size_t ntargets, uint64_t *ret_limit, size_t *ret_eb
 
 /* What `aiprof profile` was asked to do: its options, checked. */
 struct profile_opts {
-	pid_t pids[MAX_TARGETS];
-	size_t npids;
+	struct cli_targets tg;          /* --pid, --container-id, --container-name, --match */
 	uint64_t duration;
 	uint32_t collectors;            /* AIPROF_COLLECT_*: the library's; 0 = eBPF only */
 	struct inject_opts io;
@@ -473,8 +374,6 @@ struct profile_opts {
 	enum { METHOD_AUTO, METHOD_PTRACE, METHOD_EBPF } method;
 	int lib_err;                    /* auto: libaiprof.so cannot be read (errno) */
 	char lib[PATH_MAX], outdir[PATH_MAX], s3url[PATH_MAX];
-	char container_id[CONTAINER_ID_MAX + 1];
-	const char *container_name, *match;
 	bool help;                      /* --help was given: usage is printed, nothing else */
 };
 
@@ -482,7 +381,7 @@ struct profile_opts {
 struct run {
 	struct profile_opts *o;
 	struct cli_result *oc;
-	struct target *targets;         /* o->npids of them */
+	struct target *targets;         /* o->tg.npids of them */
 	size_t nok, n_exited;           /* recorded without error; of those, exited */
 	int first_err;                  /* the first target's error, for the exit code */
 	uint64_t mem_limit;
@@ -497,30 +396,12 @@ struct run {
 /* One option into o; returns EXIT_OK or the usage error's exit code. */
 static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, const char *arg)
 {
-	char why[512];
 	int r;
 
+	r = cli_target_option(oc, &o->tg, c, arg);
+	if (r != CLI_NOT_TARGET_OPTION)
+		return r;
 	switch (c) {
-	case 'p':
-		r = parse_pids(arg, o->pids, MAX_TARGETS, &o->npids);
-		if (r < 0)
-			return cli_fail(oc, EXIT_USAGE, 0, "--pid '%s' is not a comma-separated list of "
-				    "process ids%s", arg, r == -E2BIG ? " (at most 256)" : "");
-		return EXIT_OK;
-	case 'I':
-		if (container_id__parse(arg, o->container_id, sizeof(o->container_id), why,
-					sizeof(why)) < 0)
-			return cli_fail(oc, EXIT_USAGE, 0, "%s", why);
-		return EXIT_OK;
-	case 'K':
-		if (!*arg)
-			return cli_fail(oc, EXIT_USAGE, 0, "--container-name needs the name of the "
-				    "container to profile");
-		o->container_name = arg;
-		return EXIT_OK;
-	case 'X':
-		o->match = arg;
-		return EXIT_OK;
 	case 'W':
 		return EXIT_OK;  /* taken before parsing, so that usage errors are reported too */
 	case 'd':
@@ -609,10 +490,7 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 static int parse_options(int argc, char **argv, struct cli_result *oc, struct profile_opts *o)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "container-id", required_argument, NULL, 'I' },
-		{ "container-name", required_argument, NULL, 'K' },
-		{ "match", required_argument, NULL, 'X' },
+		CLI_TARGET_LONG_OPTIONS,
 		{ "termination-log", required_argument, NULL, 'W' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
@@ -648,28 +526,16 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 	}
 	if (optind < argc)
 		return cli_fail(oc, EXIT_USAGE, 0, "unexpected argument '%s'", argv[optind]);
-	if ((o->npids > 0) + !!o->container_id[0] + !!o->container_name > 1)
-		return cli_fail(oc, EXIT_USAGE, 0, "give one of --pid, --container-id and "
-			    "--container-name");
-	if (o->match && !o->container_id[0] && !o->container_name)
-		return cli_fail(oc, EXIT_USAGE, 0, "--match chooses among a container's processes: "
-			    "use it with --container-id or --container-name");
 	return EXIT_OK;
 }
 
 /* The processes (a container's, chosen), the output folder and the library; an exit code. */
 static int resolve_inputs(struct cli_result *oc, struct profile_opts *o)
 {
-	if (o->container_id[0] || o->container_name) {
-		int rc = resolve_container(oc, o->container_id, o->container_name, o->match,
-					   o->pids, MAX_TARGETS, &o->npids);
+	int rc = cli_targets_resolve(oc, &o->tg, "profile");
 
-		if (rc != EXIT_OK)
-			return rc;
-	}
-	if (o->npids == 0)
-		return cli_fail(oc, EXIT_USAGE, 0, "no target: give the processes to profile with "
-			    "--pid PID[,PID...], --container-id ID or --container-name NAME");
+	if (rc != EXIT_OK)
+		return rc;
 	if (strncmp(o->outdir, "s3://", 5) == 0) {
 		/* artifacts are built in a local staging folder, kept until the upload is confirmed */
 		snprintf(o->s3url, sizeof(o->s3url), "%s", o->outdir);
@@ -701,16 +567,16 @@ static int prepare_targets(struct run *run)
 	size_t max_events;
 	int r;
 
-	run->targets = calloc(o->npids, sizeof(*run->targets));
+	run->targets = calloc(o->tg.npids, sizeof(*run->targets));
 	if (!run->targets)
 		return cli_fail(run->oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
-	max_events = events_budget(o->npids, &run->mem_limit, &o->eo.max_events);
-	for (size_t i = 0; i < o->npids; i++) {
+	max_events = events_budget(o->tg.npids, &run->mem_limit, &o->eo.max_events);
+	for (size_t i = 0; i < o->tg.npids; i++) {
 		struct target *t = &run->targets[i];
 		char msg[512];
 
 		t->store.max_events = max_events;
-		t->pid = o->pids[i];
+		t->pid = o->tg.pids[i];
 		r = target_preflight(t->pid, msg, sizeof(msg));
 		if (r == -ENOEXEC && (o->method == METHOD_EBPF ||
 				      (o->method == METHOD_AUTO && !o->no_ebpf))) {
@@ -791,7 +657,7 @@ static int attach_all(struct run *run)
 {
 	const struct profile_opts *o = run->o;
 
-	for (size_t i = 0; i < o->npids; i++) {
+	for (size_t i = 0; i < o->tg.npids; i++) {
 		struct target *t = &run->targets[i];
 		int r;
 
@@ -843,7 +709,7 @@ static int start_ebpf(struct run *run)
 		pid_t ok_pids[MAX_TARGETS];
 		size_t n_ok = 0;
 
-		for (size_t i = 0; i < o->npids; i++)
+		for (size_t i = 0; i < o->tg.npids; i++)
 			if (!run->targets[i].error)
 				ok_pids[n_ok++] = run->targets[i].pid;
 		r = ebpf__new(&o->eo, ok_pids, n_ok, &run->ebpf, run->ebpf_why,
@@ -894,7 +760,7 @@ static void record_window(struct run *run)
 
 	run->prof.start_realtime_ns = now_realtime_ns();
 	run->prof.start_ns = now_monotonic_ns();
-	for (size_t i = 0; i < o->npids; i++)
+	for (size_t i = 0; i < o->tg.npids; i++)
 		if (run->targets[i].session)
 			session__start(run->targets[i].session, o->collectors);
 	if (run->ebpf)
@@ -906,13 +772,13 @@ static void record_window(struct run *run)
 			/* every process we record has exited (its pod deleted, say): nothing more
 			 * will come, so the window ends here and what it holds is written */
 			next_alive_check = now_monotonic_ns() + 100 * NSEC_PER_MSEC;
-			run->n_exited = count_exited(run->targets, o->npids);
+			run->n_exited = count_exited(run->targets, o->tg.npids);
 			if (run->n_exited == run->nok) {
 				run->cut_realtime_ns = now_realtime_ns();
 				break;
 			}
 		}
-		for (size_t i = 0; i < o->npids; i++) {
+		for (size_t i = 0; i < o->tg.npids; i++) {
 			struct target *t = &run->targets[i];
 
 			if (t->uprobes)
@@ -935,7 +801,7 @@ static void stop_window(struct run *run)
 	const struct profile_opts *o = run->o;
 
 	ebpf__stop(run->ebpf);
-	for (size_t i = 0; i < o->npids; i++) {
+	for (size_t i = 0; i < o->tg.npids; i++) {
 		struct target *t = &run->targets[i];
 
 		if (t->uprobes) {
@@ -951,7 +817,7 @@ static void stop_window(struct run *run)
 		target_refresh_threads(t);
 		target_name_launches(t);
 	}
-	for (size_t i = 0; i < o->npids; i++)
+	for (size_t i = 0; i < o->tg.npids; i++)
 		event_store__demangle(&run->targets[i].store);
 	run->prof.end_ns = now_monotonic_ns();
 	if (stop_requested)
@@ -962,9 +828,9 @@ static void stop_window(struct run *run)
 			   (double)(run->prof.end_ns - run->prof.start_ns) / 1e9,
 			   (double)o->duration / 1e9, run->nok, run->nok == 1 ? "" : "es");
 	else
-		run->n_exited = count_exited(run->targets, o->npids);
+		run->n_exited = count_exited(run->targets, o->tg.npids);
 	run->prof.targets = run->targets;
-	run->prof.ntargets = o->npids;
+	run->prof.ntargets = o->tg.npids;
 	run->prof.requested_ns = o->duration;
 	run->prof.outdir = o->outdir;
 	run->prof.ebpf = run->ebpf;
@@ -1021,7 +887,7 @@ static void report_results(struct run *run)
 			termlog_count(term, "findings_omitted", d->findings->n - TERM_MAX_FINDINGS);
 	}
 	log_notice("report: %s", run->report);
-	for (size_t i = 0; i < run->o->npids; i++) {
+	for (size_t i = 0; i < run->o->tg.npids; i++) {
 		const struct target *t = &run->targets[i];
 
 		if (t->error)
@@ -1045,14 +911,14 @@ static void report_results(struct run *run)
 	{
 		uint64_t by_uprobes = 0;
 
-		for (size_t i = 0; i < run->o->npids; i++)
+		for (size_t i = 0; i < run->o->tg.npids; i++)
 			by_uprobes += !run->targets[i].error && run->targets[i].uprobe_method &&
 				      run->o->collectors;
 		/* of those, recorded through uprobes (--method ebpf, or auto's choice) */
 		if (by_uprobes)
 			termlog_count(term, "processes_ebpf_method", by_uprobes);
 	}
-	termlog_count(term, "processes_failed", run->o->npids - run->nok);
+	termlog_count(term, "processes_failed", run->o->tg.npids - run->nok);
 	termlog_count(term, "events", events);
 	termlog_count(term, "dropped", dropped);
 	termlog_count(term, "findings", d ? d->findings->n : 0);
@@ -1134,7 +1000,7 @@ static int profile_run(int argc, char **argv, struct cli_result *oc)
 out:
 	diagnosis__free(run.prof.diag);
 	ebpf__free(run.ebpf);
-	free_targets(run.targets, o->npids);
+	free_targets(run.targets, o->tg.npids);
 	free(o);
 	return rc;
 }

@@ -31,7 +31,6 @@
 #endif
 
 #define TICK_NS (250 * NSEC_PER_MSEC)
-#define PY_THREADS_PER_TICK 4096
 
 uint32_t ebpf__collectors(const struct ebpf *e)
 {
@@ -60,108 +59,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-/* ---- Python threads ---------------------------------------------------------------------- */
-
-/* ns tid -> host tid for a target in another pid namespace (NSpid of each task). */
-static int read_tid_map(pid_t pid, struct u64map *ns_to_host)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = opendir(path);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		char sp[96], buf[4096], *p;
-		long host = strtol(de->d_name, NULL, 10), ns = host;
-		FILE *f;
-		size_t n;
-
-		if (host <= 0)
-			continue;
-		snprintf(sp, sizeof(sp), "/proc/%d/task/%ld/status", pid, host);
-		f = fopen(sp, "re");
-		if (!f)
-			continue;
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		p = strstr(buf, "\nNSpid:");
-		if (p) {
-			char *end;
-
-			p += 7;
-			for (;;) {
-				long v = strtol(p, &end, 10);
-
-				if (end == p)
-					break;
-				ns = v;
-				p = end;
-			}
-		}
-		u64map_put(ns_to_host, (uint64_t)ns, (uint64_t)host);
-	}
-	closedir(d);
-	return 0;
-}
-
-static bool same_pid_ns(pid_t pid)
-{
-	struct stat a, b;
-	char p[64];
-
-	snprintf(p, sizeof(p), "/proc/%d/ns/pid", pid);
-	if (stat("/proc/self/ns/pid", &a) < 0 || stat(p, &b) < 0)
-		return true;
-	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
-static void py_refresh_threads(struct ebpf *e, struct ebpf_tdata *td)
-{
-	struct u64map ns_to_host = { 0 }, now = { 0 };
-	struct py_tstate *ts;
-	int fd = ebpf_shared_map_fd(e, "py_threads");
-	bool mapped = !same_pid_ns(td->pid);
-	size_t n = 0, pos = 0;
-	uint64_t k, v;
-
-	if (!e->tstates)
-		e->tstates = calloc(PY_THREADS_PER_TICK, sizeof(*e->tstates));
-	ts = e->tstates;
-	if (fd < 0 || !ts || py_proc__threads(td->py, ts, PY_THREADS_PER_TICK, &n) < 0)
-		return;
-	if (mapped)
-		read_tid_map(td->pid, &ns_to_host);
-	for (size_t i = 0; i < n; i++) {
-		uint64_t host = ts[i].native_tid, old;
-		struct py_thread pt = { .tstate = ts[i].tstate };
-		uint32_t key;
-
-		if (mapped && !u64map_get(&ns_to_host, ts[i].native_tid, &host))
-			continue;
-		key = (uint32_t)host;
-		u64map_put(&now, host, ts[i].tstate);
-		if (u64map_get(&td->pythreads, host, &old) && old == ts[i].tstate)
-			continue;
-		bpf_map_update_elem(fd, &key, &pt, BPF_ANY);
-	}
-	/* threads that are gone, or no longer Python's */
-	while (u64map_next(&td->pythreads, &pos, &k, &v)) {
-		uint32_t key = (uint32_t)k;
-
-		if (!u64map_get(&now, k, NULL))
-			bpf_map_delete_elem(fd, &key);
-	}
-	u64map_clear(&td->pythreads);
-	td->pythreads = now;
-	u64map_clear(&ns_to_host);
-}
-
 static const struct ebpf_collector_ops *const collectors[] = {
-	&ebpf_cpu_ops, &ebpf_offcpu_ops, &ebpf_syscalls_ops,
+	&ebpf_cpu_ops, &ebpf_offcpu_ops, &ebpf_syscalls_ops, &ebpf_tasks_ops,
 };
 #define NCOLLECTORS (sizeof(collectors) / sizeof(collectors[0]))
 
@@ -308,7 +207,7 @@ static int fill_maps(struct ebpf *e)
 
 			if (bpf_map_update_elem(pfd, &key, o, BPF_ANY) < 0)
 				return -errno;
-			py_refresh_threads(e, &e->t[i]);
+			ebpf_py_refresh(e, &e->t[i]);
 		}
 	}
 	return 0;
@@ -392,10 +291,13 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 		e->shared_fd[i] = -1;
 	if (!e->opts.frequency_hz)
 		e->opts.frequency_hz = EBPF_DEFAULT_FREQUENCY;
-	/* Python frames live in the stacks of the CPU and off-CPU collectors */
+	/* Python frames live in the stacks of the CPU and off-CPU collectors (and dumps) */
 	if ((e->opts.collectors & EBPF_COLLECT_PYTHON) &&
-	    !(e->opts.collectors & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU)))
+	    !(e->opts.collectors & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU | EBPF_COLLECT_TASKS)))
 		e->opts.collectors |= EBPF_COLLECT_CPU;
+	/* threads still asleep when the window closes are read with the task iterator */
+	if (e->opts.collectors & EBPF_COLLECT_OFFCPU)
+		e->opts.collectors |= EBPF_COLLECT_TASKS;
 	stack_store__init(&e->stacks);
 	stack_tree__init(&e->tree);
 	libbpf_set_print(libbpf_print);
@@ -426,8 +328,8 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 		if (e->opts.collectors & collectors[i]->flag)
 			collectors[i]->open(e);
 	if (!any_on(e)) {
-		for (int c = 0; c < EC_PYTHON; c++)
-			if (e->why[c][0]) {
+		for (int c = 0; c < EC__N; c++)
+			if (c != EC_PYTHON && e->why[c][0]) {
 				snprintf(why, whylen, "%s", e->why[c]);
 				break;
 			}
@@ -453,8 +355,8 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 		if (collectors[i]->is_on(e) && collectors[i]->attach(e) < 0)
 			collectors[i]->destroy(e);
 	if (!any_on(e)) {
-		for (int c = 0; c < EC_PYTHON; c++)
-			if (e->why[c][0]) {
+		for (int c = 0; c < EC__N; c++)
+			if (c != EC_PYTHON && e->why[c][0]) {
 				snprintf(why, whylen, "%s", e->why[c]);
 				break;
 			}
@@ -470,8 +372,9 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		if (collectors[i]->is_on(e))
 			e->on |= collectors[i]->flag;
-	/* Python frames ride on the stacks of the CPU and off-CPU collectors */
-	if ((e->on & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU)) && any_python(e) &&
+	/* Python frames ride on the stacks of the CPU and off-CPU collectors and dumps */
+	if ((e->on & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU | EBPF_COLLECT_TASKS)) &&
+	    any_python(e) &&
 	    (e->opts.collectors & EBPF_COLLECT_PYTHON))
 		e->on |= EBPF_COLLECT_PYTHON;
 	*ret = e;
@@ -504,7 +407,7 @@ void ebpf__poll(struct ebpf *e)
 		e->next_tick_ns = now + TICK_NS;
 		for (size_t i = 0; i < e->nt; i++)
 			if (e->t[i].py)
-				py_refresh_threads(e, &e->t[i]);
+				ebpf_py_refresh(e, &e->t[i]);
 	}
 }
 
@@ -574,6 +477,7 @@ void ebpf__free(struct ebpf *e)
 			free(td->sys[k].target);
 		free(td->sys);
 		free(td->stats);
+		free(td->threads);
 	}
 	free(e->t);
 	free(e->tstates);
@@ -604,5 +508,6 @@ void ebpf__start(struct ebpf *e) { (void)e; }
 void ebpf__poll(struct ebpf *e) { (void)e; }
 void ebpf__stop(struct ebpf *e) { (void)e; }
 void ebpf__free(struct ebpf *e) { (void)e; }
+int ebpf__threads(struct ebpf *e) { (void)e; return -ENOTSUP; }
 
 #endif

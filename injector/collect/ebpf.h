@@ -28,6 +28,9 @@ enum {
 	EBPF_COLLECT_OFFCPU = 1u << 1,    /* blocked time from sched_switch */
 	EBPF_COLLECT_SYSCALLS = 1u << 2,  /* syscall latency, slow calls with their files */
 	EBPF_COLLECT_PYTHON = 1u << 3,    /* Python frames in the stacks of the two above */
+	EBPF_COLLECT_TASKS = 1u << 4,     /* every thread's state and stacks, read on demand
+					   * (ebpf__threads(); with offcpu: the threads still
+					   * asleep when the window closes) */
 	EBPF_COLLECT_ALL = 0xfu,
 };
 
@@ -63,6 +66,15 @@ void ebpf__start(struct ebpf *e);
 void ebpf__poll(struct ebpf *e);
 void ebpf__stop(struct ebpf *e);
 void ebpf__free(struct ebpf *e);  /* NULL-safe; detaches everything */
+
+/*
+ * Reads every thread of the targets now: state, how long it has been asleep or running,
+ * the syscall it is in, kernel, native and Python frames. Nothing is stopped or loaded into
+ * the targets. Needs EBPF_COLLECT_TASKS. Returns the number of threads (read by the
+ * writers in artifacts/ebpf_artifacts.h), or -errno (-ENOTSUP without the tasks
+ * collector).
+ */
+int ebpf__threads(struct ebpf *e);
 
 /* Collectors that ran, as EBPF_COLLECT_* bits. */
 uint32_t ebpf__collectors(const struct ebpf *e);

@@ -5,12 +5,17 @@
  * Below the collectors (ebpf_cpu.c, ebpf_offcpu.c, ebpf_syscalls.c) and their driver
  * (ebpf.c): it calls neither.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
+#include "bpf/tasks.h"
 #include "ebpf_internal.h"
 #include "ebpf_kallsyms.h"
 
@@ -62,6 +67,8 @@ bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td)
 
 const char *ebpf_state_letter(uint32_t state)
 {
+	if (state == 0)
+		return "R";  /* running or runnable */
 	if (state & 2)
 		return "D";  /* uninterruptible: disk I/O, some locks */
 	if (state & 1)
@@ -395,6 +402,7 @@ user_done:
 	id = stack_store__stack(&e->stacks, out, n);
 	if (id < 0)
 		return id;
+	e->last_whole = nn && reached_root && !truncated;
 	if (count) {
 		if (nn) {
 			td->samples_user++;
@@ -412,6 +420,11 @@ user_done:
 	if (ret_wchan)
 		*ret_wchan = wchan;
 	return id;
+}
+
+bool ebpf_last_stack_whole(const struct ebpf *e)
+{
+	return e->last_whole;
 }
 
 #ifndef AIPROF_NO_EBPF
@@ -455,6 +468,183 @@ int ebpf_shared_map_fd(const struct ebpf *e, const char *name)
 		if (strcmp(shared_maps[i], name) == 0)
 			return e->shared_fd[i] >= 0 ? e->shared_fd[i] : -ENOENT;
 	return -ENOENT;
+}
+
+#define PY_THREADS_PER_TICK 4096
+
+/* ---- Python threads ---------------------------------------------------------------------- */
+
+/* ns tid -> host tid for a target in another pid namespace (NSpid of each task). */
+static int read_tid_map(pid_t pid, struct u64map *ns_to_host)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char sp[96], buf[4096], *p;
+		long host = strtol(de->d_name, NULL, 10), ns = host;
+		FILE *f;
+		size_t n;
+
+		if (host <= 0)
+			continue;
+		snprintf(sp, sizeof(sp), "/proc/%d/task/%ld/status", pid, host);
+		f = fopen(sp, "re");
+		if (!f)
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		p = strstr(buf, "\nNSpid:");
+		if (p) {
+			char *end;
+
+			p += 7;
+			for (;;) {
+				long v = strtol(p, &end, 10);
+
+				if (end == p)
+					break;
+				ns = v;
+				p = end;
+			}
+		}
+		u64map_put(ns_to_host, (uint64_t)ns, (uint64_t)host);
+	}
+	closedir(d);
+	return 0;
+}
+
+static bool same_pid_ns(pid_t pid)
+{
+	struct stat a, b;
+	char p[64];
+
+	snprintf(p, sizeof(p), "/proc/%d/ns/pid", pid);
+	if (stat("/proc/self/ns/pid", &a) < 0 || stat(p, &b) < 0)
+		return true;
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
+{
+	struct u64map ns_to_host = { 0 }, now = { 0 };
+	struct py_tstate *ts;
+	int fd = ebpf_shared_map_fd(e, "py_threads");
+	bool mapped = !same_pid_ns(td->pid);
+	size_t n = 0, pos = 0;
+	uint64_t k, v;
+
+	if (!e->tstates)
+		e->tstates = calloc(PY_THREADS_PER_TICK, sizeof(*e->tstates));
+	ts = e->tstates;
+	if (!ts || py_proc__threads(td->py, ts, PY_THREADS_PER_TICK, &n) < 0)
+		return;
+	if (mapped)
+		read_tid_map(td->pid, &ns_to_host);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t host = ts[i].native_tid, old;
+		struct py_thread pt = { .tstate = ts[i].tstate };
+		uint32_t key;
+
+		if (mapped && !u64map_get(&ns_to_host, ts[i].native_tid, &host))
+			continue;
+		key = (uint32_t)host;
+		u64map_put(&now, host, ts[i].tstate);
+		if ((u64map_get(&td->pythreads, host, &old) && old == ts[i].tstate) || fd < 0)
+			continue;
+		bpf_map_update_elem(fd, &key, &pt, BPF_ANY);
+	}
+	/* threads that are gone, or no longer Python's */
+	while (u64map_next(&td->pythreads, &pos, &k, &v)) {
+		uint32_t key = (uint32_t)k;
+
+		if (!u64map_get(&now, k, NULL) && fd >= 0)
+			bpf_map_delete_elem(fd, &key);
+	}
+	u64map_clear(&td->pythreads);
+	td->pythreads = now;
+	u64map_clear(&ns_to_host);
+}
+
+
+/* ---- the task iterator's records (ebpf_tasks.c loads it) --------------------------- */
+
+#define TASK_FIXED (sizeof(struct task_dump) - sizeof(struct ebpf_ucopy))
+
+bool ebpf_task_settled(const struct task_dump *d)
+{
+	return !d->on_cpu;
+}
+
+int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata *td,
+					       const struct task_dump *d, void *arg), void *arg)
+{
+	size_t cap = 2 * sizeof(struct task_dump), len = 0, off;
+	char *buf;
+	int fd, r = 0;
+
+	if (!e->tasks_link)
+		return -ENOTSUP;
+	/* the iterator's "now" is this thread's run time as last accounted: a yield accounts
+	 * it up to now */
+	sched_yield();
+	fd = bpf_iter_create(bpf_link__fd(e->tasks_link));
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + len, cap - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		len += (size_t)n;
+		/* whole records from the front; a partial one waits for the next read */
+		for (off = 0; len - off >= TASK_FIXED + EBPF_UCOPY_HDR;) {
+			const struct task_dump *d = (const void *)(buf + off);
+			size_t rec;
+			struct ebpf_tdata *td;
+
+			if (d->hdr.type != EBPF_REC_TASK || d->u.bytes > EBPF_UCOPY_MAX) {
+				e->bad_records++;
+				r = -EBADMSG;
+				goto out;
+			}
+			rec = TASK_FIXED + EBPF_UCOPY_HDR + d->u.bytes;
+			if (len - off < rec)
+				break;
+			td = ebpf_tdata_of(e, d->hdr.tgid);
+			if (td) {
+				r = fn(e, td, d, arg);
+				if (r < 0)
+					goto out;
+			} else {
+				e->foreign++;
+			}
+			off += rec;
+		}
+		memmove(buf, buf + off, len - off);
+		len -= off;
+		if (n == 0)
+			break;
+	}
+out:
+	free(buf);
+	close(fd);
+	return r;
 }
 
 #endif

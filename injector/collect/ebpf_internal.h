@@ -22,8 +22,10 @@ struct ring_buffer;
 struct cpu_bpf;
 struct offcpu_bpf;
 struct syscalls_bpf;
+struct tasks_bpf;
+struct task_dump;
 
-enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC__N };
+enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC__N };
 
 #define EBPF_SHARED_MAPS 4
 #define EBPF_RINGBUF_BYTES (16u << 20)  /* the ring buffer every collector writes into */
@@ -43,6 +45,8 @@ struct ebpf_off_ev {
 	int32_t syscall;
 	uint32_t wchan;           /* frame id of the kernel function it waited in, or UINT32_MAX */
 	bool open_at_end;         /* still blocked when the window closed */
+	bool began_before;        /* ...and since before the window began (ts = its start) */
+	uint64_t blocked_ns;      /* how long it has been blocked, before the window too */
 };
 
 struct ebpf_sys_ev {
@@ -63,6 +67,20 @@ struct ebpf_sys_stat {
 struct ebpf_tid {
 	uint32_t tid;
 	char comm[16];
+};
+
+/* One thread as the task iterator saw it (ebpf_tasks.c). */
+struct ebpf_thread {
+	uint32_t tid;
+	char comm[16];
+	uint32_t state;           /* 0 runnable, 1 S, 2 D, 4/8 stopped/traced */
+	bool on_cpu;              /* running as it was read: its user stack may be torn */
+	int32_t syscall;          /* the syscall it is in, -1 if none */
+	uint64_t for_ns;          /* asleep: since it went to sleep; runnable: since it was last
+				   * switched in; 0 if the kernel does not say */
+	uint32_t stack;           /* stack id (frames root first) */
+	uint32_t wchan;           /* frame id of the kernel function it waits in, or UINT32_MAX */
+	bool whole;               /* the native stack reached the thread's first frame */
 };
 
 /* Everything recorded for one target process. */
@@ -89,6 +107,8 @@ struct ebpf_tdata {
 	uint64_t cpu_samples;             /* every on-CPU sample, kept whole or not */
 	struct ebpf_sys_stat *stats;
 	size_t nstats;
+	struct ebpf_thread *threads;      /* the last ebpf__threads() */
+	size_t nthreads, capthreads;
 
 	/* stack quality, over CPU samples */
 	uint64_t samples_user;            /* with a user stack */
@@ -116,6 +136,8 @@ struct ebpf {
 	struct cpu_bpf *cpu;
 	struct offcpu_bpf *off;
 	struct syscalls_bpf *sys;
+	struct tasks_bpf *tasks;
+	struct bpf_link *tasks_link;
 	int shared_fd[EBPF_SHARED_MAPS];  /* targets, py_procs, py_threads, events; -1 until loaded */
 	struct bpf_link **perf_links;     /* the CPU sampler's events: per target thread, or per CPU */
 	int *perf_fds;
@@ -133,6 +155,7 @@ struct ebpf {
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
 	uint64_t cpu_foreign;             /* sampler runs on a non-target thread (0 when "task") */
+	bool last_whole;                  /* of the last ebpf_stack_from() */
 	bool stopped;
 };
 
@@ -163,6 +186,8 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
 		    const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
 		    uint32_t *ret_wchan);
+/* ...and whether the last such stack's native part reached the thread's first frame */
+bool ebpf_last_stack_whole(const struct ebpf *e);
 /*
  * The stack copy that follows a record's fixed part of `fixed` bytes, if the record has
  * one whose length agrees with the record's; NULL otherwise (counted as a bad record when
@@ -195,7 +220,21 @@ struct ebpf_collector_ops {
 	void (*destroy)(struct ebpf *e);      /* leaves it off; safe when it is off */
 };
 
-extern const struct ebpf_collector_ops ebpf_cpu_ops, ebpf_offcpu_ops, ebpf_syscalls_ops;
+extern const struct ebpf_collector_ops ebpf_cpu_ops, ebpf_offcpu_ops, ebpf_syscalls_ops,
+	ebpf_tasks_ops;
+
+/*
+ * ebpf_tasks.c: reads the task iterator and calls fn for each record of a target thread,
+ * its size checked (the stack copy is d->u, d->u.bytes long). 0, or -errno; -ENOTSUP when
+ * the tasks collector is not on. Not during fn: records of threads gone meanwhile.
+ */
+int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata *td,
+					       const struct task_dump *d, void *arg), void *arg);
+/* Whether a record's stack copy may be trusted (the thread was off its CPU). */
+bool ebpf_task_settled(const struct task_dump *d);
+
+/* ebpf.c: the target's Python thread states now (td->pythreads, and the BPF map if any) */
+void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td);
 
 /* ebpf_syscalls.c: names and kinds of x86_64 syscall numbers */
 const char *ebpf_syscall_name(uint32_t nr, char *buf, size_t len);

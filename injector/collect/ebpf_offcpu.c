@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/offcpu.h"
+#include "bpf/tasks.h"
 #include "offcpu.skel.h"
 #include "ebpf_internal.h"
 #include "ebpf_kallsyms.h"
@@ -82,20 +83,10 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 		e->lost += __atomic_exchange_n(&e->off->bss->lost, 0, __ATOMIC_RELAXED);
 }
 
-static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
-		      uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
-		      const struct ebpf_ucopy *uc, bool open_at_end, uint32_t wchan_hint)
+/* Counts ev (its stack already in the store) and keeps it whole if the budget allows. */
+static void keep_event(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_off_ev *ev)
 {
-	struct ebpf_off_ev *ev;
-	uint32_t wchan = UINT32_MAX;
-	int id;
-
-	id = ebpf_stack_from(e, td, st, uc, true, false, NULL, &wchan);
-	if (id < 0)
-		return;
-	if (wchan == UINT32_MAX)
-		wchan = wchan_hint;
-	stack_store__add(&e->stacks, (uint32_t)id, STACK_OFFCPU, dur / 1000 ? dur / 1000 : 1);
+	stack_store__add(&e->stacks, ev->stack, STACK_OFFCPU, ev->dur / 1000 ? ev->dur / 1000 : 1);
 	if (!ebpf_keep_event(e, td))
 		return;
 	if (td->noff == td->capoff) {
@@ -107,10 +98,24 @@ static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64
 		td->off = nv;
 		td->capoff = ncap;
 	}
-	ev = &td->off[td->noff++];
-	*ev = (struct ebpf_off_ev){ .ts = ts, .dur = dur, .tid = tid, .stack = (uint32_t)id,
-				    .state = state, .syscall = syscall, .wchan = wchan,
-				    .open_at_end = open_at_end };
+	td->off[td->noff++] = *ev;
+}
+
+static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
+		      uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
+		      const struct ebpf_ucopy *uc, bool open_at_end, uint32_t wchan_hint)
+{
+	uint32_t wchan = UINT32_MAX;
+	int id;
+
+	id = ebpf_stack_from(e, td, st, uc, true, false, NULL, &wchan);
+	if (id < 0)
+		return;
+	if (wchan == UINT32_MAX)
+		wchan = wchan_hint;
+	keep_event(e, td, &(struct ebpf_off_ev){ .ts = ts, .dur = dur, .tid = tid,
+		   .stack = (uint32_t)id, .state = state, .syscall = syscall, .wchan = wchan,
+		   .open_at_end = open_at_end, .blocked_ns = dur });
 }
 
 static void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
@@ -233,6 +238,74 @@ static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
 	closedir(d);
 }
 
+struct flush_ctx {
+	int map_fd;
+	struct offcpu_task v;
+	struct ebpf_stacks st;
+};
+
+/*
+ * The same at the end of the window, from the task iterator: a thread asleep now is
+ * reported with its whole stacks as the iterator read them, also when it went to sleep
+ * before the window began (then from the window's start, with how long it has really been
+ * blocked: a hang that began before anyone looked).
+ */
+static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
+			void *arg)
+{
+	struct flush_ctx *c = arg;
+	bool have = task_state_of(c->map_fd, d->hdr.tid, &c->v) && c->v.ts < e->end_ns;
+	uint64_t since, blocked, window = e->end_ns - e->start_ns;
+	uint32_t wchan = UINT32_MAX, tstate;
+	uint64_t pyts;
+	int32_t nr;
+	int id;
+
+	if (have && c->v.woke) {
+		/* woke from a long sleep and not back in user space yet: what the kernel kept */
+		if (c->v.ts < e->start_ns)
+			return 0;
+		nr = sleeping_stacks(e, td, d->hdr.tid, &c->st, &wchan);
+		c->st.kstack_bytes = c->v.kstack_bytes;
+		memcpy(c->st.kips, c->v.kips, sizeof(c->st.kips));
+		add_event(e, td, c->v.ts, c->v.woke - c->v.ts, d->hdr.tid, c->v.state, nr, &c->st,
+			  NULL, false, UINT32_MAX);
+		return 0;
+	}
+	if (!d->state)
+		return 0;   /* running */
+	blocked = d->hdr.ts > d->stopped_at && d->stopped_at ? d->hdr.ts - d->stopped_at : 0;
+	if (have && c->v.ts >= e->start_ns) {
+		since = c->v.ts;     /* measured by sched_switch: exact */
+		blocked = e->end_ns - since;
+	} else if (blocked >= window) {
+		since = e->start_ns; /* asleep for the whole window, and before it */
+	} else if (blocked) {
+		since = e->end_ns - blocked;
+	} else {
+		return 0;
+	}
+	if (e->end_ns - since < e->opts.offcpu_min_ns)
+		return 0;
+	memcpy(&c->st, &d->st, sizeof(c->st));
+	c->st.py_frames = 0;
+	c->st.py_status = EBPF_PY_ST_NONE;
+	if (td->py && u64map_get(&td->pythreads, d->hdr.tid, &pyts))
+		c->st.py_frames = (uint32_t)py_proc__walk(td->py, pyts, c->st.py, EBPF_PY_MAX,
+							  &c->st.py_status);
+	id = ebpf_stack_from(e, td, &c->st, d->u.regs[UW_RIP] ? &d->u : NULL, true, false, NULL,
+			     &wchan);
+	if (id < 0)
+		return id == -ENOMEM ? id : 0;
+	tstate = d->state;
+	keep_event(e, td, &(struct ebpf_off_ev){ .ts = since, .dur = e->end_ns - since,
+		   .tid = d->hdr.tid, .stack = (uint32_t)id, .state = tstate,
+		   .syscall = d->syscall, .wchan = wchan, .open_at_end = true,
+		   .began_before = since == e->start_ns && blocked >= window,
+		   .blocked_ns = blocked > e->end_ns - since ? blocked : e->end_ns - since });
+	return 0;
+}
+
 static void ebpf_offcpu__finish(struct ebpf *e)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd;
@@ -242,13 +315,26 @@ static void ebpf_offcpu__finish(struct ebpf *e)
 
 	if (!e->off)
 		return;
-	st = malloc(sizeof(*st));
-	v = malloc(sizeof(*v));
 	fd = bpf_map__fd(e->off->maps.offcpu_task);
-	for (size_t i = 0; st && v && i < e->nt; i++)
-		flush_threads(e, &e->t[i], fd, v, st);
-	free(st);
-	free(v);
+	if (e->tasks_link) {
+		struct flush_ctx *c = calloc(1, sizeof(*c));
+
+		for (size_t i = 0; i < e->nt; i++)
+			if (e->t[i].py)
+				ebpf_py_refresh(e, &e->t[i]);
+		if (c) {
+			c->map_fd = fd;
+			ebpf_tasks_each(e, flush_dumped, c);
+		}
+		free(c);
+	} else {
+		st = malloc(sizeof(*st));
+		v = malloc(sizeof(*v));
+		for (size_t i = 0; st && v && i < e->nt; i++)
+			flush_threads(e, &e->t[i], fd, v, st);
+		free(st);
+		free(v);
+	}
 	/* every block, also those under the threshold */
 	fd = bpf_map__fd(e->off->maps.offcpu_totals);
 	tot = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*tot)) : NULL;

@@ -81,7 +81,7 @@ def test_torch_training_loop_stacks_whole(procs, tmp_path):
 def test_offcpu_callers_of_sleep_and_futex(procs, tmp_path):
     require_root()
     _, line = procs.start([PYTHON, "-u", WAITERS], ready="ready")
-    pid = int(line.split("pid=")[1])
+    pid = int(line.split("pid=")[1].split()[0])
     eb = profile(pid, tmp_path, collectors="offcpu,python", duration="2s")
     uw = eb["unwinding"]
     assert eb["offcpu_events"] >= 100, eb

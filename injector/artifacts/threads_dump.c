@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `aiprof stacks`: every thread of the targets as ebpf__threads() read it, as text for a
+ * person (innermost frame first, as py-spy dump and gdb print them) and as JSON
+ * (schema aiprof.stacks/v1) for a program and for `aiprof merge`.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "collect/ebpf_internal.h"
+#include "jsonw.h"
+#include "threads_dump.h"
+
+enum frame_kind { FK_NATIVE, FK_PYTHON, FK_KERNEL };
+
+static enum frame_kind kind_of(const char *name, size_t *ret_len)
+{
+	size_t n = strlen(name);
+
+	*ret_len = n;
+	if (n > 4 && strcmp(name + n - 4, "_[k]") == 0) {
+		*ret_len = n - 4;
+		return FK_KERNEL;
+	}
+	/* "qualname (file.py:line)" */
+	if (n > 2 && name[n - 1] == ')' && strstr(name, ".py:"))
+		return FK_PYTHON;
+	return FK_NATIVE;
+}
+
+static const char *const kind_names[] = { "native", "python", "kernel" };
+
+/* "blocked" for a sleeping thread, "running" for a runnable one */
+static const char *doing(const struct ebpf_thread *t)
+{
+	return t->state ? "blocked" : "running";
+}
+
+void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct dump_meta *m)
+{
+	char nb[32];
+
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "schema", THREADS_DUMP_SCHEMA);
+	jsonw_kv_str(w, "taken_at", m->taken_at);
+	jsonw_kv_str(w, "host", m->host);
+	jsonw_kv_uint(w, "took_us", m->took_ns / 1000);
+	jsonw_kv_str(w, "unwinding", e->uw ? "cfi" : "fp");
+	jsonw_key(w, "processes");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < e->nt; i++) {
+		const struct ebpf_tdata *td = &e->t[i];
+
+		jsonw_obj_open(w);
+		jsonw_kv_int(w, "pid", td->pid);
+		jsonw_kv_str(w, "comm", td->comm);
+		if (m->ranks && m->ranks[i] >= 0)
+			jsonw_kv_int(w, "rank", m->ranks[i]);
+		else {
+			jsonw_key(w, "rank");
+			jsonw_null(w);
+		}
+		if (td->py)
+			jsonw_kv_str(w, "python", py_proc__version(td->py));
+		jsonw_key(w, "threads");
+		jsonw_arr_open(w);
+		for (size_t k = 0; k < td->nthreads; k++) {
+			const struct ebpf_thread *t = &td->threads[k];
+			size_t nf = 0;
+			const uint32_t *f = stack_store__stack_frames(&e->stacks, t->stack, &nf);
+
+			jsonw_obj_open(w);
+			jsonw_kv_uint(w, "tid", t->tid);
+			jsonw_kv_str(w, "comm", t->comm);
+			jsonw_kv_str(w, "state", ebpf_state_letter(t->state));
+			jsonw_kv_bool(w, "on_cpu", t->on_cpu);
+			if (t->syscall >= 0)
+				jsonw_kv_str(w, "syscall", ebpf_syscall_name((uint32_t)t->syscall, nb,
+									     sizeof(nb)));
+			if (t->wchan != UINT32_MAX) {
+				size_t len;
+				const char *wc = stack_store__frame_name(&e->stacks, t->wchan);
+
+				kind_of(wc, &len);
+				jsonw_key(w, "wchan");
+				jsonw_strn(w, wc, len);
+			}
+			if (t->for_ns) {
+				jsonw_key(w, t->state ? "blocked_s" : "running_s");
+				jsonw_fixed3(w, t->for_ns / 1000000);
+			}
+			jsonw_kv_bool(w, "whole_stack", t->whole);
+			jsonw_key(w, "frames");
+			jsonw_arr_open(w);
+			/* innermost first; the root "comm-pid" frame is left out */
+			for (size_t j = nf; f && j-- > 1;) {
+				const char *name = stack_store__frame_name(&e->stacks, f[j]);
+				size_t len;
+				enum frame_kind fk = kind_of(name, &len);
+
+				jsonw_obj_open(w);
+				jsonw_key(w, "name");
+				jsonw_strn(w, name, len);
+				jsonw_kv_str(w, "kind", kind_names[fk]);
+				jsonw_obj_close(w);
+			}
+			jsonw_arr_close(w);
+			jsonw_obj_close(w);
+		}
+		jsonw_arr_close(w);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+}
+
+void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_meta *m)
+{
+	char nb[32];
+
+	for (size_t i = 0; i < e->nt; i++) {
+		const struct ebpf_tdata *td = &e->t[i];
+
+		fprintf(out, "Process %d (%s)", td->pid, td->comm);
+		if (m->ranks && m->ranks[i] >= 0)
+			fprintf(out, ", rank %d", m->ranks[i]);
+		if (td->py)
+			fprintf(out, ", Python %s", py_proc__version(td->py));
+		fprintf(out, ": %zu thread%s, read in %.1f ms on %s at %s\n", td->nthreads,
+			td->nthreads == 1 ? "" : "s", (double)m->took_ns / 1e6, m->host, m->taken_at);
+		for (size_t k = 0; k < td->nthreads; k++) {
+			const struct ebpf_thread *t = &td->threads[k];
+			size_t nf = 0;
+			const uint32_t *f = stack_store__stack_frames(&e->stacks, t->stack, &nf);
+
+			fprintf(out, "\nThread %u (%s): %s", t->tid, t->comm,
+				t->state ? ebpf_state_letter(t->state) : t->on_cpu ? "running" :
+				"runnable");
+			if (t->syscall >= 0)
+				fprintf(out, " in %s()", ebpf_syscall_name((uint32_t)t->syscall, nb,
+									    sizeof(nb)));
+			if (t->for_ns)
+				fprintf(out, ", %s for %.3f s", doing(t), (double)t->for_ns / 1e9);
+			if (!t->whole)
+				fprintf(out, " (native stack incomplete)");
+			if (t->on_cpu)
+				fprintf(out, " (on a CPU as it was read: the stack may be torn)");
+			fputc('\n', out);
+			for (size_t j = nf; f && j-- > 1;) {
+				const char *name = stack_store__frame_name(&e->stacks, f[j]);
+				size_t len;
+				enum frame_kind fk = kind_of(name, &len);
+
+				fprintf(out, "    %.*s%s\n", (int)len, name, fk == FK_KERNEL ?
+					"  [kernel]" : "");
+			}
+		}
+		fputc('\n', out);
+	}
+}

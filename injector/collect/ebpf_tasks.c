@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Every thread of the targets, read on demand, user half (kernel half: bpf/tasks.bpf.c,
+ * shared struct: bpf/tasks.h). A BPF task iterator writes one record per target thread
+ * when its fd is read: no thread is stopped, nothing is loaded into the target. A thread
+ * that was on a CPU as it was read is read again a few times, 2 ms apart, to catch it off
+ * its CPU (its saved registers and its stack then agree); if it never leaves, it is kept
+ * as it was, marked on_cpu.
+ */
+#ifndef AIPROF_NO_EBPF
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/tasks.h"
+#include "tasks.skel.h"
+#include "ebpf_internal.h"
+
+#define TASKS_TRIES 10
+#define TASKS_RETRY_NS (2 * 1000 * 1000)
+
+static int ebpf_tasks__open(struct ebpf *e)
+{
+	struct bpf_object_open_opts oo = { .sz = sizeof(oo), .btf_custom_path = e->opts.btf_path };
+	struct tasks_bpf *skel;
+	int r;
+
+	skel = tasks_bpf__open_opts(&oo);
+	if (!skel) {
+		r = -errno;
+		snprintf(e->why[EC_TASKS], sizeof(e->why[EC_TASKS]), "cannot open the task "
+			 "iterator: %s", strerror(-r));
+		return r;
+	}
+	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
+	r = ebpf_share_maps(e, skel->obj);
+	if (r == 0)
+		r = tasks_bpf__load(skel);
+	if (r < 0) {
+		snprintf(e->why[EC_TASKS], sizeof(e->why[EC_TASKS]), "the kernel refused the "
+			 "sleepable task iterator (Linux 5.18 or later): %s", strerror(-r));
+		tasks_bpf__destroy(skel);
+		return r;
+	}
+	ebpf_loaded(e, skel->obj);
+	e->tasks = skel;
+	return 0;
+}
+
+static int ebpf_tasks__attach(struct ebpf *e)
+{
+	int r;
+
+	e->tasks_link = bpf_program__attach_iter(e->tasks->progs.dump_task, NULL);
+	if (!e->tasks_link) {
+		r = -errno;
+		snprintf(e->why[EC_TASKS], sizeof(e->why[EC_TASKS]), "cannot attach the task "
+			 "iterator: %s", strerror(-r));
+		return r;
+	}
+	snprintf(e->scope[EC_TASKS], sizeof(e->scope[EC_TASKS]), "on demand (an iterator "
+		 "over the targets' threads, read when a dump is taken)");
+	return 0;
+}
+
+static bool ebpf_tasks__is_on(const struct ebpf *e)
+{
+	return e->tasks != NULL;
+}
+
+static void ebpf_tasks__set_running(struct ebpf *e, bool on)
+{
+	(void)e;
+	(void)on;
+}
+
+static void ebpf_tasks__record(struct ebpf *e, struct ebpf_tdata *td, const void *data,
+			       size_t size)
+{
+	(void)td;
+	(void)data;
+	(void)size;
+	e->bad_records++;   /* its records come from the iterator, never the ring buffer */
+}
+
+static void ebpf_tasks__destroy(struct ebpf *e)
+{
+	bpf_link__destroy(e->tasks_link);
+	e->tasks_link = NULL;
+	tasks_bpf__destroy(e->tasks);
+	e->tasks = NULL;
+}
+
+const struct ebpf_collector_ops ebpf_tasks_ops = {
+	.id = EC_TASKS,
+	.flag = EBPF_COLLECT_TASKS,
+	.rec_type = EBPF_REC_TASK,
+	.open = ebpf_tasks__open,
+	.attach = ebpf_tasks__attach,
+	.is_on = ebpf_tasks__is_on,
+	.set_running = ebpf_tasks__set_running,
+	.record = ebpf_tasks__record,
+	.destroy = ebpf_tasks__destroy,
+};
+
+struct threads_pass {
+	unsigned pending;         /* on a CPU, left for the next pass */
+	bool last;                /* the last pass: keep them as they are */
+};
+
+static bool have_thread(const struct ebpf_tdata *td, uint32_t tid)
+{
+	for (size_t i = 0; i < td->nthreads; i++)
+		if (td->threads[i].tid == tid)
+			return true;
+	return false;
+}
+
+static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
+		       void *arg)
+{
+	struct threads_pass *p = arg;
+	struct ebpf_stacks st;
+	struct ebpf_thread *t;
+	uint32_t wchan = UINT32_MAX;
+	uint64_t tstate, since;
+	int id;
+
+	if (have_thread(td, d->hdr.tid))
+		return 0;
+	if (!ebpf_task_settled(d) && !p->last) {
+		p->pending++;
+		return 0;
+	}
+	if (td->nthreads == td->capthreads) {
+		size_t ncap = td->capthreads ? td->capthreads * 2 : 16;
+		struct ebpf_thread *nv = reallocarray(td->threads, ncap, sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		td->threads = nv;
+		td->capthreads = ncap;
+	}
+	memcpy(&st, &d->st, sizeof(st));
+	st.py_frames = 0;
+	st.py_status = EBPF_PY_ST_NONE;
+	if (td->py && u64map_get(&td->pythreads, d->hdr.tid, &tstate))
+		st.py_frames = (uint32_t)py_proc__walk(td->py, tstate, st.py, EBPF_PY_MAX,
+						       &st.py_status);
+	id = ebpf_stack_from(e, td, &st, d->u.regs[UW_RIP] ? &d->u : NULL, d->state != 0, false,
+			     NULL, &wchan);
+	if (id < 0)
+		return id;
+	since = d->state ? d->stopped_at : d->last_arrival;
+	t = &td->threads[td->nthreads++];
+	*t = (struct ebpf_thread){
+		.tid = d->hdr.tid, .state = d->state, .on_cpu = d->on_cpu != 0,
+		.syscall = d->syscall, .for_ns = since && d->hdr.ts > since ? d->hdr.ts - since : 0,
+		.stack = (uint32_t)id, .wchan = d->state ? wchan : UINT32_MAX,
+		.whole = ebpf_last_stack_whole(e),
+	};
+	memcpy(t->comm, d->hdr.comm, sizeof(t->comm));
+	t->comm[15] = 0;
+	return 0;
+}
+
+int ebpf__threads(struct ebpf *e)
+{
+	struct threads_pass p = { 0 };
+	size_t n = 0;
+	int r;
+
+	if (!e || !e->tasks_link)
+		return -ENOTSUP;
+	for (size_t i = 0; i < e->nt; i++) {
+		e->t[i].nthreads = 0;
+		if (e->t[i].py)
+			ebpf_py_refresh(e, &e->t[i]);
+	}
+	for (int pass = 0; pass < TASKS_TRIES; pass++) {
+		p.pending = 0;
+		p.last = pass == TASKS_TRIES - 1;
+		r = ebpf_tasks_each(e, keep_thread, &p);
+		if (r < 0)
+			return r;
+		if (!p.pending)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = TASKS_RETRY_NS }, NULL);
+	}
+	for (size_t i = 0; i < e->nt; i++)
+		n += e->t[i].nthreads;
+	return (int)n;
+}
+#endif
