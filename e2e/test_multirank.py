@@ -110,3 +110,7 @@ def test_rank_never_enters_collective(env):
     summary, _ = merged_summary(env, st)
     assert finding_names_rank(summary, "NcclHang", 1), summary.get("findings")
     assert any(f["category"] == "NcclHang" for f in st.get("findings") or []), st.get("findings")
+    # the ranks' stacks.json as their windows closed say the same: rank 0's training thread
+    # waits in ncclAllReduce, rank 1's is in pause() under train_step (issue 16)
+    hang = next(f for f in summary["findings"] if f["category"] == "NcclHang")
+    assert hang["evidence"].get("stacks_not_arrived") == ["rank 1"], hang

@@ -32,9 +32,11 @@
 #include "artifacts/report.h"
 #include "artifacts/summary.h"
 #include "artifacts/termlog.h"
+#include "artifacts/threads_dump.h"
 #include "artifacts/timeline.h"
 #include "artifacts/upload.h"
 #include "cli.h"
+#include "jsonw.h"
 
 #define MAX_TARGETS CLI_MAX_TARGETS
 
@@ -391,6 +393,7 @@ struct run {
 	struct profile prof;
 	struct timeline_stats tl_stats;
 	char report[PATH_MAX + 32];
+	bool threads_dumped;            /* ebpf__threads() read them as the window closed */
 };
 
 /* One option into o; returns EXIT_OK or the usage error's exit code. */
@@ -801,6 +804,9 @@ static void stop_window(struct run *run)
 	const struct profile_opts *o = run->o;
 
 	ebpf__stop(run->ebpf);
+	/* every thread's stacks as the window closes: stacks.json, what `aiprof merge` groups
+	 * the ranks by */
+	run->threads_dumped = run->ebpf && ebpf__threads(run->ebpf) >= 0;
 	for (size_t i = 0; i < o->tg.npids; i++) {
 		struct target *t = &run->targets[i];
 
@@ -838,6 +844,40 @@ static void stop_window(struct run *run)
 	run->prof.timeline = &run->tl_stats;
 }
 
+/* stacks.json: the threads as the window closed (aiprof.stacks/v1, as `aiprof stacks`). */
+static int write_threads_dump(struct run *run, const char *path)
+{
+	int ranks[MAX_TARGETS], r;
+	char when[32], host[256] = "";
+	struct dump_meta m = { .taken_at = when, .host = host, .ranks = ranks };
+	struct jsonw *w;
+	time_t now = time(NULL);
+	struct tm tm;
+	FILE *f;
+
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	gethostname(host, sizeof(host) - 1);
+	/* in the order of the eBPF targets: the processes that were recorded */
+	for (size_t i = 0, k = 0; i < run->o->tg.npids; i++)
+		if (!run->targets[i].error)
+			ranks[k++] = target_env_rank(run->targets[i].pid);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	w = jsonw__new(jsonw_sink_file, f);
+	if (!w) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	threads_dump_write_json(w, run->ebpf, &m);
+	jsonw_newline(w);
+	r = jsonw__finish(w);
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
 /* The diagnosis, then every artifact into the output folder; an exit code. */
 static int write_artifacts(struct run *run)
 {
@@ -863,6 +903,12 @@ static int write_artifacts(struct run *run)
 	if (r < 0)
 		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write the folded stacks into %s: %m",
 			    outdir);
+	if (run->threads_dumped) {
+		snprintf(path, len, "%s/stacks.json", outdir);
+		r = write_threads_dump(run, path);
+		if (r < 0)
+			return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
+	}
 	r = report_write(&run->prof, outdir, path, len);
 	if (r < 0)
 		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write the flame graphs and report "

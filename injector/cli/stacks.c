@@ -22,8 +22,8 @@
 #include "artifacts/threads_dump.h"
 #include "jsonw.h"
 #include "log.h"
-#include "readfile.h"
 #include "target/container.h"
+#include "target/target.h"
 #include "timeutil.h"
 
 
@@ -128,33 +128,6 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 	return cli_targets_resolve(res, &o->tg, "look at");
 }
 
-/* RANK from the process's environment (torchrun, mpirun, the operators set it); -1. */
-static int rank_of(pid_t pid)
-{
-	char path[64], *buf = NULL;
-	size_t len = 0;
-	int rank = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-	if (readfile(path, 1 << 20, 0, &buf, &len) < 0)
-		return -1;
-	for (size_t off = 0; off < len; off += strlen(buf + off) + 1) {
-		const char *v = buf + off;
-		char *end;
-		long r;
-
-		if (strncmp(v, "RANK=", 5) != 0)
-			continue;
-		r = strtol(v + 5, &end, 10);
-		if (end != v + 5 && !*end && r >= 0 && r < 1 << 24)
-			rank = (int)r;
-		break;
-	}
-	explicit_bzero(buf, len);   /* the rest of the environment may hold a secret */
-	free(buf);
-	return rank;
-}
-
 static int stacks_body(int argc, char **argv, struct cli_result *res)
 {
 	struct stacks_opts o;
@@ -192,7 +165,7 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	gethostname(host, sizeof(host) - 1);
 	for (size_t i = 0; i < o.tg.npids; i++)
-		ranks[i] = rank_of(o.tg.pids[i]);
+		ranks[i] = target_env_rank(o.tg.pids[i]);
 	m.taken_at = when;
 	m.host = host;
 	m.ranks = ranks;

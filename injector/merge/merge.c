@@ -26,6 +26,7 @@
 #include "artifacts/termlog.h"
 #include "artifacts/upload.h"
 #include "merge.h"
+#include "stacks_merge.h"
 
 #ifndef AIPROF_VERSION
 #define AIPROF_VERSION "0.1.0"
@@ -1102,6 +1103,53 @@ static int write_local_manifest(const char *dir)
 
 /* Checks that the loaded sources belong together, aligns and analyses them. Returns 0,
  * -EINVAL (msg says why), -ENOMEM. */
+/*
+ * The ranks grouped by the stack of their main thread as their windows closed (each rank's
+ * stacks.json): the ones in no collective while others wait in one never arrived. Seen
+ * without any collective recorded (a hang that began before the windows, a backend with no
+ * hooks such as gloo). Next to a hook-based NcclHang it becomes that finding's evidence.
+ */
+static void rule_stacks(struct merge *m)
+{
+	struct stacks_merge *sm = NULL;
+	json_t *f, *hang = NULL, *v;
+	char msg[512];
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		if (!m->r[i].s.stacks)
+			return;
+	if (m->n < 2 || stacks_merge__new(&sm) < 0)
+		return;
+	for (i = 0; i < m->n; i++)
+		if (stacks_merge__add_ranked(sm, m->r[i].s.label, m->r[i].s.stacks,
+					     m->r[i].s.stacks_len, m->r[i].s.rank, msg,
+					     sizeof(msg)) < 0) {
+			warn(m, "the ranks are not grouped by stack: %s", msg);
+			goto out;
+		}
+	if (stacks_merge__run(sm) < 0)
+		goto out;
+	f = stacks_merge__finding(sm);
+	if (!f)
+		goto out;
+	json_array_foreach(m->findings, i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "category")) ?: "", "NcclHang"))
+			hang = v;
+	if (hang) {
+		json_object_set(json_object_get(hang, "evidence"), "stacks_not_arrived",
+				json_object_get(f, "not_arrived"));
+		json_decref(f);
+		goto out;
+	}
+	json_object_set_new(f, "remedy", json_string("Find why the ranks that never arrived "
+			    "stopped (their stacks are in the evidence); set collective timeouts so "
+			    "that a hang fails fast instead of waiting forever."));
+	json_array_append_new(m->findings, f);
+out:
+	stacks_merge__free(sm);
+}
+
 static int merge_prepare(struct merge *m, char *msg, size_t len)
 {
 	int r = check_sources(m, msg, len);
@@ -1120,6 +1168,7 @@ static int merge_prepare(struct merge *m, char *msg, size_t len)
 	}
 	rule_nccl_hang(m);
 	rule_straggler(m);
+	rule_stacks(m);
 	return 0;
 }
 

@@ -132,6 +132,8 @@ struct merge_source {
 	size_t nwaits, capwaits_;
 	bool offcpu_known;        /* the window had the off-CPU collector */
 	char hang_blocked_in[256];/* the rank's own NcclHang evidence "blocked_in", or "" */
+	char *stacks;             /* its stacks.json (the threads as its window closed), NULL */
+	size_t stacks_len;
 };
 
 /*

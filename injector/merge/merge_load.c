@@ -12,12 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "s3.h"
 #include "s3url.h"
 #include "merge.h"
 
 #define TIMELINE_MAX (2048ULL << 20)  /* decompressed */
 #define SUMMARY_MAX  (64U << 20)
+#define STACKS_MAX   (64U << 20)
 
 /* ---- loading from a folder or s3:// --------------------------------------------------- */
 
@@ -121,5 +123,12 @@ int merge_source__load(struct merge_source *s, const char *src, struct s3_client
 	}
 	r = merge_source__parse(s, src, tl, tl_len, sum, sum_len, msg, msglen);
 	free(sum);
-	return r;
+	if (r < 0)
+		return r;
+	/* optional: windows without the task iterator have none */
+	r = fetch(src, "stacks.json", STACKS_MAX, s3, &s->stacks, &s->stacks_len, why, sizeof(why));
+	if (r < 0 && r != -ENOENT)
+		log_warning("%s: stacks.json not read (%s): the ranks are not grouped by stack", src,
+			    why);
+	return 0;
 }

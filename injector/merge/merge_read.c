@@ -612,6 +612,7 @@ void merge_source__clear(struct merge_source *s)
 	free(s->host);
 	free(s->session);
 	free(s->container);
+	free(s->stacks);
 	free(s->tl);
 	free(s->ev);
 	json_decref(s->frames);

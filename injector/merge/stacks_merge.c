@@ -15,17 +15,31 @@
 #define MAX_FRAMES 512
 #define MAX_RANKS 65536
 
+/* One thread of a process, as its dump has it. */
+struct sm_thread {
+	long tid;
+	char *state, *syscall;
+	double blocked_s;         /* -1 if not said */
+	char **frames;            /* innermost first (kernel frames end in "_[k]") */
+	size_t nframes;
+	const char *collective;   /* innermost collective frame (into frames), NULL */
+	const char *py_frame;     /* innermost Python frame, NULL */
+};
+
 /* One process of one dump: a rank. */
 struct sm_rank {
 	char *label;              /* "rank 3", or "host:pid" without a RANK */
 	char *src;
 	int rank, pid;
-	char *host, *state, *syscall;
-	double blocked_s;         /* of the thread shown, -1 if not said */
-	char **frames;            /* of its main thread, innermost first (kernel frames too) */
+	char *host;
+	struct sm_thread *th;     /* every thread of its dump */
+	size_t nth;
+	/* the thread that stands for the rank (chosen by stacks_merge__run), as views */
+	const char *state, *syscall;
+	double blocked_s;
+	char **frames;
 	size_t nframes;
-	const char *collective;   /* innermost collective frame (into frames), NULL */
-	const char *py_frame;     /* innermost Python frame, NULL */
+	const char *collective, *py_frame;
 	size_t group;
 };
 
@@ -60,16 +74,23 @@ int stacks_merge__new(struct stacks_merge **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
+static void thread_free(struct sm_thread *t)
+{
+	free(t->state);
+	free(t->syscall);
+	for (size_t i = 0; i < t->nframes; i++)
+		free(t->frames[i]);
+	free(t->frames);
+}
+
 static void rank_free(struct sm_rank *r)
 {
 	free(r->label);
 	free(r->src);
 	free(r->host);
-	free(r->state);
-	free(r->syscall);
-	for (size_t i = 0; i < r->nframes; i++)
-		free(r->frames[i]);
-	free(r->frames);
+	for (size_t i = 0; i < r->nth; i++)
+		thread_free(&r->th[i]);
+	free(r->th);
 }
 
 void stacks_merge__free(struct stacks_merge *m)
@@ -109,74 +130,35 @@ static char *dup_str(json_t *v)
 	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
 }
 
-/* The thread that stands for a process: its main thread (tid == pid), else the first. */
-static json_t *main_thread(json_t *threads, int pid)
-{
-	size_t i;
-	json_t *t;
+#define MAX_THREADS 4096
 
-	json_array_foreach(threads, i, t)
-		if (json_is_integer(json_object_get(t, "tid")) &&
-		    json_integer_value(json_object_get(t, "tid")) == pid)
-			return t;
-	return json_array_get(threads, 0);
-}
-
-static int add_process(struct stacks_merge *m, const char *src, const char *host, json_t *p,
-		       char *msg, size_t msglen)
+/* One thread of a dump into t: 0, -EINVAL (msg says why), -ENOMEM. */
+static int add_thread(struct sm_thread *t, json_t *j, const char *src, int pid, char *msg,
+		      size_t msglen)
 {
-	json_t *pid = json_object_get(p, "pid"), *rank = json_object_get(p, "rank");
-	json_t *threads = json_object_get(p, "threads"), *t, *frames, *f;
-	struct sm_rank r = { .rank = -1, .blocked_s = -1 };
-	char label[300];
+	json_t *frames = json_object_get(j, "frames"), *f, *b = json_object_get(j, "blocked_s");
+	json_t *tid = json_object_get(j, "tid");
 	size_t i;
 
-	if (!json_is_integer(pid) || !json_is_array(threads) || (rank && !json_is_null(rank) &&
-	    !json_is_integer(rank))) {
-		snprintf(msg, msglen, "%s: a process without a pid, threads or a numeric rank", src);
+	*t = (struct sm_thread){ .blocked_s = -1, .tid = json_is_integer(tid) ?
+				 (long)json_integer_value(tid) : -1 };
+	if (!json_is_object(j) || (frames && !json_is_array(frames))) {
+		snprintf(msg, msglen, "%s: pid %d: a thread that is not an object with frames", src,
+			 pid);
 		return -EINVAL;
 	}
-	if (m->nr >= MAX_RANKS) {
-		snprintf(msg, msglen, "%s: more than %d processes", src, MAX_RANKS);
+	if (json_array_size(frames) > MAX_FRAMES) {
+		snprintf(msg, msglen, "%s: pid %d: more than %d frames", src, pid, MAX_FRAMES);
 		return -EINVAL;
 	}
-	r.pid = (int)json_integer_value(pid);
-	if (json_is_integer(rank) && json_integer_value(rank) >= 0 &&
-	    json_integer_value(rank) < (1 << 24))
-		r.rank = (int)json_integer_value(rank);
-	if (r.rank >= 0)
-		snprintf(label, sizeof(label), "rank %d", r.rank);
-	else
-		snprintf(label, sizeof(label), "%.200s:%d", host, r.pid);
-	r.label = strdup(label);
-	r.src = strdup(src);
-	r.host = strdup(host);
-	t = main_thread(threads, r.pid);
-	frames = t ? json_object_get(t, "frames") : NULL;
-	if (t && !json_is_object(t)) {
-		snprintf(msg, msglen, "%s: pid %d: a thread that is not an object", src, r.pid);
-		goto fail;
-	}
-	if (t) {
-		json_t *b = json_object_get(t, "blocked_s");
-
-		r.state = dup_str(json_object_get(t, "state"));
-		r.syscall = dup_str(json_object_get(t, "syscall"));
-		if (json_is_number(b))
-			r.blocked_s = json_number_value(b);
-	}
-	if (frames && !json_is_array(frames)) {
-		snprintf(msg, msglen, "%s: pid %d: frames is not an array", src, r.pid);
-		goto fail;
-	}
-	if (frames && json_array_size(frames) > MAX_FRAMES) {
-		snprintf(msg, msglen, "%s: pid %d: more than %d frames", src, r.pid, MAX_FRAMES);
-		goto fail;
-	}
-	if (frames && json_array_size(frames)) {
-		r.frames = calloc(json_array_size(frames), sizeof(*r.frames));
-		if (!r.frames)
-			goto nomem;
+	t->state = dup_str(json_object_get(j, "state"));
+	t->syscall = dup_str(json_object_get(j, "syscall"));
+	if (json_is_number(b))
+		t->blocked_s = json_number_value(b);
+	if (json_array_size(frames)) {
+		t->frames = calloc(json_array_size(frames), sizeof(*t->frames));
+		if (!t->frames)
+			return -ENOMEM;
 	}
 	json_array_foreach(frames, i, f) {
 		json_t *name = json_object_get(f, "name"), *kind = json_object_get(f, "kind");
@@ -184,25 +166,74 @@ static int add_process(struct stacks_merge *m, const char *src, const char *host
 		char buf[2100];
 
 		if (!json_is_string(name)) {
-			snprintf(msg, msglen, "%s: pid %d: a frame without a name", src, r.pid);
-			goto fail;
+			snprintf(msg, msglen, "%s: pid %d: a frame without a name", src, pid);
+			return -EINVAL;
 		}
 		/* kernel frames as the collectors name them, so that one predicate fits both */
 		snprintf(buf, sizeof(buf), "%.2048s%s", json_string_value(name),
 			 k && strcmp(k, "kernel") == 0 ? "_[k]" : "");
-		r.frames[r.nframes] = strdup(buf);
-		if (!r.frames[r.nframes])
+		t->frames[t->nframes] = strdup(buf);
+		if (!t->frames[t->nframes])
+			return -ENOMEM;
+		t->nframes++;
+	}
+	for (i = 0; i < t->nframes; i++) {
+		if (!t->collective && findings_is_collective_frame(t->frames[i]))
+			t->collective = t->frames[i];
+		if (!t->py_frame && strstr(t->frames[i], ".py:"))
+			t->py_frame = t->frames[i];
+	}
+	return 0;
+}
+
+static int add_process(struct stacks_merge *m, const char *src, const char *host, json_t *p,
+		       int rank_hint, char *msg, size_t msglen)
+{
+	json_t *pid = json_object_get(p, "pid"), *rank = json_object_get(p, "rank");
+	json_t *threads = json_object_get(p, "threads"), *t;
+	struct sm_rank r = { .rank = -1, .blocked_s = -1 };
+	char label[300];
+	size_t i;
+	int err = -EINVAL;
+
+	if (!json_is_integer(pid) || !json_is_array(threads) || (rank && !json_is_null(rank) &&
+	    !json_is_integer(rank))) {
+		snprintf(msg, msglen, "%s: a process without a pid, threads or a numeric rank", src);
+		return -EINVAL;
+	}
+	if (m->nr >= MAX_RANKS || json_array_size(threads) > MAX_THREADS) {
+		snprintf(msg, msglen, "%s: more than %d processes or %d threads", src, MAX_RANKS,
+			 MAX_THREADS);
+		return -EINVAL;
+	}
+	r.pid = (int)json_integer_value(pid);
+	if (json_is_integer(rank) && json_integer_value(rank) >= 0 &&
+	    json_integer_value(rank) < (1 << 24))
+		r.rank = (int)json_integer_value(rank);
+	else if (rank_hint >= 0 && rank_hint < (1 << 24))
+		r.rank = rank_hint;
+	if (r.rank >= 0)
+		snprintf(label, sizeof(label), "rank %d", r.rank);
+	else
+		snprintf(label, sizeof(label), "%.200s:%d", host, r.pid);
+	r.label = strdup(label);
+	r.src = strdup(src);
+	r.host = strdup(host);
+	if (json_array_size(threads)) {
+		r.th = calloc(json_array_size(threads), sizeof(*r.th));
+		if (!r.th)
 			goto nomem;
-		r.nframes++;
+	}
+	json_array_foreach(threads, i, t) {
+		err = add_thread(&r.th[r.nth], t, src, r.pid, msg, msglen);
+		r.nth++;
+		if (err == -ENOMEM)
+			goto nomem;
+		if (err < 0)
+			goto fail;
 	}
 	if (!r.label || !r.src || !r.host)
 		goto nomem;
-	for (i = 0; i < r.nframes; i++) {
-		if (!r.collective && findings_is_collective_frame(r.frames[i]))
-			r.collective = r.frames[i];
-		if (!r.py_frame && strstr(r.frames[i], ".py:"))
-			r.py_frame = r.frames[i];
-	}
 	if (m->nr == m->capr) {
 		size_t ncap = m->capr ? m->capr * 2 : 16;
 		struct sm_rank *nv = reallocarray(m->r, ncap, sizeof(*nv));
@@ -225,6 +256,12 @@ fail:
 
 int stacks_merge__add(struct stacks_merge *m, const char *src, const char *text, size_t len,
 		      char *msg, size_t msglen)
+{
+	return stacks_merge__add_ranked(m, src, text, len, -1, msg, msglen);
+}
+
+int stacks_merge__add_ranked(struct stacks_merge *m, const char *src, const char *text,
+			     size_t len, int rank_hint, char *msg, size_t msglen)
 {
 	json_error_t err;
 	json_t *j = json_loadb(text, len, 0, &err), *procs, *p, *schema;
@@ -253,7 +290,8 @@ int stacks_merge__add(struct stacks_merge *m, const char *src, const char *text,
 			r = -EINVAL;
 			break;
 		}
-		r = add_process(m, src, host ? host : "?", p, msg, msglen);
+		r = add_process(m, src, host ? host : "?", p, json_array_size(procs) == 1 ?
+				rank_hint : -1, msg, msglen);
 		if (r < 0)
 			break;
 	}
@@ -290,9 +328,83 @@ static int rank_order(const void *x, const void *y, void *ctx)
 	return strcmp(a->label, b->label);
 }
 
+/* Frames two stacks share from their outermost end, kernel frames aside. */
+static size_t common_roots(const struct sm_thread *a, const struct sm_thread *b)
+{
+	size_t i = a->nframes, k = b->nframes, n = 0;
+
+	while (i && k && !strcmp(a->frames[i - 1], b->frames[k - 1])) {
+		n += !is_kernel(a->frames[i - 1]);
+		i--;
+		k--;
+	}
+	return n;
+}
+
+static void show_thread(struct sm_rank *r, const struct sm_thread *t)
+{
+	static char *none[1];
+
+	r->state = t ? t->state : NULL;
+	r->syscall = t ? t->syscall : NULL;
+	r->blocked_s = t ? t->blocked_s : -1;
+	r->frames = t ? t->frames : none;
+	r->nframes = t ? t->nframes : 0;
+	r->collective = t ? t->collective : NULL;
+	r->py_frame = t ? t->py_frame : NULL;
+}
+
+/*
+ * The thread that stands for each rank: one waiting in a collective (the one with Python
+ * frames first: the caller, not the library's worker); for a rank with none, the thread
+ * whose stack shares the most outer frames with a collective thread of another rank (where
+ * that rank's training thread is instead), else its main thread.
+ */
+static void choose_threads(struct stacks_merge *m)
+{
+	const struct sm_thread *ref = NULL;
+
+	for (size_t i = 0; i < m->nr; i++) {
+		const struct sm_thread *pick = NULL;
+
+		for (size_t k = 0; k < m->r[i].nth; k++) {
+			const struct sm_thread *t = &m->r[i].th[k];
+
+			if (t->collective && (!pick || (t->py_frame && !pick->py_frame)))
+				pick = t;
+		}
+		show_thread(&m->r[i], pick);
+		if (pick && (!ref || (pick->py_frame && !ref->py_frame)))
+			ref = pick;
+	}
+	for (size_t i = 0; i < m->nr; i++) {
+		const struct sm_thread *pick = NULL;
+		size_t best = 0;
+
+		if (m->r[i].collective)
+			continue;
+		for (size_t k = 0; k < m->r[i].nth; k++) {
+			const struct sm_thread *t = &m->r[i].th[k];
+			size_t c = ref ? common_roots(t, ref) : 0;
+
+			if (t->tid == m->r[i].pid && !pick)
+				pick = t;
+			if (c > best) {
+				best = c;
+				pick = t;
+			}
+		}
+		if (!pick && m->r[i].nth)
+			pick = &m->r[i].th[0];
+		show_thread(&m->r[i], pick);
+	}
+}
+
 int stacks_merge__run(struct stacks_merge *m)
 {
 	size_t ncoll = 0, best = 0;
+
+	choose_threads(m);
 
 	m->g = calloc(m->nr ? m->nr : 1, sizeof(*m->g));
 	m->outliers = calloc(m->nr ? m->nr : 1, sizeof(*m->outliers));
@@ -471,6 +583,36 @@ int stacks_merge__write_json(const struct stacks_merge *m, FILE *f)
 	jsonw_obj_close(w);
 	jsonw_newline(w);
 	return jsonw__finish(w);
+}
+
+static json_t *frames_json(const struct sm_rank *r)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < r->nframes; i++)
+		json_array_append_new(a, json_string(r->frames[i]));
+	return a;
+}
+
+json_t *stacks_merge__finding(const struct stacks_merge *m)
+{
+	json_t *f, *names, *ev;
+	char buf[4096];
+
+	if (!m->nout)
+		return NULL;
+	finding_summary(m, buf, sizeof(buf));
+	names = json_array();
+	ev = json_object();
+	for (size_t i = 0; names && ev && i < m->nout; i++) {
+		json_array_append_new(names, json_string(m->r[m->outliers[i]].label));
+		json_object_set_new(ev, m->r[m->outliers[i]].label, frames_json(&m->r[m->outliers[i]]));
+	}
+	f = json_pack("{s:s,s:s,s:s,s:o*,s:o*}", "category",
+		      m->verdict == V_NOT_ARRIVED ? "NcclHang" : "Straggler", "severity",
+		      m->verdict == V_NOT_ARRIVED ? "critical" : "warning", "summary", buf,
+		      "not_arrived", names, "evidence", ev);
+	return f;
 }
 
 /* The first frames of r that are not the kernel's, innermost first. */

@@ -302,3 +302,29 @@ void target_refresh_threads(struct target *t)
 	}
 	closedir(d);
 }
+
+int target_env_rank(pid_t pid)
+{
+	char path[64], *buf = NULL;
+	size_t len = 0;
+	int rank = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	if (readfile(path, 1 << 20, 0, &buf, &len) < 0)
+		return -1;
+	for (size_t off = 0; off < len; off += strlen(buf + off) + 1) {
+		const char *v = buf + off;
+		char *end;
+		long r;
+
+		if (strncmp(v, "RANK=", 5) != 0)
+			continue;
+		r = strtol(v + 5, &end, 10);
+		if (end != v + 5 && !*end && r >= 0 && r < 1 << 24)
+			rank = (int)r;
+		break;
+	}
+	explicit_bzero(buf, len);   /* the rest of the environment may hold a secret */
+	free(buf);
+	return rank;
+}

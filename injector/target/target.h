@@ -38,4 +38,8 @@ void target_refresh_threads(struct target *t);
  */
 bool target_status_has_shstk(const char *status);
 
+/* RANK from the process's environment (torchrun, mpirun and the operators set it), or -1.
+ * The rest of the environment is read and wiped, never kept. */
+int target_env_rank(pid_t pid);
+
 #endif

@@ -210,3 +210,21 @@ def test_gloo_hang(procs, tmp_path):
     assert ev["blocked_s"] >= ev["window_s"], ev
     assert f"pid {pids[1]}: evaluate_forever (" in ev["not_in_collective"], ev
     assert hang[0]["severity"] == "critical" and str(pids[1]) in hang[0]["summary"]
+
+    # one profile per rank, as the node agents take them, then `aiprof merge` of the
+    # folders: each has stacks.json, and the merge names the rank that never arrived
+    folders = []
+    for i, pid in enumerate(pids):
+        out = tmp_path / f"rank{i}"
+        r = run_aiprof(["profile", "--pid", str(pid), "--duration", "1s", "-o", str(out),
+                        "-q"])
+        assert r.returncode == 0, r.stderr
+        st = json.loads((out / "stacks.json").read_text())
+        assert st["schema"] == "aiprof.stacks/v1" and st["processes"][0]["rank"] == i
+        folders.append(str(out))
+    r = run_aiprof(["merge", "-o", str(tmp_path / "merged-folders")] + folders)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "merged-folders" / "summary.json").read_text())
+    hang = [x for x in s["findings"] if x["category"] == "NcclHang"]
+    assert len(hang) == 1 and hang[0]["not_arrived"] == ["rank 1"], s["findings"]
+    assert any(x.startswith("evaluate_forever (") for x in hang[0]["evidence"]["rank 1"])
