@@ -13,7 +13,7 @@ VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 UNISTD_64 ?= $(firstword $(wildcard /usr/include/x86_64-linux-gnu/asm/unistd_64.h \
 	/usr/include/asm/unistd_64.h))
 BPF_OUT := $(BUILD)/bpf
-BPF_COLLECTORS := cpu offcpu syscalls tasks
+BPF_COLLECTORS := cpu offcpu syscalls tasks follow
 BPF_SKELS := $(patsubst %,$(BPF_OUT)/%.skel.h,$(BPF_COLLECTORS))
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Wno-unused-function \
 	-I$(BPF_OUT) -Ibpf

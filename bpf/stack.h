@@ -21,6 +21,7 @@ enum ebpf_rec_type {
 	EBPF_REC_OFFCPU,          /* struct offcpu_event (offcpu.h) */
 	EBPF_REC_SYSCALL,         /* struct syscall_event (syscalls.h) */
 	EBPF_REC_TASK,            /* struct task_dump (tasks.h): read from an iterator, not the ring */
+	EBPF_REC_FOLLOW,          /* struct follow_event (follow.h) */
 };
 
 /* First bytes of every ring-buffer record. ts is bpf_ktime_get_ns(): CLOCK_MONOTONIC ns. */

@@ -270,6 +270,7 @@ void wait_list__clear(struct wait_list *l)
 		free(l->strs[i]);
 	free(l->strs);
 	free(l->v);
+	free(l->procs);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -1156,6 +1157,150 @@ static int rule_waits(struct ctx *x, enum wait_class c)
 	return 0;
 }
 
+/*
+ * A process's data waits and life in the window, from its main thread's waits: how long it
+ * waited for input (the class WC_DATA_WAIT, merged), and from when to when it was seen.
+ */
+struct proc_waits {
+	uint64_t input_ns, waits, from, to;
+	const char *busy_frame;   /* the Python frame of its longest wait that is not for input */
+	uint64_t busy_frame_ns;
+};
+
+static int main_thread_waits(const struct ctx *x, pid_t pid, uint64_t from,
+			     struct proc_waits *ret)
+{
+	const struct analysis *a = x->a;
+	struct an_span *v = NULL;
+	size_t n = 0, cap = 0;
+
+	*ret = (struct proc_waits){ .from = from > a->window_start ? from : a->window_start };
+	ret->to = ret->from;
+	for (size_t k = 0; k < x->w->n; k++) {
+		const struct thread_wait *w = &x->w->v[k];
+		uint64_t s = w->ts > ret->from ? w->ts : ret->from;
+		uint64_t e = w->ts + w->dur < a->window_end ? w->ts + w->dur : a->window_end;
+
+		if (w->pid != pid || w->kind != WAIT_OFFCPU || e <= s)
+			continue;
+		if (e > ret->to)
+			ret->to = e;
+		if ((uint32_t)w->pid != w->tid)
+			continue;   /* the worker loop runs on the process's main thread */
+		if (findings_wait_class(w) != WC_DATA_WAIT) {
+			if (w->py_frame && e - s > ret->busy_frame_ns) {
+				ret->busy_frame = w->py_frame;
+				ret->busy_frame_ns = e - s;
+			}
+			continue;
+		}
+		ret->waits++;
+		if (span_push(&v, &n, &cap, s, e) < 0) {
+			free(v);
+			return -ENOMEM;
+		}
+	}
+	n = an_spans_merge(v, n);
+	for (size_t k = 0; k < n; k++)
+		ret->input_ns += v[k].end - v[k].start;
+	free(v);
+	return 0;
+}
+
+/*
+ * DataLoaderStall from the worker processes: a process whose main thread waits for input
+ * while processes it started during the window (its DataLoader workers) work. Each worker's
+ * busy share is its life in the window less its own waits for input (the index queue); the
+ * busiest is the one the others wait for, named with the Python frame it spends its time in.
+ * Next to a DataLoaderStall of the same process (a GPU job) it adds that evidence; alone (a
+ * CPU job: no GPU idles) it is a finding of its own.
+ */
+static int rule_loader_workers(struct ctx *x)
+{
+	if (!x->w)
+		return 0;
+	for (size_t i = 0; i < x->w->nprocs; i++) {
+		pid_t parent = x->w->procs[i].parent;
+		struct proc_waits pw, slow = { 0 };
+		char list[1024] = "", lbl[64];
+		double share, slow_busy = 0;
+		uint64_t slow_busy_ns = 0;
+		size_t used = 0, nworkers = 0;
+		pid_t slow_pid = 0;
+		struct finding *f = NULL;
+		bool seen = false;
+		int r;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = x->w->procs[j].parent == parent;
+		if (seen)
+			continue;
+		for (size_t j = 0; j < x->w->nprocs; j++) {
+			const struct wait_proc *c = &x->w->procs[j];
+			double busy;
+			int n;
+
+			if (c->parent != parent)
+				continue;
+			r = main_thread_waits(x, c->pid, c->started_ns, &pw);
+			if (r < 0)
+				return r;
+			if (pw.to <= pw.from)
+				continue;
+			nworkers++;
+			busy = 1.0 - (double)pw.input_ns / (double)(pw.to - pw.from);
+			n = snprintf(list + used, sizeof(list) - used, "%spid %d: busy %.0f%% of %.0f ms",
+				     used ? "; " : "", c->pid, 100.0 * busy, ms(pw.to - pw.from));
+			if (n > 0)
+				used += (size_t)n < sizeof(list) - used ? (size_t)n : sizeof(list) - used - 1;
+			/* the one the others wait for works longest (not: a worker seen briefly as
+			 * it exited, busy for all of those few ms) */
+			if ((uint64_t)(busy * (double)(pw.to - pw.from)) > slow_busy_ns) {
+				slow_busy_ns = (uint64_t)(busy * (double)(pw.to - pw.from));
+				slow_busy = busy;
+				slow_pid = c->pid;
+				slow = pw;
+			}
+		}
+		if (nworkers < 1)
+			continue;
+		r = main_thread_waits(x, parent, x->a->window_start, &pw);
+		if (r < 0)
+			return r;
+		share = x->win ? (double)pw.input_ns / (double)x->win : 0;
+		for (size_t k = 0; k < x->f->n; k++)
+			if (x->f->v[k].pid == parent && !strcmp(x->f->v[k].category, "DataLoaderStall"))
+				f = &x->f->v[k];
+		if (!f) {
+			if (share < TH(TH_LOADER_WARN) || pw.waits < (uint64_t)TH(TH_LOADER_MIN_WAITS))
+				continue;
+			f = add_finding(x->f, 3, share >= TH(TH_LOADER_CRIT) ? SEV_CRITICAL : SEV_WARNING);
+			if (!f)
+				return -ENOMEM;
+			f->pid = parent;
+			f->tid = (uint32_t)parent;
+			snprintf(lbl, sizeof(lbl), "pid %d", parent);
+			snprintf(f->summary, sizeof(f->summary),
+				 "The main thread of %s waited for its %zu worker process%s for %.0f ms "
+				 "(%.1f%% of the window); worker pid %d is the busiest (%.0f%% of its "
+				 "time)%s%s.",
+				 lbl, nworkers, nworkers == 1 ? "" : "es", ms(pw.input_ns), 100.0 * share,
+				 slow_pid, 100.0 * slow_busy, slow.busy_frame ? ", mostly in " : "",
+				 slow.busy_frame ? slow.busy_frame : "");
+			ev_dbl(f, "blocked_ms", round3(ms(pw.input_ns)));
+			ev_dbl(f, "share_of_window", round3(share));
+			ev_u64(f, "waits", pw.waits);
+		}
+		ev_u64(f, "slowest_worker", (uint64_t)slow_pid);
+		ev_dbl(f, "slowest_worker_busy_share", round3(slow_busy));
+		if (slow.busy_frame && ev_str(f, "slowest_worker_in", slow.busy_frame) < 0)
+			return -ENOMEM;
+		if (ev_str(f, "workers", list) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* time the thread spent waiting for data or writing files in [lo, hi) */
 static int explained_ns(const struct ctx *x, const struct an_thread *th, uint64_t lo, uint64_t hi,
 			uint64_t *ret)
@@ -1409,6 +1554,8 @@ int findings__run(const struct profile *p, const struct analysis *a, const struc
 		r = rule_waits(&x, WC_FILE_WRITE);
 	if (!r)
 		r = rule_waits(&x, WC_DATA_WAIT);
+	if (!r)
+		r = rule_loader_workers(&x);
 	if (!r)
 		r = rule_straggler(&x);
 	if (!r)

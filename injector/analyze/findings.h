@@ -45,10 +45,18 @@ struct thread_wait {
 };
 
 /* A list of waits that owns copies of their strings. */
+/* A process a target started during the window (a DataLoader worker, say), followed. */
+struct wait_proc {
+	pid_t pid, parent;
+	uint64_t started_ns;      /* when it was forked, CLOCK_MONOTONIC */
+};
+
 struct wait_list {
 	struct thread_wait *v;
 	size_t n, cap;
 	bool offcpu_known;        /* off-CPU intervals were recorded (not only slow syscalls) */
+	struct wait_proc *procs;  /* the followed processes, with their parents */
+	size_t nprocs;
 	char **strs;
 	size_t nstrs, capstrs;
 };

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collect/ebpf_internal.h"
@@ -85,6 +86,16 @@ int waits_from_ebpf(struct ebpf *e, struct wait_list *out, uint64_t counts[4])
 	out->offcpu_known = e->on & EBPF_COLLECT_OFFCPU;
 	for (size_t t = 0; t < e->nt; t++) {
 		const struct ebpf_tdata *td = &e->t[t];
+
+		if (td->parent) {
+			struct wait_proc *nv = reallocarray(out->procs, out->nprocs + 1, sizeof(*nv));
+
+			if (!nv)
+				return -ENOMEM;
+			out->procs = nv;
+			out->procs[out->nprocs++] = (struct wait_proc){ .pid = td->pid,
+				.parent = td->parent, .started_ns = td->started_ns };
+		}
 
 		counts[0] += td->nsys;
 		counts[1] += td->ncpu;

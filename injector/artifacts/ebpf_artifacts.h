@@ -14,6 +14,9 @@ struct target;
 /* The eBPF events of target t (its cpu_sample, offcpu and syscall events, and names of
  * threads the library did not see), inside the traceEvents array. */
 void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t);
+/* The processes the targets started during the window and the collectors followed: a
+ * process_name (with the parent) and their events each, inside the traceEvents array. */
+void ebpf_timeline_write_followed(struct jsonw *w, struct ebpf *e);
 /* The top-level "stackFrames" member the events' "sf" ids refer to. */
 void ebpf_timeline_write_frames(struct jsonw *w, struct ebpf *e);
 

@@ -15,7 +15,7 @@
 #define TOP_REASONS 10
 
 static const char *const collector_names[EC__N] = { "cpu", "offcpu", "syscalls", "python",
-							  "tasks" };
+							  "tasks", "follow" };
 
 static void us(struct jsonw *w, const char *key, uint64_t ns)
 {
@@ -205,6 +205,17 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	jsonw_obj_open(w);
 	jsonw_kv_int(w, "pid", td->pid);
 	jsonw_kv_str(w, "comm", td->comm);
+	if (td->parent) {
+		/* started by a target during the window, and followed */
+		jsonw_kv_int(w, "parent", td->parent);
+		if (td->started_ns)
+			jsonw_kv_uint(w, "started_after_ms", td->started_ns > e->start_ns ?
+				      (td->started_ns - e->start_ns) / 1000000 : 0);
+		else
+			jsonw_kv_bool(w, "started_before_window", true);
+	}
+	if (td->execd)
+		jsonw_kv_bool(w, "execd", true);
 	if (e->on & EBPF_COLLECT_CPU) {
 		jsonw_kv_uint(w, "cpu_samples", td->cpu_samples);
 		jsonw_kv_double(w, "truncated_stack_share", share(td->samples_truncated, td->samples_user));
@@ -299,6 +310,19 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 		     "first frame (_start, start_thread, clone): see unwinding.ends for why");
 	write_unwinding(w, e);
 	jsonw_kv_uint(w, "unique_stacks", stack_store__nstacks(&e->stacks));
+	{
+		uint64_t nf = 0;
+
+		for (size_t i = 0; i < e->nt; i++)
+			nf += e->t[i].parent != 0;
+		jsonw_key(w, "follow");
+		jsonw_obj_open(w);
+		jsonw_kv_bool(w, "on", e->follow != NULL);
+		jsonw_kv_uint(w, "processes", nf);
+		jsonw_kv_uint(w, "not_followed", e->follow_full);
+		jsonw_kv_uint(w, "max", EBPF_MAX_FOLLOWED);
+		jsonw_obj_close(w);
+	}
 	jsonw_kv_uint(w, "offcpu_events", off);
 	jsonw_kv_uint(w, "slow_syscall_events", slow);
 	jsonw_kv_uint(w, "events_per_process", e->opts.max_events);

@@ -52,21 +52,22 @@ static void off_name(struct ebpf *e, const struct ebpf_off_ev *o, char *buf, siz
 		snprintf(buf, len, "blocked");
 }
 
-void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t)
+/* td's events; t is its target (threads the library named are not named again), NULL for
+ * a followed process. */
+static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td,
+			  const struct target *t)
 {
-	struct ebpf_tdata *td = e ? ebpf_tdata_of(e, (uint32_t)t->pid) : NULL;
 	char name[256], nb[32];
+	const pid_t pid = td->pid;
 
-	if (!td)
-		return;
 	for (size_t i = 0; i < td->ntids; i++) {
-		if (library_knows(t, td->tids[i].tid))
+		if (t && library_knows(t, td->tids[i].tid))
 			continue;
 		jsonw_newline(w);
 		jsonw_obj_open(w);
 		jsonw_kv_str(w, "ph", "M");
 		jsonw_kv_str(w, "name", "thread_name");
-		jsonw_kv_int(w, "pid", t->pid);
+		jsonw_kv_int(w, "pid", pid);
 		jsonw_kv_uint(w, "tid", td->tids[i].tid);
 		jsonw_kv_uint(w, "ts", 0);
 		jsonw_key(w, "args");
@@ -78,7 +79,7 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 	for (size_t i = 0; i < td->ncpu; i++) {
 		const struct ebpf_cpu_ev *c = &td->cpu[i];
 
-		trace_event_begin(w, "i", "cpu_sample", stack_store__frame_name(&e->stacks, c->leaf), t->pid,
+		trace_event_begin(w, "i", "cpu_sample", stack_store__frame_name(&e->stacks, c->leaf), pid,
 		      c->tid, c->ts);
 		jsonw_kv_str(w, "s", "t");
 		sf(w, e, c->stack);
@@ -92,7 +93,7 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 		const struct ebpf_off_ev *o = &td->off[i];
 
 		off_name(e, o, name, sizeof(name));
-		trace_event_begin(w, "X", "offcpu", name, t->pid, o->tid, o->ts);
+		trace_event_begin(w, "X", "offcpu", name, pid, o->tid, o->ts);
 		jsonw_key(w, "dur");
 		jsonw_fixed3(w, o->dur);
 		sf(w, e, o->stack);
@@ -123,7 +124,7 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 	for (size_t i = 0; i < td->nsys; i++) {
 		const struct ebpf_sys_ev *s = &td->sys[i];
 
-		trace_event_begin(w, "X", "syscall", ebpf_syscall_name(s->nr, nb, sizeof(nb)), t->pid, s->tid, s->ts);
+		trace_event_begin(w, "X", "syscall", ebpf_syscall_name(s->nr, nb, sizeof(nb)), pid, s->tid, s->ts);
 		jsonw_key(w, "dur");
 		jsonw_fixed3(w, s->dur);
 		jsonw_key(w, "args");
@@ -138,6 +139,42 @@ void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct ta
 		jsonw_kv_int(w, "ret", s->ret);
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
+	}
+}
+
+void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t)
+{
+	struct ebpf_tdata *td = e ? ebpf_tdata_of(e, (uint32_t)t->pid) : NULL;
+
+	if (td && !td->parent)
+		write_process(w, e, td, t);
+}
+
+void ebpf_timeline_write_followed(struct jsonw *w, struct ebpf *e)
+{
+	char label[96];
+
+	for (size_t i = 0; e && i < e->nt; i++) {
+		struct ebpf_tdata *td = &e->t[i];
+
+		if (!td->parent)
+			continue;
+		snprintf(label, sizeof(label), "%s (pid %d, started by %d)", td->comm, td->pid,
+			 td->parent);
+		jsonw_newline(w);
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "ph", "M");
+		jsonw_kv_str(w, "name", "process_name");
+		jsonw_kv_int(w, "pid", td->pid);
+		jsonw_kv_uint(w, "tid", 0);
+		jsonw_kv_uint(w, "ts", 0);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "name", label);
+		jsonw_kv_int(w, "parent", td->parent);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+		write_process(w, e, td, NULL);
 	}
 }
 

@@ -405,6 +405,7 @@ int timeline_write(const struct profile *p, const char *path)
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < p->ntargets; i++)
 		write_target(w, &p->targets[i], &plans[i], st);
+	ebpf_timeline_write_followed(w, p->ebpf);
 	jsonw_arr_close(w);
 	ebpf_timeline_write_frames(w, p->ebpf);
 	jsonw_kv_str(w, "displayTimeUnit", "ms");

@@ -85,6 +85,9 @@ static void usage(FILE *out)
 		"                             it with the modules' .eh_frame/.debug_frame where\n"
 		"                             frame pointers do not reach the thread's first frame;\n"
 		"                             fp: frame pointers only (cheaper, cut without them)\n"
+		"      --no-follow            do not record the processes the targets start during\n"
+		"                             the window (DataLoader workers, helpers): by default\n"
+		"                             the eBPF collectors follow them, each under its own pid\n"
 		"      --no-ebpf              library only: no eBPF collectors\n"
 		"      --method METHOD        how CUDA, NCCL and RDMA calls are seen: ptrace loads\n"
 		"                             libaiprof.so into the process; ebpf puts uprobes on its\n"
@@ -444,6 +447,9 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 	case 'N':
 		o->no_ebpf = true;
 		return EXIT_OK;
+	case 'Q':
+		o->eo.no_follow = true;
+		return EXIT_OK;
 	case 'U':
 		if (strcmp(arg, "cfi") == 0)
 			o->eo.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES;
@@ -505,6 +511,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "slow-syscall", required_argument, NULL, 'S' },
 		{ "no-ebpf", no_argument, NULL, 'N' },
 		{ "unwind", required_argument, NULL, 'U' },
+		{ "no-follow", no_argument, NULL, 'Q' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },

@@ -149,7 +149,7 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 			return cli_fail(res, EXIT_NO_TARGET, 0, "no process %d (check the pid: "
 					"aiprof stacks takes host pids)", o.tg.pids[i]);
 	eo = (struct ebpf_opts){ .collectors = EBPF_COLLECT_TASKS | EBPF_COLLECT_PYTHON,
-				 .unwind_stack_bytes = o.unwind_bytes };
+				 .unwind_stack_bytes = o.unwind_bytes, .no_follow = true };
 	t0 = now_monotonic_ns();
 	n = ebpf__new(&eo, o.tg.pids, o.tg.npids, &e, why, sizeof(why));
 	if (n < 0)

@@ -21,6 +21,7 @@
 #include <linux/types.h>
 
 #include "log.h"
+#include "readfile.h"
 #include "timeutil.h"
 #include "ebpf_internal.h"
 #include "ebpf_kallsyms.h"
@@ -60,7 +61,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 }
 
 static const struct ebpf_collector_ops *const collectors[] = {
-	&ebpf_cpu_ops, &ebpf_offcpu_ops, &ebpf_syscalls_ops, &ebpf_tasks_ops,
+	&ebpf_cpu_ops, &ebpf_offcpu_ops, &ebpf_syscalls_ops, &ebpf_tasks_ops, &ebpf_follow_ops,
 };
 #define NCOLLECTORS (sizeof(collectors) / sizeof(collectors[0]))
 
@@ -85,6 +86,12 @@ static int on_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	td = ebpf_tdata_of(e, h->tgid);
+	if (!td && h->type == EBPF_REC_FOLLOW) {
+		/* a new child of a target: the kernel side let it through the filter already */
+		e->records++;
+		ebpf_follow_ops.record(e, NULL, data, size);
+		return 0;
+	}
 	if (!td) {
 		e->foreign++;  /* the kernel-side filter makes this impossible; counted to prove it */
 		return 0;
@@ -113,53 +120,75 @@ static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void read_comm(pid_t pid, char *buf, size_t len)
+/* The parent of pid from /proc/PID/stat (the field after the state), or 0. */
+static pid_t parent_of(pid_t pid)
 {
-	char p[64];
-	FILE *f;
+	char path[64], buf[512], *p;
+	int ppid = 0;
 
-	snprintf(p, sizeof(p), "/proc/%d/comm", pid);
-	f = fopen(p, "re");
-	if (!f || !fgets(buf, (int)len, f))
-		snprintf(buf, len, "pid%d", pid);
-	if (f)
-		fclose(f);
-	buf[strcspn(buf, "\n")] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (readfile_buf(path, buf, sizeof(buf)) <= 0)
+		return 0;
+	p = strrchr(buf, ')');   /* the command in parentheses may hold anything */
+	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+/*
+ * Following: the processes the given targets had already started (DataLoader workers of an
+ * epoch in progress) are recorded too, as their children.
+ */
+static int add_children(struct ebpf *e, size_t ngiven)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	int r = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) && e->nt < e->capt) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		pid_t parent;
+
+		if (pid <= 0 || *end)
+			continue;
+		parent = parent_of((pid_t)pid);
+		if (!parent || ebpf_tdata_of(e, (uint32_t)pid))
+			continue;
+		for (size_t i = 0; i < ngiven; i++)
+			if (e->t[i].pid == parent) {
+				struct ebpf_tdata *td = &e->t[e->nt];
+
+				r = ebpf_tdata_init(e, td, (pid_t)pid, NULL);
+				if (r < 0)
+					goto out;
+				e->nt++;
+				td->parent = parent;
+				break;
+			}
+	}
+out:
+	closedir(d);
+	return r;
 }
 
 static int setup_targets(struct ebpf *e, const pid_t *pids, size_t npids)
 {
-	e->t = calloc(npids, sizeof(*e->t));
+	/* room for the processes followed during the window: e->t never moves */
+	e->capt = npids + ((e->opts.collectors & EBPF_COLLECT_FOLLOW) ? EBPF_MAX_FOLLOWED : 0);
+	e->t = calloc(e->capt, sizeof(*e->t));
 	if (!e->t)
 		return -ENOMEM;
 	for (size_t i = 0; i < npids; i++) {
-		struct ebpf_tdata *td = &e->t[e->nt++];
-		char root[64];
-		int r;
+		int r = ebpf_tdata_init(e, &e->t[e->nt++], pids[i], NULL);
 
-		td->pid = pids[i];
-		read_comm(td->pid, td->comm, sizeof(td->comm));
-		snprintf(root, sizeof(root), "%s-%d", td->comm, (int)td->pid);
-		r = stack_store__frame(&e->stacks, root);
 		if (r < 0)
 			return r;
-		td->root = (uint32_t)r;
-		r = symbolizer__proc(e->symz, td->pid, &td->syms);
-		if (r == -ENOMEM)
-			return r;
-		if (r < 0)
-			td->syms = NULL;  /* gone already: its frames stay [unknown] */
-		if (e->opts.collectors & EBPF_COLLECT_PYTHON) {
-			r = py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py);
-			if (r == -ENOMEM)
-				return r;
-			if (r < 0)
-				td->py = NULL;
-			else
-				log_debug("pid %d: python %s, frames read with offsets from %s", td->pid,
-					  py_proc__version(td->py), py_proc__offsets_source(td->py));
-		}
 	}
+	if (e->opts.collectors & EBPF_COLLECT_FOLLOW)
+		return add_children(e, npids);
 	return 0;
 }
 
@@ -298,6 +327,10 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	/* threads still asleep when the window closes are read with the task iterator */
 	if (e->opts.collectors & EBPF_COLLECT_OFFCPU)
 		e->opts.collectors |= EBPF_COLLECT_TASKS;
+	/* the processes the targets start during the window are recorded too */
+	if ((e->opts.collectors & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS)) &&
+	    !e->opts.no_follow)
+		e->opts.collectors |= EBPF_COLLECT_FOLLOW;
 	stack_store__init(&e->stacks);
 	stack_tree__init(&e->tree);
 	libbpf_set_print(libbpf_print);
@@ -403,6 +436,15 @@ void ebpf__poll(struct ebpf *e)
 		return;
 	ring_buffer__consume(e->rb);
 	now = now_monotonic_ns();
+	for (size_t i = 0; i < e->nt; i++)
+		if (e->t[i].py_soon_ns && now >= e->t[i].py_soon_ns) {
+			/* a fresh child: again until its thread is known, at most for a tick */
+			ebpf_py_refresh(e, &e->t[i]);
+			e->t[i].py_soon_ns = u64map_get(&e->t[i].pythreads,
+							       (uint64_t)e->t[i].pid, NULL) ||
+					     now - e->t[i].started_ns > TICK_NS ? 0 :
+					     now + FOLLOW_PY_AGAIN_NS;
+		}
 	if (now >= e->next_tick_ns) {
 		e->next_tick_ns = now + TICK_NS;
 		for (size_t i = 0; i < e->nt; i++)

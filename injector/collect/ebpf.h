@@ -31,6 +31,7 @@ enum {
 	EBPF_COLLECT_TASKS = 1u << 4,     /* every thread's state and stacks, read on demand
 					   * (ebpf__threads(); with offcpu: the threads still
 					   * asleep when the window closes) */
+	EBPF_COLLECT_FOLLOW = 1u << 5,    /* the processes the targets start, recorded too */
 	EBPF_COLLECT_ALL = 0xfu,
 };
 
@@ -40,6 +41,7 @@ struct ebpf_opts {
 	uint64_t offcpu_min_ns;           /* shortest block recorded; default 1 ms */
 	uint64_t slow_syscall_ns;         /* a call at least this long is an event; default 1 ms */
 	const char *btf_path;             /* NULL: $AIPROF_VMLINUX_BTF, else /sys/kernel/btf/vmlinux */
+	bool no_follow;                   /* do not record the processes the targets start */
 	uint32_t unwind_stack_bytes;      /* user stack copied per stack for CFI unwinding, at
 					   * most EBPF_UCOPY_MAX; 0: frame pointers only */
 	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);

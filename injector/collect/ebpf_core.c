@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "bpf/tasks.h"
+#include "log.h"
 #include "ebpf_internal.h"
 #include "ebpf_kallsyms.h"
 
@@ -76,6 +77,55 @@ const char *ebpf_state_letter(uint32_t state)
 	if (state & (4 | 8))
 		return "T";  /* stopped or traced */
 	return "?";
+}
+
+/* ---- targets ------------------------------------------------------------------------- */
+
+static void read_comm(pid_t pid, char *buf, size_t len)
+{
+	char p[64];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/comm", pid);
+	f = fopen(p, "re");
+	if (!f || !fgets(buf, (int)len, f))
+		snprintf(buf, len, "pid%d", pid);
+	if (f)
+		fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+int ebpf_tdata_init(struct ebpf *e, struct ebpf_tdata *td, pid_t pid, const char *comm)
+{
+	char root[64];
+	int r;
+
+	td->pid = pid;
+	if (comm)
+		snprintf(td->comm, sizeof(td->comm), "%s", comm);
+	else
+		read_comm(td->pid, td->comm, sizeof(td->comm));
+	snprintf(root, sizeof(root), "%s-%d", td->comm, (int)td->pid);
+	r = stack_store__frame(&e->stacks, root);
+	if (r < 0)
+		return r;
+	td->root = (uint32_t)r;
+	r = symbolizer__proc(e->symz, td->pid, &td->syms);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		td->syms = NULL;  /* gone already: its frames stay [unknown] */
+	if (e->opts.collectors & EBPF_COLLECT_PYTHON) {
+		r = py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0)
+			td->py = NULL;
+		else
+			log_debug("pid %d: python %s, frames read with offsets from %s", td->pid,
+				  py_proc__version(td->py), py_proc__offsets_source(td->py));
+	}
+	return 0;
 }
 
 /* ---- stacks: kernel-side blocks -> frame ids --------------------------------------------- */

@@ -30,11 +30,11 @@
 #define CPU_THREAD_SCANS 16
 
 /*
- * tid >= 0: that thread, on any CPU, and the threads it starts later (inherit; not the
- * processes it forks, where the kernel knows inherit_thread: Linux 5.13); tid -1: every
- * task on that CPU.
+ * tid >= 0: that thread, on any CPU, and the threads it starts later (inherit; also the
+ * processes it forks when following them, else not where the kernel knows inherit_thread:
+ * Linux 5.13); tid -1: every task on that CPU.
  */
-static int perf_open(pid_t tid, int cpu, uint32_t freq)
+static int perf_open(pid_t tid, int cpu, uint32_t freq, bool follow)
 {
 	struct perf_event_attr a = {
 		.type = PERF_TYPE_SOFTWARE,
@@ -43,7 +43,8 @@ static int perf_open(pid_t tid, int cpu, uint32_t freq)
 		.freq = 1,
 		.sample_freq = freq,
 		.inherit = tid >= 0,
-		.inherit_thread = tid >= 0,
+		/* following: the processes it forks are sampled from their start too */
+		.inherit_thread = tid >= 0 && !follow,
 	};
 	int fd = (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -61,7 +62,7 @@ static int ebpf_cpu__open(struct ebpf *e)
 	int fd, r;
 
 	/* probe: can we sample at all? (perf_event_paranoid, no perf support in a VM) */
-	fd = perf_open(-1, 0, e->opts.frequency_hz);
+	fd = perf_open(-1, 0, e->opts.frequency_hz, false);
 	if (fd < 0) {
 		r = -errno;
 		snprintf(e->why[EC_CPU], sizeof(e->why[EC_CPU]), "cannot open a cpu-clock perf event "
@@ -135,7 +136,8 @@ static int cpu_add_event(struct ebpf *e, pid_t tid, int cpu)
 		e->perf_tids = nt;
 		e->capperf = ncap;
 	}
-	fd = perf_open(tid, cpu, e->opts.frequency_hz);
+	fd = perf_open(tid, cpu, e->opts.frequency_hz,
+		       (e->opts.collectors & EBPF_COLLECT_FOLLOW) != 0);
 	if (fd < 0)
 		return -errno;
 	l = bpf_program__attach_perf_event(e->cpu->progs.cpu_sample, fd);

@@ -24,8 +24,13 @@ struct offcpu_bpf;
 struct syscalls_bpf;
 struct tasks_bpf;
 struct task_dump;
+struct follow_bpf;
 
-enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC__N };
+enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC_FOLLOW, EC__N };
+
+#define EBPF_MAX_FOLLOWED 256     /* processes the targets start that one window follows */
+/* a forked CPython gives its thread its new id in its after-fork handlers: look again soon */
+#define FOLLOW_PY_AGAIN_NS (15 * 1000 * 1000)
 
 #define EBPF_SHARED_MAPS 4
 #define EBPF_RINGBUF_BYTES (16u << 20)  /* the ring buffer every collector writes into */
@@ -86,6 +91,11 @@ struct ebpf_thread {
 /* Everything recorded for one target process. */
 struct ebpf_tdata {
 	pid_t pid;
+	pid_t parent;             /* followed: the target that started it; 0 for a given target */
+	uint64_t started_ns;      /* followed: when it was forked (CLOCK_MONOTONIC) */
+	bool execd;               /* it exec'd a new program during the window */
+	uint64_t py_soon_ns;      /* read its Python threads again then (a fresh child's
+				   * interpreter renames its thread after the fork); 0: no */
 	uint32_t root;            /* frame id of the "comm-pid" root frame */
 	char comm[16];
 	struct proc_symbolizer *syms;
@@ -150,7 +160,9 @@ struct ebpf {
 	struct u64map kcache;             /* kernel address -> frame id | in_sched_text << 32 */
 	struct unwind_tables *uw;         /* CFI of every module, NULL without stack copies */
 	struct ebpf_tdata *t;
-	size_t nt;
+	size_t nt, capt;                  /* capt: the given targets + EBPF_MAX_FOLLOWED */
+	struct follow_bpf *follow;
+	uint64_t follow_full;             /* children not followed: the limit was reached */
 	struct py_tstate *tstates;        /* scratch for reading Python thread lists */
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
@@ -221,7 +233,11 @@ struct ebpf_collector_ops {
 };
 
 extern const struct ebpf_collector_ops ebpf_cpu_ops, ebpf_offcpu_ops, ebpf_syscalls_ops,
-	ebpf_tasks_ops;
+	ebpf_tasks_ops, ebpf_follow_ops;
+
+/* ebpf_core.c: td set up for pid (its comm read from /proc when comm is NULL), symbols and
+ * CPython looked for; 0, or -ENOMEM. */
+int ebpf_tdata_init(struct ebpf *e, struct ebpf_tdata *td, pid_t pid, const char *comm);
 
 /*
  * ebpf_tasks.c: reads the task iterator and calls fn for each record of a target thread,

@@ -288,7 +288,7 @@ def test_cli_flags(procs, tmp_path):
     cpu = cpu_seconds(pid) - cpu0
     assert r.returncode == 0, r.stderr
     s = load_summary(out)["ebpf"]
-    assert s["frequency_hz"] == 400 and s["collectors"] == ["cpu"] and s["slow_syscall_us"] == 50000
+    assert s["frequency_hz"] == 400 and s["collectors"] == ["cpu", "follow"] and s["slow_syscall_us"] == 50000
     # 400 samples per CPU-second the workload got: far more than 99 Hz would give
     # (measured against the CPU time it really had, so a busy machine does not matter)
     assert s["cpu_samples"] > 0.6 * 400 * cpu > 1.5 * 99 * cpu, (s["cpu_samples"], cpu)

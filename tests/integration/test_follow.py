@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: MIT
+"""The processes the targets start are followed (issue 17).
+
+A real PyTorch DataLoader (Debian's python3-torch) with num_workers=2, not persistent: its
+workers are forked anew every epoch, some before the window and some during it, and worker 1
+is planted slow (slow_fetch(): 40 ms per sample). Each worker's CPU samples and Python frames
+must be under its own process, linked to its parent; the DataLoaderStall finding must name a
+worker of the planted slow kind. A target that forks and execs a C program: the child's
+samples under the program's name, with its symbols. --no-follow: the target alone.
+"""
+import gzip
+import json
+import os
+import textwrap
+
+import pytest
+
+from conftest import BUILD, ROOT, load_summary, require_root, run_aiprof
+from test_ebpf import folded
+
+PYTHON = "/usr/bin/python3"
+LOADER = os.path.join(ROOT, "tests", "workloads", "torch_loader.py")
+HOT = os.path.join(BUILD, "tests", "workloads", "hot_functions")
+
+
+def pid_of(line):
+    return int(line.split("pid=")[1].split()[0])
+
+
+def profile(pid, out, *extra, duration="3s", collectors="cpu,offcpu,python"):
+    r = run_aiprof(["profile", "--pid", str(pid), "--duration", duration, "--collectors",
+                    collectors, "-o", str(out), "-q"] + list(extra))
+    assert r.returncode == 0, r.stderr
+    return load_summary(str(out))
+
+
+def roots(stacks):
+    """{pid: [stacks]} by the root frame "comm-pid"."""
+    out = {}
+    for s, c in stacks:
+        out.setdefault(int(s[0].rsplit("-", 1)[1]), []).append((s, c))
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/lib/python3/dist-packages/torch/__init__.py"),
+                    reason="needs Debian's python3-torch")
+def test_dataloader_workers_followed(procs, tmp_path):
+    require_root()
+    _, line = procs.start([PYTHON, "-u", LOADER, "--slow-worker", "1"], ready="ready",
+                          timeout=60)
+    pid = pid_of(line)
+    import time
+    time.sleep(2.5)      # an epoch in progress: workers that exist before the window
+    s = profile(pid, tmp_path, duration="4s")
+    eb = s["ebpf"]
+    assert eb["follow"]["on"] and eb["follow"]["not_followed"] == 0, eb["follow"]
+    kids = [t for t in eb["targets"] if t.get("parent") == pid]
+    assert any(t.get("started_before_window") for t in kids), kids
+    during = [t for t in kids if "started_after_ms" in t]
+    assert len(during) >= 2, kids      # a new epoch's two workers, forked in the window
+
+    # each worker's samples and Python frames under its own process
+    stacks = roots(folded(tmp_path))
+    busy = [t for t in kids if t["cpu_samples"] >= 10]
+    assert len(busy) >= 2, kids
+    for t in busy:
+        assert t["python"]["with_python_frames_share"] >= 0.8, t
+        mine = stacks[t["pid"]]
+        assert sum(c for st, c in mine if any(f.startswith("decode_sample (") for f in st)) \
+            >= 0.5 * t["cpu_samples"], (t, mine[:3])
+        assert any(any(f.startswith("_worker_loop (") for f in st) for st, _ in mine), mine[:3]
+    # the training process itself does not decode: the workers' frames are not mixed in
+    assert not any(any(f.startswith("decode_sample (") for f in st) for st, _ in stacks.get(pid, []))
+
+    # the timeline: a track per worker, named with its parent
+    with gzip.open(tmp_path / "timeline.json.gz") as f:
+        tl = json.load(f)
+    names = {e["pid"]: e["args"] for e in tl["traceEvents"] if e.get("name") == "process_name"}
+    for t in kids:
+        assert names[t["pid"]]["parent"] == pid and f"started by {pid}" in names[t["pid"]]["name"]
+    assert any(e.get("cat") == "cpu_sample" and e["pid"] == busy[0]["pid"] for e in tl["traceEvents"])
+
+    # the stall, and the planted slow worker named
+    stall = [f for f in s["findings"] if f["category"] == "DataLoaderStall"]
+    assert len(stall) == 1, s["findings"]
+    ev = stall[0]["evidence"]
+    assert ev["slowest_worker_in"].startswith("slow_fetch ("), ev
+    slow = ev["slowest_worker"]
+    off = roots(folded(tmp_path, "offcpu.folded"))
+    assert any(any(f.startswith("slow_fetch (") for f in st) for st, _ in off[slow]), off[slow][:3]
+    assert f"worker pid {slow} is the busiest" in stall[0]["summary"]
+
+
+def test_fork_exec_followed_and_no_follow(procs, tmp_path):
+    require_root()
+    script = tmp_path / "spawner.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        print("ready pid=%d" % os.getpid(), flush=True)
+        while True:
+            p = subprocess.Popen([{HOT!r}, "--seconds", "1"], stdout=subprocess.DEVNULL)
+            p.wait()
+    """))
+    _, line = procs.start([PYTHON, "-u", str(script)], ready="ready")
+    pid = pid_of(line)
+    s = profile(pid, tmp_path / "on", duration="2s", collectors="cpu")
+    eb = s["ebpf"]
+    kids = [t for t in eb["targets"] if t.get("parent") == pid]
+    assert kids and all(t["comm"] == "hot_functions" for t in kids), kids
+    assert any(t.get("execd") for t in kids), kids
+    stacks = roots(folded(tmp_path / "on"))
+    hot = [(st, c) for k in kids for st, c in stacks.get(k["pid"], [])]
+    assert sum(c for _, c in hot) >= 50, hot[:3]
+    assert hot[0][0][0].startswith("hot_functions-"), hot[0]
+    # its own symbols, read after the exec: its "hot" thread's functions (its other thread
+    # spends its time in the kernel)
+    assert sum(c for st, c in hot if "hot_a" in st) > sum(c for st, c in hot if "hot_b" in st) > 0
+    assert sum(c for st, c in hot if "hot_a" in st or "hot_b" in st) >= 0.3 * sum(c for _, c in hot)
+
+    s = profile(pid, tmp_path / "off", "--no-follow", duration="1s", collectors="cpu")
+    eb = s["ebpf"]
+    assert not eb["follow"]["on"] and eb["follow"]["processes"] == 0, eb["follow"]
+    assert [t["pid"] for t in eb["targets"]] == [pid]
+    assert set(roots(folded(tmp_path / "off"))) <= {pid}
+
+
+def test_fork_storm_is_bounded(procs, tmp_path):
+    """A target that forks without end: at most 256 followed per window, the rest counted,
+    and the profile and the target carry on."""
+    require_root()
+    script = tmp_path / "storm.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        print("ready pid=%d" % os.getpid(), flush=True)
+        while True:
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+    """))
+    p, line = procs.start([PYTHON, "-u", str(script)], ready="ready")
+    pid = pid_of(line)
+    s = profile(pid, tmp_path, duration="2s", collectors="cpu,offcpu")
+    f = s["ebpf"]["follow"]
+    assert f["processes"] == f["max"] == 256 and f["not_followed"] > 0, f
+    assert p.poll() is None
