@@ -54,7 +54,9 @@ void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct
 		jsonw_obj_open(w);
 		jsonw_kv_int(w, "pid", td->pid);
 		jsonw_kv_str(w, "comm", td->comm);
-		if (m->ranks && m->ranks[i] >= 0)
+		if (td->parent)
+			jsonw_kv_int(w, "parent", td->parent);
+		if (m->ranks && i < m->nranks && m->ranks[i] >= 0)
 			jsonw_kv_int(w, "rank", m->ranks[i]);
 		else {
 			jsonw_key(w, "rank");
@@ -122,7 +124,7 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 		const struct ebpf_tdata *td = &e->t[i];
 
 		fprintf(out, "Process %d (%s)", td->pid, td->comm);
-		if (m->ranks && m->ranks[i] >= 0)
+		if (m->ranks && i < m->nranks && m->ranks[i] >= 0)
 			fprintf(out, ", rank %d", m->ranks[i]);
 		if (td->py)
 			fprintf(out, ", Python %s", py_proc__version(td->py));

@@ -16,6 +16,7 @@ struct dump_meta {
 	const char *host;
 	uint64_t took_ns;         /* how long reading the threads took */
 	const int *ranks;         /* per target (e->t order): its RANK, -1 if none; may be NULL */
+	size_t nranks;            /* entries of ranks (processes past them: no rank) */
 };
 
 void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct dump_meta *m);

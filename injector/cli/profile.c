@@ -857,6 +857,7 @@ static int write_threads_dump(struct run *run, const char *path)
 	int ranks[MAX_TARGETS], r;
 	char when[32], host[256] = "";
 	struct dump_meta m = { .taken_at = when, .host = host, .ranks = ranks };
+	size_t k = 0;
 	struct jsonw *w;
 	time_t now = time(NULL);
 	struct tm tm;
@@ -866,9 +867,10 @@ static int write_threads_dump(struct run *run, const char *path)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	gethostname(host, sizeof(host) - 1);
 	/* in the order of the eBPF targets: the processes that were recorded */
-	for (size_t i = 0, k = 0; i < run->o->tg.npids; i++)
+	for (size_t i = 0; i < run->o->tg.npids; i++)
 		if (!run->targets[i].error)
 			ranks[k++] = target_env_rank(run->targets[i].pid);
+	m.nranks = k;
 	f = fopen(path, "we");
 	if (!f)
 		return -errno;

@@ -169,6 +169,7 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 	m.taken_at = when;
 	m.host = host;
 	m.ranks = ranks;
+	m.nranks = o.tg.npids;
 	if (o.output) {
 		out = fopen(o.output, "we");
 		if (!out) {

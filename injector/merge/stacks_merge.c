@@ -266,7 +266,7 @@ int stacks_merge__add_ranked(struct stacks_merge *m, const char *src, const char
 	json_error_t err;
 	json_t *j = json_loadb(text, len, 0, &err), *procs, *p, *schema;
 	const char *host;
-	size_t i;
+	size_t i, nranks = 0;
 	int r = 0;
 
 	if (!j || !json_is_object(j)) {
@@ -287,11 +287,17 @@ int stacks_merge__add_ranked(struct stacks_merge *m, const char *src, const char
 	json_array_foreach(procs, i, p) {
 		if (!json_is_object(p)) {
 			snprintf(msg, msglen, "%s: a process that is not an object", src);
-			r = -EINVAL;
-			break;
+			json_decref(j);
+			return -EINVAL;
 		}
-		r = add_process(m, src, host ? host : "?", p, json_array_size(procs) == 1 ?
-				rank_hint : -1, msg, msglen);
+		nranks += !json_object_get(p, "parent");
+	}
+	json_array_foreach(procs, i, p) {
+		/* a process a rank started (a DataLoader worker) is not a rank */
+		if (json_object_get(p, "parent"))
+			continue;
+		r = add_process(m, src, host ? host : "?", p, nranks == 1 ? rank_hint : -1, msg,
+				msglen);
 		if (r < 0)
 			break;
 	}
