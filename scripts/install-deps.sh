@@ -23,6 +23,8 @@ PACKAGES=(
 	libssl-dev openssl radosgw ceph-mon ceph-osd ceph-common awscli python3-boto3 python3-botocore
 	# demo workload: a real PyTorch training loop (CPU)
 	python3 python3-torch python3-numpy
+	# profile.pb.gz is read back by a real reader, `go tool pprof` (tests/integration/test_pprof.py)
+	golang-go
 	# install tests (tests/integration/test_install.py): helm comes from an npm package
 	# (scripts/fetch-helm.sh), Kubernetes' schemas from kubernetes-models (npm), CRs are
 	# checked with jsonschema

@@ -121,6 +121,13 @@ def main():
           f"MiB read, {t['frames_cached']} frames cached in "
           f"{t['frames_cache_bytes'] / 1024:.0f} KiB (at most {t['frames_cache_max']}); "
           f"aiprof peak RSS fp {rss['fp'] / 1024:.0f} MiB, cfi {rss['cfi'] / 1024:.0f} MiB")
+    # the artifacts a window of this training loop leaves, pprof's beside the folded text
+    out = os.path.join(tmp, f"cfi-{args.rounds - 1}")
+    sizes = {f: os.path.getsize(os.path.join(out, f)) for f in
+             ("profile.pb.gz", "stacks.folded", "offcpu.folded", "stacks.json")
+             if os.path.exists(os.path.join(out, f))}
+    print("artifact sizes of a %.0f s window: %s" % (args.window, ", ".join(
+        f"{f} {n / 1024:.1f} KiB" for f, n in sizes.items())))
     subprocess.run(["rm", "-rf", tmp])
     return 0
 
