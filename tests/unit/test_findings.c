@@ -222,6 +222,131 @@ static void test_dataloader_stall(void **state)
 	synth_free_all(&s);
 }
 
+/*
+ * A hang seen from the stacks only (no collective was hooked): a thread blocked for the
+ * whole window, since before it, in gloo; a second process in no collective is named;
+ * a library's idle worker loop and a wait that began in the window are not hangs.
+ */
+static void test_stuck_collective(void **state)
+{
+	struct synth s;
+	struct wait_list w = { 0 };
+	struct findings *f;
+	const struct finding *x;
+	struct thread_wait stuck = {
+		.pid = 1000, .tid = 1000, .ts = T0, .dur = WIN, .kind = WAIT_OFFCPU,
+		.name = "futex", .state = 'S', .open_at_end = true, .began_before = true,
+		.blocked_ns = 90 * 1000 * MS, .collective = "c10d::Work::wait(std::chrono::duration<long>)",
+		.py_frame = "all_reduce (/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:1541)",
+		.stack = "futex_do_wait_[k] <- c10d::Work::wait <- all_reduce (...)",
+	};
+	struct thread_wait worker = stuck, idle = stuck, recent = stuck, elsewhere = {
+		.pid = 2000, .tid = 2000, .ts = T0 + 100 * MS, .dur = 900 * MS, .kind = WAIT_OFFCPU,
+		.name = "clock_nanosleep", .state = 'S',
+		.py_frame = "evaluate_forever (/work/gloo_hang.py:23)",
+	};
+
+	(void)state;
+	worker.tid = 1003;
+	worker.py_frame = NULL;
+	worker.collective = "gloo::transport::tcp::UnboundBuffer::waitRecv(int*)";
+	idle.tid = 1004;
+	idle.py_frame = NULL;
+	idle.collective = NULL;   /* c10d::ProcessGroupGloo::runLoop: not a collective frame */
+	recent.tid = 1005;
+	recent.began_before = false;
+	assert_false(findings_is_collective_frame("c10d::ProcessGroupGloo::runLoop(int)"));
+	assert_true(findings_is_collective_frame("ncclAllReduce"));
+	assert_false(findings_is_collective_frame("all_reduce (/x/distributed_c10d.py:1)"));
+	assert_false(findings_is_collective_frame("ncclKernel_[k]"));
+	synth_init(&s, 1, T0, T0 + WIN);
+	assert_int_equal(findings_add_waits(&w, &stuck, 1), 0);
+	assert_int_equal(findings_add_waits(&w, &worker, 1), 0);
+	assert_int_equal(findings_add_waits(&w, &idle, 1), 0);
+	assert_int_equal(findings_add_waits(&w, &recent, 1), 0);
+	assert_int_equal(findings_add_waits(&w, &elsewhere, 1), 0);
+	w.offcpu_known = true;
+	f = run(&s, &w);
+	assert_int_equal(count(f, "NcclHang", SEV_CRITICAL), 1);
+	x = &f->v[0];
+	assert_int_equal(x->pid, 1000);
+	assert_int_equal(x->tid, 1000);   /* the caller with Python frames leads */
+	assert_true(ev(x, "blocked_s")->d > 89.9);
+	assert_string_equal(ev(x, "python_frame")->s, stuck.py_frame);
+	assert_non_null(strstr(ev(x, "other_threads")->s, "thread 1003: gloo::"));
+	assert_null(strstr(ev(x, "other_threads")->s, "1004"));
+	assert_null(strstr(ev(x, "other_threads")->s, "1005"));
+	assert_non_null(strstr(ev(x, "not_in_collective")->s, "pid 2000: evaluate_forever"));
+	assert_non_null(strstr(x->summary, "c10d::Work::wait from all_reduce (distributed_c10d.py:1541)"));
+	assert_non_null(strstr(x->summary, "pid 2000 (evaluate_forever (gloo_hang.py:23))"));
+	assert_true(strlen(x->summary) < sizeof(x->summary) - 1);
+	findings__free(f);
+	wait_list__clear(&w);
+	synth_free_all(&s);
+}
+
+/* Worker processes: the busiest, by time worked, is named with its frame; a worker seen
+ * for a few ms as it exited is not. */
+static void test_loader_workers(void **state)
+{
+	struct synth s;
+	struct wait_list w = { 0 };
+	struct findings *f;
+	const struct finding *x;
+	struct wait_proc procs[3] = {
+		{ .pid = 2001, .parent = 1000, .started_ns = 0 },          /* exiting */
+		{ .pid = 2002, .parent = 1000, .started_ns = T0 + 100 * MS },  /* fast */
+		{ .pid = 2003, .parent = 1000, .started_ns = T0 + 100 * MS },  /* slow */
+	};
+
+	(void)state;
+	synth_init(&s, 1, T0, T0 + WIN);
+	/* the main thread waits for its batches most of the window */
+	for (uint64_t t = 0; t + 50 * MS <= WIN; t += 50 * MS) {
+		struct thread_wait m = { .pid = 1000, .tid = 1000, .ts = T0 + t, .dur = 45 * MS,
+					 .kind = WAIT_OFFCPU, .name = "poll", .state = 'S' };
+		struct thread_wait fast = { .pid = 2002, .tid = 2002, .ts = T0 + 100 * MS + t,
+					    .dur = 35 * MS, .kind = WAIT_OFFCPU, .name = "read",
+					    .state = 'S' };
+		struct thread_wait slow = { .pid = 2003, .tid = 2003, .ts = T0 + 100 * MS + t,
+					    .dur = 40 * MS, .kind = WAIT_OFFCPU,
+					    .name = "clock_nanosleep", .state = 'S',
+					    .py_frame = "slow_fetch (/w/torch_loader.py:30)" };
+
+		assert_int_equal(findings_add_waits(&w, &m, 1), 0);
+		if (T0 + 100 * MS + t + 50 * MS <= T0 + WIN) {
+			assert_int_equal(findings_add_waits(&w, &fast, 1), 0);
+			assert_int_equal(findings_add_waits(&w, &slow, 1), 0);
+		}
+	}
+	{
+		struct thread_wait gone = { .pid = 2001, .tid = 2001, .ts = T0, .dur = 20 * MS,
+					    .kind = WAIT_OFFCPU, .name = "clock_nanosleep",
+					    .state = 'S' };
+
+		assert_int_equal(findings_add_waits(&w, &gone, 1), 0);
+	}
+	w.procs = malloc(sizeof(procs));
+	assert_non_null(w.procs);
+	memcpy(w.procs, procs, sizeof(procs));
+	w.nprocs = 3;
+	w.offcpu_known = true;
+	f = run(&s, &w);
+	assert_int_equal(count(f, "DataLoaderStall", SEV_CRITICAL), 1);
+	x = &f->v[0];
+	assert_int_equal(x->pid, 1000);
+	assert_int_equal(ev(x, "slowest_worker")->u, 2003);
+	assert_string_equal(ev(x, "slowest_worker_in")->s, "slow_fetch (/w/torch_loader.py:30)");
+	/* 35 ms of every 50 waiting for its next index: busy 30%, less the last wait's tail */
+	assert_true(strstr(ev(x, "workers")->s, "pid 2002: busy 29%") ||
+		    strstr(ev(x, "workers")->s, "pid 2002: busy 30%"));
+	assert_non_null(strstr(ev(x, "workers")->s, "pid 2003: busy 100%"));
+	assert_true(ev(x, "share_of_window")->d > 0.85);
+	findings__free(f);
+	wait_list__clear(&w);
+	synth_free_all(&s);
+}
+
 static void test_no_waits(void **state)
 {
 	struct synth s;
@@ -451,6 +576,8 @@ int main(void)
 		cmocka_unit_test(test_memory_growth),
 		cmocka_unit_test(test_straggler),
 		cmocka_unit_test(test_nccl_hang),
+		cmocka_unit_test(test_stuck_collective),
+		cmocka_unit_test(test_loader_workers),
 		cmocka_unit_test(test_thresholds_table),
 	};
 
