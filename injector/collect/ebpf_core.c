@@ -325,7 +325,7 @@ int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_sta
 	uint32_t out[STACK_MAX_FRAMES], wchan = UINT32_MAX;
 	uint64_t pcs[UNWIND_MAX_FRAMES];
 	size_t nk = 0, nn = 0, np = 0, nkr, nur, n;
-	bool truncated = false, reached_root = false, any_eval = false, bad;
+	bool truncated = false, reached_root = false, any_eval = false, bad, fp_whole;
 	struct stack_merge_in in;
 	int id, r;
 
@@ -380,7 +380,28 @@ int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_sta
 	if (r < 0)
 		return r;
 	nn = (size_t)r;
-	if (!reached_root && uc && e->uw) {
+	/*
+	 * A chain that ended by itself (no garbage address, not cut at the maximum depth) in
+	 * the C library ended where glibc starts threads and main(): start_thread() and
+	 * __libc_start_call_main() are not in its dynamic symbols, so they cannot be named.
+	 */
+	fp_whole = reached_root || (nn >= 2 && !truncated && nur < EBPF_USTACK_MAX &&
+				    (user_frame_flags(td, st, nn) & USYM_LIBC));
+	/*
+	 * The fast path: a whole frame-pointer chain is kept when its first step agrees with
+	 * the leaf's CFI (one cached lookup): a leaf that set up no frame (a libc syscall
+	 * wrapper) would have lost its caller, and a lone libc leaf whose frame pointer led
+	 * nowhere is not a whole chain.
+	 */
+	if (fp_whole && uc && e->uw) {
+		struct unwind_result ur;
+
+		if (unwind_copy(e, td, uc, pcs, 2, &ur) < 0)
+			return -ENOMEM;
+		if (ur.n < 2 || pcs[1] != st->uips[1])
+			fp_whole = false;
+	}
+	if (!fp_whole && uc && e->uw) {
 		struct unwind_result ur;
 		uint32_t cnative[UNWIND_MAX_FRAMES];
 		bool ceval[UNWIND_MAX_FRAMES], croot;
@@ -404,11 +425,6 @@ int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_sta
 			goto user_done;
 		}
 	}
-	/*
-	 * A chain that ended by itself (no garbage address, not cut at the maximum depth) in
-	 * the C library ended where glibc starts threads and main(): start_thread() and
-	 * __libc_start_call_main() are not in its dynamic symbols, so they cannot be named.
-	 */
 	if (nn && !reached_root && !truncated && nur < EBPF_USTACK_MAX &&
 	    ((user_frame_flags(td, st, nn) & USYM_LIBC)))
 		reached_root = true;
