@@ -21,7 +21,7 @@
 #include <linux/types.h>
 
 #include "log.h"
-#include "readfile.h"
+#include "target/container.h"
 #include "timeutil.h"
 #include "ebpf_internal.h"
 #include "ebpf_kallsyms.h"
@@ -120,21 +120,6 @@ static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The parent of pid from /proc/PID/stat (the field after the state), or 0. */
-static pid_t parent_of(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	int ppid = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (readfile_buf(path, buf, sizeof(buf)) <= 0)
-		return 0;
-	p = strrchr(buf, ')');   /* the command in parentheses may hold anything */
-	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return (pid_t)ppid;
-}
-
 /*
  * Following: the processes the given targets had already started (DataLoader workers of an
  * epoch in progress) are recorded too, as their children.
@@ -150,12 +135,13 @@ static int add_children(struct ebpf *e, size_t ngiven)
 	while ((de = readdir(d)) && e->nt < e->capt) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
-		pid_t parent;
+		unsigned long long start;
+		pid_t parent = 0;
 
 		if (pid <= 0 || *end)
 			continue;
-		parent = parent_of((pid_t)pid);
-		if (!parent || ebpf_tdata_of(e, (uint32_t)pid))
+		if (container__parent_and_start("/proc", (pid_t)pid, &parent, &start) < 0 ||
+		    !parent || ebpf_tdata_of(e, (uint32_t)pid))
 			continue;
 		for (size_t i = 0; i < ngiven; i++)
 			if (e->t[i].pid == parent) {

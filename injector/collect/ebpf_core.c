@@ -316,9 +316,10 @@ static int user_frames(struct ebpf *e, struct ebpf_tdata *td, const uint64_t *ip
 	return (int)nn;
 }
 
-int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
-		    const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
-		    uint32_t *ret_wchan)
+/* ebpf_stack_from(), and whether the native part reached the thread's first frame */
+static int stack_build(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
+		       const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
+		       uint32_t *ret_wchan, bool *ret_whole)
 {
 	uint32_t kernel[EBPF_KSTACK_MAX], native[UNWIND_MAX_FRAMES], py[EBPF_PY_MAX];
 	bool eval[UNWIND_MAX_FRAMES], seg_end[EBPF_PY_MAX];
@@ -468,7 +469,8 @@ user_done:
 	id = stack_store__stack(&e->stacks, out, n);
 	if (id < 0)
 		return id;
-	e->last_whole = nn && reached_root && !truncated;
+	if (ret_whole)
+		*ret_whole = nn && reached_root && !truncated;
 	if (count) {
 		if (nn) {
 			td->samples_user++;
@@ -488,9 +490,40 @@ user_done:
 	return id;
 }
 
-bool ebpf_last_stack_whole(const struct ebpf *e)
+int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
+		    const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
+		    uint32_t *ret_wchan)
 {
-	return e->last_whole;
+	return stack_build(e, td, st, uc, offcpu, count, ret_leaf, ret_wchan, NULL);
+}
+
+void ebpf_py_walk_asleep(struct ebpf_tdata *td, uint32_t tid, struct ebpf_stacks *st)
+{
+	uint64_t tstate;
+
+	st->py_frames = 0;
+	st->py_status = EBPF_PY_ST_NONE;
+	if (td->py && u64map_get(&td->pythreads, tid, &tstate))
+		st->py_frames = (uint32_t)py_proc__walk(td->py, tstate, st->py, EBPF_PY_MAX,
+							&st->py_status);
+}
+
+int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
+		       uint32_t *ret_wchan, bool *ret_whole)
+{
+	struct ebpf_stacks st;
+
+	memcpy(&st, &d->st, sizeof(st));
+	ebpf_py_walk_asleep(td, d->hdr.tid, &st);
+	return stack_build(e, td, &st, d->u.regs[UW_RIP] ? &d->u : NULL, d->state != 0, false,
+			   NULL, ret_wchan, ret_whole);
+}
+
+uint64_t ebpf_task_for_ns(const struct task_dump *d)
+{
+	uint64_t since = d->state ? d->stopped_at : d->last_arrival;
+
+	return since && d->hdr.ts > since ? d->hdr.ts - since : 0;
 }
 
 #ifndef AIPROF_NO_EBPF

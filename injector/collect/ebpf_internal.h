@@ -167,7 +167,6 @@ struct ebpf {
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
 	uint64_t cpu_foreign;             /* sampler runs on a non-target thread (0 when "task") */
-	bool last_whole;                  /* of the last ebpf_stack_from() */
 	bool stopped;
 };
 
@@ -198,8 +197,9 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 int ebpf_stack_from(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
 		    const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
 		    uint32_t *ret_wchan);
-/* ...and whether the last such stack's native part reached the thread's first frame */
-bool ebpf_last_stack_whole(const struct ebpf *e);
+/* The Python frames of thread tid of td while it is not running, read from the
+ * interpreter (py_frames 0 when it has none). */
+void ebpf_py_walk_asleep(struct ebpf_tdata *td, uint32_t tid, struct ebpf_stacks *st);
 /*
  * The stack copy that follows a record's fixed part of `fixed` bytes, if the record has
  * one whose length agrees with the record's; NULL otherwise (counted as a bad record when
@@ -248,6 +248,14 @@ int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata 
 					       const struct task_dump *d, void *arg), void *arg);
 /* Whether a record's stack copy may be trusted (the thread was off its CPU). */
 bool ebpf_task_settled(const struct task_dump *d);
+/* A task iterator record's stacks as a stack id (as ebpf_stack_from(), off-CPU when the
+ * thread sleeps, with its Python frames read now), *ret_whole: the native part reached the
+ * thread's first frame. */
+int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
+		       uint32_t *ret_wchan, bool *ret_whole);
+/* How long the record's thread has been asleep (since it last left its CPU) or, running,
+ * on its CPU; 0 when the kernel does not say. */
+uint64_t ebpf_task_for_ns(const struct task_dump *d);
 
 /* ebpf.c: the target's Python thread states now (td->pythreads, and the BPF map if any) */
 void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td);

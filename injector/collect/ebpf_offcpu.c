@@ -142,7 +142,6 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
 	const struct ksyms *ks = symbolizer__ksyms(e->symz);
 	char path[96], buf[4096], *p, *nl;
 	unsigned long long pc = 0;
-	uint64_t tstate;
 	long nr = -1;
 	size_t nk = 0;
 
@@ -179,9 +178,7 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
 		st->uips[0] = pc;
 		st->ustack_bytes = 8;
 	}
-	if (td->py && u64map_get(&td->pythreads, tid, &tstate))
-		st->py_frames = (uint32_t)py_proc__walk(td->py, tstate, st->py, EBPF_PY_MAX,
-							&st->py_status);
+	ebpf_py_walk_asleep(td, tid, st);
 	return nr >= 0 ? (int32_t)nr : -1;
 }
 
@@ -256,8 +253,7 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 	struct flush_ctx *c = arg;
 	bool have = task_state_of(c->map_fd, d->hdr.tid, &c->v) && c->v.ts < e->end_ns;
 	uint64_t since, blocked, window = e->end_ns - e->start_ns;
-	uint32_t wchan = UINT32_MAX, tstate;
-	uint64_t pyts;
+	uint32_t wchan = UINT32_MAX;
 	int32_t nr;
 	int id;
 
@@ -274,7 +270,7 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 	}
 	if (!d->state)
 		return 0;   /* running */
-	blocked = d->hdr.ts > d->stopped_at && d->stopped_at ? d->hdr.ts - d->stopped_at : 0;
+	blocked = ebpf_task_for_ns(d);
 	if (have && c->v.ts >= e->start_ns) {
 		since = c->v.ts;     /* measured by sched_switch: exact */
 		blocked = e->end_ns - since;
@@ -287,19 +283,11 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 	}
 	if (e->end_ns - since < e->opts.offcpu_min_ns)
 		return 0;
-	memcpy(&c->st, &d->st, sizeof(c->st));
-	c->st.py_frames = 0;
-	c->st.py_status = EBPF_PY_ST_NONE;
-	if (td->py && u64map_get(&td->pythreads, d->hdr.tid, &pyts))
-		c->st.py_frames = (uint32_t)py_proc__walk(td->py, pyts, c->st.py, EBPF_PY_MAX,
-							  &c->st.py_status);
-	id = ebpf_stack_from(e, td, &c->st, d->u.regs[UW_RIP] ? &d->u : NULL, true, false, NULL,
-			     &wchan);
+	id = ebpf_stack_of_dump(e, td, d, &wchan, NULL);
 	if (id < 0)
 		return id == -ENOMEM ? id : 0;
-	tstate = d->state;
 	keep_event(e, td, &(struct ebpf_off_ev){ .ts = since, .dur = e->end_ns - since,
-		   .tid = d->hdr.tid, .stack = (uint32_t)id, .state = tstate,
+		   .tid = d->hdr.tid, .stack = (uint32_t)id, .state = d->state,
 		   .syscall = d->syscall, .wchan = wchan, .open_at_end = true,
 		   .began_before = since == e->start_ns && blocked >= window,
 		   .blocked_ns = blocked > e->end_ns - since ? blocked : e->end_ns - since });

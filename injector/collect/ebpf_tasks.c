@@ -126,10 +126,9 @@ static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, const struct task_
 		       void *arg)
 {
 	struct threads_pass *p = arg;
-	struct ebpf_stacks st;
 	struct ebpf_thread *t;
 	uint32_t wchan = UINT32_MAX;
-	uint64_t tstate, since;
+	bool whole = false;
 	int id;
 
 	if (have_thread(td, d->hdr.tid))
@@ -147,23 +146,14 @@ static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, const struct task_
 		td->threads = nv;
 		td->capthreads = ncap;
 	}
-	memcpy(&st, &d->st, sizeof(st));
-	st.py_frames = 0;
-	st.py_status = EBPF_PY_ST_NONE;
-	if (td->py && u64map_get(&td->pythreads, d->hdr.tid, &tstate))
-		st.py_frames = (uint32_t)py_proc__walk(td->py, tstate, st.py, EBPF_PY_MAX,
-						       &st.py_status);
-	id = ebpf_stack_from(e, td, &st, d->u.regs[UW_RIP] ? &d->u : NULL, d->state != 0, false,
-			     NULL, &wchan);
+	id = ebpf_stack_of_dump(e, td, d, &wchan, &whole);
 	if (id < 0)
 		return id;
-	since = d->state ? d->stopped_at : d->last_arrival;
 	t = &td->threads[td->nthreads++];
 	*t = (struct ebpf_thread){
 		.tid = d->hdr.tid, .state = d->state, .on_cpu = d->on_cpu != 0,
-		.syscall = d->syscall, .for_ns = since && d->hdr.ts > since ? d->hdr.ts - since : 0,
-		.stack = (uint32_t)id, .wchan = d->state ? wchan : UINT32_MAX,
-		.whole = ebpf_last_stack_whole(e),
+		.syscall = d->syscall, .for_ns = ebpf_task_for_ns(d), .stack = (uint32_t)id,
+		.wchan = d->state ? wchan : UINT32_MAX, .whole = whole,
 	};
 	memcpy(t->comm, d->hdr.comm, sizeof(t->comm));
 	t->comm[15] = 0;

@@ -421,9 +421,8 @@ out:
 	return found;
 }
 
-/* PPid from /proc/PID/status and start time (clock ticks since boot) from stat. */
-static int parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,
-			    unsigned long long *start)
+int container__parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,
+				unsigned long long *start)
 {
 	char path[PATH_MAX], buf[4096];
 	const char *p;
@@ -483,7 +482,7 @@ int container__choose(const char *proc_root, const pid_t *pids, size_t n, const 
 		unsigned long long start = 0;
 		bool inside = false;
 
-		if (parent_and_start(proc_root, pids[i], &ppid, &start) < 0)
+		if (container__parent_and_start(proc_root, pids[i], &ppid, &start) < 0)
 			continue;
 		for (size_t j = 0; j < n && !inside; j++)
 			inside = pids[j] == ppid;

@@ -89,6 +89,11 @@ enum container_rule {
 
 const char *container_rule__name(enum container_rule r);
 
+/* The parent of pid and its start time (clock ticks since boot), from
+ * proc_root/PID/stat. 0, the read error, or -EINVAL for a line that does not parse. */
+int container__parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,
+				unsigned long long *start);
+
 /*
  * Chooses the targets among pids[0..n) by the rule in the header comment (match may be
  * NULL). Writes at most max pids into out, *nout, and the rule that chose them. Returns 0,
