@@ -34,14 +34,12 @@ struct sm_rank {
 	char *host;
 	struct sm_thread *th;     /* every thread of its dump */
 	size_t nth;
-	/* the thread that stands for the rank (chosen by stacks_merge__run), as views */
-	const char *state, *syscall;
-	double blocked_s;
-	char **frames;
-	size_t nframes;
-	const char *collective, *py_frame;
+	const struct sm_thread *t;/* the one that stands for the rank (stacks_merge__run) */
 	size_t group;
 };
+
+/* what stands for a rank with no thread, and for every rank before the run */
+static const struct sm_thread no_thread = { .tid = -1, .blocked_s = -1 };
 
 struct sm_group {
 	size_t *ranks;            /* indexes into m->r */
@@ -191,7 +189,7 @@ static int add_process(struct stacks_merge *m, const char *src, const char *host
 {
 	json_t *pid = json_object_get(p, "pid"), *rank = json_object_get(p, "rank");
 	json_t *threads = json_object_get(p, "threads"), *t;
-	struct sm_rank r = { .rank = -1, .blocked_s = -1 };
+	struct sm_rank r = { .rank = -1, .t = &no_thread };
 	char label[300];
 	size_t i;
 	int err = -EINVAL;
@@ -306,7 +304,7 @@ int stacks_merge__add_ranked(struct stacks_merge *m, const char *src, const char
 }
 
 /* Two ranks are at the same place when their stacks, kernel frames aside, are equal. */
-static bool same_place(const struct sm_rank *a, const struct sm_rank *b)
+static bool same_place(const struct sm_thread *a, const struct sm_thread *b)
 {
 	size_t i = 0, k = 0;
 
@@ -347,19 +345,6 @@ static size_t common_roots(const struct sm_thread *a, const struct sm_thread *b)
 	return n;
 }
 
-static void show_thread(struct sm_rank *r, const struct sm_thread *t)
-{
-	static char *none[1];
-
-	r->state = t ? t->state : NULL;
-	r->syscall = t ? t->syscall : NULL;
-	r->blocked_s = t ? t->blocked_s : -1;
-	r->frames = t ? t->frames : none;
-	r->nframes = t ? t->nframes : 0;
-	r->collective = t ? t->collective : NULL;
-	r->py_frame = t ? t->py_frame : NULL;
-}
-
 /*
  * The thread that stands for each rank: one waiting in a collective (the one with Python
  * frames first: the caller, not the library's worker); for a rank with none, the thread
@@ -379,7 +364,7 @@ static void choose_threads(struct stacks_merge *m)
 			if (t->collective && (!pick || (t->py_frame && !pick->py_frame)))
 				pick = t;
 		}
-		show_thread(&m->r[i], pick);
+		m->r[i].t = pick ? pick : &no_thread;
 		if (pick && (!ref || (pick->py_frame && !ref->py_frame)))
 			ref = pick;
 	}
@@ -387,7 +372,7 @@ static void choose_threads(struct stacks_merge *m)
 		const struct sm_thread *pick = NULL;
 		size_t best = 0;
 
-		if (m->r[i].collective)
+		if (m->r[i].t->collective)
 			continue;
 		for (size_t k = 0; k < m->r[i].nth; k++) {
 			const struct sm_thread *t = &m->r[i].th[k];
@@ -402,7 +387,7 @@ static void choose_threads(struct stacks_merge *m)
 		}
 		if (!pick && m->r[i].nth)
 			pick = &m->r[i].th[0];
-		show_thread(&m->r[i], pick);
+		m->r[i].t = pick ? pick : &no_thread;
 	}
 }
 
@@ -420,11 +405,11 @@ int stacks_merge__run(struct stacks_merge *m)
 		size_t g;
 
 		for (g = 0; g < m->ng; g++)
-			if (same_place(&m->r[m->g[g].first], &m->r[i]))
+			if (same_place(m->r[m->g[g].first].t, m->r[i].t))
 				break;
 		if (g == m->ng) {
 			m->g[g] = (struct sm_group){ .first = i,
-						     .in_collective = m->r[i].collective != NULL };
+						     .in_collective = m->r[i].t->collective != NULL };
 			m->g[g].ranks = calloc(m->nr, sizeof(size_t));
 			if (!m->g[g].ranks)
 				return -ENOMEM;
@@ -449,7 +434,7 @@ int stacks_merge__run(struct stacks_merge *m)
 						      m->g[g].n > m->g[m->lead].n))
 				m->lead = g;
 		for (size_t i = 0; i < m->nr; i++)
-			if (!m->r[i].collective)
+			if (!m->r[i].t->collective)
 				m->outliers[m->nout++] = i;
 	} else if (m->ng > 1 && 2 * m->g[best].n > m->nr) {
 		m->verdict = V_MINORITY;
@@ -486,7 +471,7 @@ static void labels(const struct stacks_merge *m, const size_t *idx, size_t n, ch
 
 static void finding_summary(const struct stacks_merge *m, char *buf, size_t len)
 {
-	const struct sm_rank *lead = &m->r[m->g[m->lead].first];
+	const struct sm_thread *lead = m->r[m->g[m->lead].first].t;
 	char who[1024], where_[1024];
 
 	labels(m, m->outliers, m->nout, who, sizeof(who));
@@ -502,7 +487,7 @@ static void finding_summary(const struct stacks_merge *m, char *buf, size_t len)
 			 lead->py_frame ? lead->py_frame : lead->nframes ? lead->frames[0] : "?");
 }
 
-static void write_frames(struct jsonw *w, const struct sm_rank *r)
+static void write_frames(struct jsonw *w, const struct sm_thread *r)
 {
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < r->nframes; i++)
@@ -532,20 +517,20 @@ int stacks_merge__write_json(const struct stacks_merge *m, FILE *f)
 		jsonw_kv_int(w, "pid", r->pid);
 		jsonw_kv_str(w, "source", r->src);
 		jsonw_kv_uint(w, "group", r->group);
-		if (r->state)
-			jsonw_kv_str(w, "state", r->state);
-		if (r->syscall)
-			jsonw_kv_str(w, "syscall", r->syscall);
-		if (r->blocked_s >= 0)
-			jsonw_kv_double(w, "blocked_s", r->blocked_s);
-		jsonw_kv_bool(w, "in_collective", r->collective != NULL);
+		if (r->t->state)
+			jsonw_kv_str(w, "state", r->t->state);
+		if (r->t->syscall)
+			jsonw_kv_str(w, "syscall", r->t->syscall);
+		if (r->t->blocked_s >= 0)
+			jsonw_kv_double(w, "blocked_s", r->t->blocked_s);
+		jsonw_kv_bool(w, "in_collective", r->t->collective != NULL);
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);
 	jsonw_key(w, "groups");
 	jsonw_arr_open(w);
 	for (size_t g = 0; g < m->ng; g++) {
-		const struct sm_rank *r = &m->r[m->g[g].first];
+		const struct sm_thread *r = m->r[m->g[g].first].t;
 
 		jsonw_obj_open(w);
 		jsonw_key(w, "ranks");
@@ -580,7 +565,7 @@ int stacks_merge__write_json(const struct stacks_merge *m, FILE *f)
 		jsonw_obj_open(w);
 		for (size_t i = 0; i < m->nout; i++) {
 			jsonw_key(w, m->r[m->outliers[i]].label);
-			write_frames(w, &m->r[m->outliers[i]]);
+			write_frames(w, m->r[m->outliers[i]].t);
 		}
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
@@ -591,7 +576,7 @@ int stacks_merge__write_json(const struct stacks_merge *m, FILE *f)
 	return jsonw__finish(w);
 }
 
-static json_t *frames_json(const struct sm_rank *r)
+static json_t *frames_json(const struct sm_thread *r)
 {
 	json_t *a = json_array();
 
@@ -612,7 +597,7 @@ json_t *stacks_merge__finding(const struct stacks_merge *m)
 	ev = json_object();
 	for (size_t i = 0; names && ev && i < m->nout; i++) {
 		json_array_append_new(names, json_string(m->r[m->outliers[i]].label));
-		json_object_set_new(ev, m->r[m->outliers[i]].label, frames_json(&m->r[m->outliers[i]]));
+		json_object_set_new(ev, m->r[m->outliers[i]].label, frames_json(m->r[m->outliers[i]].t));
 	}
 	f = json_pack("{s:s,s:s,s:s,s:o*,s:o*}", "category",
 		      m->verdict == V_NOT_ARRIVED ? "NcclHang" : "Straggler", "severity",
@@ -622,7 +607,7 @@ json_t *stacks_merge__finding(const struct stacks_merge *m)
 }
 
 /* The first frames of r that are not the kernel's, innermost first. */
-static void print_stack(FILE *f, const struct sm_rank *r, size_t max)
+static void print_stack(FILE *f, const struct sm_thread *r, size_t max)
 {
 	size_t shown = 0;
 
@@ -642,7 +627,7 @@ void stacks_merge__write_text(const struct stacks_merge *m, FILE *f)
 	for (size_t g = 0; g < m->ng; g++) {
 		labels(m, m->g[g].ranks, m->g[g].n, buf, sizeof(buf));
 		fprintf(f, "\n  %s%s:\n", buf, m->g[g].in_collective ? " (in a collective)" : "");
-		print_stack(f, &m->r[m->g[g].first], 16);
+		print_stack(f, m->r[m->g[g].first].t, 16);
 	}
 	if (m->nout) {
 		finding_summary(m, buf, sizeof(buf));
