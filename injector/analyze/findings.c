@@ -757,67 +757,85 @@ static const char *short_frame(const char *name, char *buf, size_t len)
 	return buf;
 }
 
-/*
- * The other profiled processes, not in any collective: for the ranks of one job, those
- * that never arrived. Each with where its last wait of the window was.
- */
-static int elsewhere(struct ctx *x, struct finding *f)
+static bool pid_in(const pid_t *v, size_t n, pid_t pid)
 {
-	char buf[1024] = "", brief[160] = "", sb[128];
-	size_t used = 0, n = 0, slen;
-
-	for (size_t k = 0; k < x->w->n; k++) {
-		const struct thread_wait *w = &x->w->v[k], *last = NULL;
-		bool stuck = false, seen = false;
-		int len;
-
-		for (size_t j = 0; j < x->w->n && !stuck; j++)
-			stuck = x->w->v[j].pid == w->pid && stuck_in_collective(x, &x->w->v[j]);
-		for (size_t j = 0; j < k && !seen; j++)
-			seen = x->w->v[j].pid == w->pid && x->w->v[j].kind == WAIT_OFFCPU;
-		if (stuck || seen || w->kind != WAIT_OFFCPU)
-			continue;
-		/* its latest wait with a Python frame, else its latest */
-		for (size_t j = 0; j < x->w->n; j++) {
-			const struct thread_wait *v = &x->w->v[j];
-
-			if (v->pid != w->pid || v->kind != WAIT_OFFCPU)
-				continue;
-			if (!last || (v->py_frame && !last->py_frame) ||
-			    ((!!v->py_frame == !!last->py_frame) && v->ts > last->ts))
-				last = v;
-		}
-		len = snprintf(buf + used, sizeof(buf) - used, "%spid %d: %s in %s", used ? "; " : "",
-			       w->pid, last->py_frame ? last->py_frame : "native code", last->name);
-		slen = strlen(brief);
-		snprintf(brief + slen, sizeof(brief) - slen, "%spid %d (%s)", slen ? ", " : "", w->pid,
-			 last->py_frame ? short_frame(last->py_frame, sb, sizeof(sb)) : last->name);
-		if (len > 0)
-			used += (size_t)len < sizeof(buf) - used ? (size_t)len : sizeof(buf) - used - 1;
-		n++;
-	}
-	if (!n)
-		return 0;
-	snprintf(f->summary + strlen(f->summary), sizeof(f->summary) - strlen(f->summary),
-		 " Not in one: %s.", brief);
-	return ev_str(f, "not_in_collective", buf);
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == pid)
+			return true;
+	return false;
 }
 
-static int stuck_finding(struct ctx *x, pid_t pid)
+/*
+ * The other profiled processes, not in any collective (stuck[0..nstuck) are): for the
+ * ranks of one job, those that never arrived. Each with where its last wait of the window
+ * was: its latest with a Python frame, else its latest. One pass over the waits.
+ */
+static int elsewhere(struct ctx *x, struct finding *f, const pid_t *stuck, size_t nstuck)
+{
+	struct other { pid_t pid; const struct thread_wait *last; } *o = NULL;
+	char buf[1024] = "", brief[160] = "", sb[128];
+	size_t used = 0, no = 0, slen;
+	int r;
+
+	for (size_t k = 0; k < x->w->n; k++) {
+		const struct thread_wait *v = &x->w->v[k];
+		size_t j;
+
+		if (v->kind != WAIT_OFFCPU || pid_in(stuck, nstuck, v->pid))
+			continue;
+		for (j = 0; j < no && o[j].pid != v->pid; j++)
+			;
+		if (j == no) {
+			struct other *nv = reallocarray(o, no + 1, sizeof(*nv));
+
+			if (!nv) {
+				free(o);
+				return -ENOMEM;
+			}
+			o = nv;
+			o[no++] = (struct other){ .pid = v->pid, .last = v };
+		} else if ((v->py_frame && !o[j].last->py_frame) ||
+			   (!!v->py_frame == !!o[j].last->py_frame && v->ts > o[j].last->ts)) {
+			o[j].last = v;
+		}
+	}
+	for (size_t j = 0; j < no; j++) {
+		const struct thread_wait *last = o[j].last;
+		int len = snprintf(buf + used, sizeof(buf) - used, "%spid %d: %s in %s",
+				   used ? "; " : "", o[j].pid,
+				   last->py_frame ? last->py_frame : "native code", last->name);
+
+		slen = strlen(brief);
+		snprintf(brief + slen, sizeof(brief) - slen, "%spid %d (%s)", slen ? ", " : "",
+			 o[j].pid, last->py_frame ? short_frame(last->py_frame, sb, sizeof(sb)) :
+			 last->name);
+		if (len > 0)
+			used += (size_t)len < sizeof(buf) - used ? (size_t)len : sizeof(buf) - used - 1;
+	}
+	r = 0;
+	if (no) {
+		snprintf(f->summary + strlen(f->summary), sizeof(f->summary) - strlen(f->summary),
+			 " Not in one: %s.", brief);
+		r = ev_str(f, "not_in_collective", buf);
+	}
+	free(o);
+	return r;
+}
+
+static int stuck_finding(struct ctx *x, pid_t pid, const pid_t *stuck, size_t nstuck)
 {
 	const struct analysis *a = x->a;
 	const struct thread_wait *lead = NULL;
 	const struct an_thread *th = NULL;
 	char lbl[80], others[1024] = "", cb[128], pb[128];
 	struct finding *f;
-	size_t nthr = 0, used = 0;
+	size_t used = 0;
 
 	for (size_t k = 0; k < x->w->n; k++) {
 		const struct thread_wait *w = &x->w->v[k];
 
 		if (w->pid != pid || !stuck_in_collective(x, w))
 			continue;
-		nthr++;
 		if (!lead || (!lead->py_frame && w->py_frame))
 			lead = w;
 	}
@@ -852,7 +870,6 @@ static int stuck_finding(struct ctx *x, pid_t pid)
 		 (double)lead->blocked_ns / 1e9, short_frame(lead->collective, cb, sizeof(cb)),
 		 lead->py_frame ? " from " : "",
 		 lead->py_frame ? short_frame(lead->py_frame, pb, sizeof(pb)) : "");
-	(void)nthr;
 	ev_str(f, "collective_frame", lead->collective);
 	if (lead->py_frame)
 		ev_str(f, "python_frame", lead->py_frame);
@@ -863,29 +880,36 @@ static int stuck_finding(struct ctx *x, pid_t pid)
 		ev_str(f, "other_threads", others);
 	if (lead->stack && ev_str(f, "stack", lead->stack) < 0)
 		return -ENOMEM;
-	return elsewhere(x, f);
+	return elsewhere(x, f, stuck, nstuck);
 }
 
 static int rule_stuck_collective(struct ctx *x)
 {
+	pid_t *stuck = NULL;
+	size_t nstuck = 0;
+	int r = 0;
+
 	if (!x->w)
 		return 0;
+	/* the processes with a thread stuck, each once, in the order first met */
 	for (size_t k = 0; k < x->w->n; k++) {
 		const struct thread_wait *w = &x->w->v[k];
-		bool seen = false;
-		int r;
+		pid_t *nv;
 
-		if (!stuck_in_collective(x, w))
+		if (!stuck_in_collective(x, w) || pid_in(stuck, nstuck, w->pid))
 			continue;
-		for (size_t j = 0; j < k && !seen; j++)
-			seen = x->w->v[j].pid == w->pid && stuck_in_collective(x, &x->w->v[j]);
-		if (seen)
-			continue;   /* its process has its finding */
-		r = stuck_finding(x, w->pid);
-		if (r < 0)
-			return r;
+		nv = reallocarray(stuck, nstuck + 1, sizeof(*nv));
+		if (!nv) {
+			free(stuck);
+			return -ENOMEM;
+		}
+		stuck = nv;
+		stuck[nstuck++] = w->pid;
 	}
-	return 0;
+	for (size_t i = 0; i < nstuck && r == 0; i++)
+		r = stuck_finding(x, stuck[i], stuck, nstuck);
+	free(stuck);
+	return r;
 }
 
 /* pageable copies of one thread that are not checkpoint staging */
