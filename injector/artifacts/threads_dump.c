@@ -4,8 +4,11 @@
  * person (innermost frame first, as py-spy dump and gdb print them) and as JSON
  * (schema aiprof.stacks/v1) for a program and for `aiprof merge`.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "collect/ebpf_internal.h"
 #include "jsonw.h"
@@ -34,6 +37,29 @@ static const char *const kind_names[] = { "native", "python", "kernel" };
 static const char *doing(const struct ebpf_thread *t)
 {
 	return t->state ? "blocked" : "running";
+}
+
+void threads_dump_meta_now(struct dump_meta *m)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(m->taken_at, sizeof(m->taken_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (gethostname(m->host, sizeof(m->host) - 1) < 0)
+		m->host[0] = 0;
+	m->host[sizeof(m->host) - 1] = 0;
+}
+
+int threads_dump_write_json_file(FILE *f, const struct ebpf *e, const struct dump_meta *m)
+{
+	struct jsonw *w = jsonw__new(jsonw_sink_file, f);
+
+	if (!w)
+		return -ENOMEM;
+	threads_dump_write_json(w, e, m);
+	jsonw_newline(w);
+	return jsonw__finish(w) < 0 ? -EIO : 0;
 }
 
 void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct dump_meta *m)

@@ -37,7 +37,6 @@
 #include "artifacts/timeline.h"
 #include "artifacts/upload.h"
 #include "cli.h"
-#include "jsonw.h"
 
 #define MAX_TARGETS CLI_MAX_TARGETS
 
@@ -856,33 +855,18 @@ static void stop_window(struct run *run)
 static int write_threads_dump(struct run *run, const char *path)
 {
 	int ranks[MAX_TARGETS], r;
-	char when[32], host[256] = "";
-	struct dump_meta m = { .taken_at = when, .host = host, .ranks = ranks };
-	size_t k = 0;
-	struct jsonw *w;
-	time_t now = time(NULL);
-	struct tm tm;
+	struct dump_meta m = { .ranks = ranks };
 	FILE *f;
 
-	gmtime_r(&now, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	gethostname(host, sizeof(host) - 1);
+	threads_dump_meta_now(&m);
 	/* in the order of the eBPF targets: the processes that were recorded */
 	for (size_t i = 0; i < run->o->tg.npids; i++)
 		if (!run->targets[i].error)
-			ranks[k++] = target_env_rank(run->targets[i].pid);
-	m.nranks = k;
+			ranks[m.nranks++] = target_env_rank(run->targets[i].pid);
 	f = fopen(path, "we");
 	if (!f)
 		return -errno;
-	w = jsonw__new(jsonw_sink_file, f);
-	if (!w) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	threads_dump_write_json(w, run->ebpf, &m);
-	jsonw_newline(w);
-	r = jsonw__finish(w);
+	r = threads_dump_write_json_file(f, run->ebpf, &m);
 	if (fclose(f) != 0 && r == 0)
 		r = -errno;
 	return r;

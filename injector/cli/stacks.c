@@ -14,13 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "collect/ebpf.h"
 #include "artifacts/threads_dump.h"
-#include "jsonw.h"
 #include "log.h"
 #include "target/container.h"
 #include "target/target.h"
@@ -134,11 +132,9 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 	struct ebpf_opts eo = { 0 };
 	struct ebpf *e = NULL;
 	struct dump_meta m = { 0 };
-	char why[512], when[32], host[256] = "";
+	char why[512];
 	int ranks[CLI_MAX_TARGETS], rc, n;
 	uint64_t t0;
-	struct tm tm;
-	time_t now;
 	FILE *out = stdout;
 
 	rc = parse(argc, argv, res, &o);
@@ -160,14 +156,9 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 		rc = cli_fail(res, EXIT_INJECT, n, "cannot read the threads: %m");
 		goto out;
 	}
-	now = time(NULL);
-	gmtime_r(&now, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	gethostname(host, sizeof(host) - 1);
+	threads_dump_meta_now(&m);
 	for (size_t i = 0; i < o.tg.npids; i++)
 		ranks[i] = target_env_rank(o.tg.pids[i]);
-	m.taken_at = when;
-	m.host = host;
 	m.ranks = ranks;
 	m.nranks = o.tg.npids;
 	if (o.output) {
@@ -178,16 +169,14 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 		}
 	}
 	if (o.json) {
-		struct jsonw *w = jsonw__new(jsonw_sink_file, out);
+		int r = threads_dump_write_json_file(out, e, &m);
 
-		if (!w) {
-			rc = cli_fail(res, EXIT_FAILURE_, -ENOMEM, "out of memory");
+		if (r == -ENOMEM) {
+			rc = cli_fail(res, EXIT_FAILURE_, r, "out of memory");
 			goto out;
 		}
-		threads_dump_write_json(w, e, &m);
-		jsonw_newline(w);
-		if (jsonw__finish(w) < 0)
-			rc = cli_fail(res, EXIT_OUTPUT, -EIO, "cannot write the dump");
+		if (r < 0)
+			rc = cli_fail(res, EXIT_OUTPUT, r, "cannot write the dump");
 	} else {
 		threads_dump_write_text(out, e, &m);
 	}
