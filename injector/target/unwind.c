@@ -32,7 +32,7 @@ struct unwind_tables {
 	size_t nmods, capmods;
 	struct u64map mod_of;     /* key -> index into mods */
 	struct uw_cached *cache;
-	size_t ncache, cache_max;
+	size_t ncache, capcache, cache_max;
 	struct u64map cache_of;   /* hash(key, vaddr) -> index into cache */
 	struct unwind_stats st;
 };
@@ -175,13 +175,14 @@ static Dwarf_Frame *frame_at(struct unwind_tables *t, const struct unwind_code *
 			f = NULL;
 	}
 	if (t->ncache < t->cache_max && !u64map_get(&t->cache_of, h, &idx)) {
-		if (t->ncache == 0 || (t->ncache & (t->ncache - 1)) == 0) {
-			size_t ncap = t->ncache ? t->ncache * 2 : 256;
+		if (t->ncache == t->capcache) {
+			size_t ncap = t->capcache ? t->capcache * 2 : 256;
 			struct uw_cached *nv = reallocarray(t->cache, ncap, sizeof(*nv));
 
 			if (!nv)
 				goto uncached;
 			t->cache = nv;
+			t->capcache = ncap;
 		}
 		if (u64map_put(&t->cache_of, h, t->ncache) < 0)
 			goto uncached;
