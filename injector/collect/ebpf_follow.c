@@ -108,7 +108,6 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 {
 	int pfd = ebpf_shared_map_fd(e, "py_procs");
 	uint32_t key = f->hdr.tgid;
-
 	char root[64];
 	int id;
 
@@ -124,7 +123,9 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 	td->py = NULL;
 	if (pfd >= 0)
 		bpf_map_delete_elem(pfd, &key);
-	if (symbolizer__proc(e->symz, td->pid, &td->syms) < 0)
+	/* the same view, its maps read anew: an exec loop does not pile up views */
+	if (td->syms ? proc_symbolizer__reread(td->syms) < 0 :
+	    symbolizer__proc(e->symz, td->pid, &td->syms) < 0)
 		td->syms = NULL;
 	if ((e->opts.collectors & EBPF_COLLECT_PYTHON) &&
 	    py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py) == 0 && pfd >= 0 &&

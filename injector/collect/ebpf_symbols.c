@@ -308,25 +308,30 @@ static void copy_name(const char *raw, char *buf, size_t len)
 	free(d);
 }
 
+int proc_symbolizer__reread(struct proc_symbolizer *ps)
+{
+	struct maps *nm;
+	int r = maps__read(ps->pid, &nm);
+
+	if (r < 0)
+		return r;
+	maps__free(ps->maps);
+	ps->maps = nm;
+	ps->nms = 0;
+	u64map_clear(&ps->by_start);
+	ps->last_refresh_ns = now_monotonic_ns();
+	return 0;
+}
+
 /* The mapping of addr; a library loaded since the last look is found by re-reading the
  * maps, at most every 200 ms. NULL if none. */
 static const struct maps_entry *entry_of(struct proc_symbolizer *ps, uint64_t addr)
 {
 	const struct maps_entry *e = maps__find_addr(ps->maps, addr);
-	uint64_t now;
-	struct maps *nm;
 
-	if (e)
-		return e;
-	now = now_monotonic_ns();
-	if (now - ps->last_refresh_ns >= REFRESH_MIN_NS && maps__read(ps->pid, &nm) == 0) {
-		maps__free(ps->maps);
-		ps->maps = nm;
-		ps->nms = 0;
-		u64map_clear(&ps->by_start);
-		ps->last_refresh_ns = now;
+	if (!e && now_monotonic_ns() - ps->last_refresh_ns >= REFRESH_MIN_NS &&
+	    proc_symbolizer__reread(ps) == 0)
 		e = maps__find_addr(ps->maps, addr);
-	}
 	return e;
 }
 

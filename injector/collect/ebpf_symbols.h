@@ -26,6 +26,9 @@ const struct ksyms *symbolizer__ksyms(struct symbolizer *z);
 
 /* A per-process view; owned by z. -ENOENT/-EACCES from reading the maps. */
 int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **ret);
+/* Reads its maps again now, forgetting the old ones (a new program after an exec). 0, or
+ * maps__read()'s error (the old maps are kept then). */
+int proc_symbolizer__reread(struct proc_symbolizer *ps);
 
 enum usym_flags {
 	USYM_MAPPED = 1 << 0,     /* in an executable mapping of the process */
