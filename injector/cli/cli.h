@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "artifacts/termlog.h"   /* the exit codes, the termination message */
 #include "target/container.h"     /* CONTAINER_ID_MAX */
@@ -49,6 +50,9 @@ int cli_target_option(struct cli_result *res, struct cli_targets *t, int c, cons
  * CUDA libraries, else the main process) into t->pids. Returns an exit code.
  */
 int cli_targets_resolve(struct cli_result *res, struct cli_targets *t, const char *command);
+/* --unwind cfi|fp into the bytes of user stack the eBPF side copies (0: frame pointers
+ * only). EXIT_OK, or the usage error's exit code. */
+int cli_unwind_option(struct cli_result *res, const char *arg, uint32_t *ret_bytes);
 
 /* Exit code for a negative errno from target checks or injection. */
 int exit_code_for(int err);

@@ -451,13 +451,7 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		o->eo.no_follow = true;
 		return EXIT_OK;
 	case 'U':
-		if (strcmp(arg, "cfi") == 0)
-			o->eo.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES;
-		else if (strcmp(arg, "fp") == 0)
-			o->eo.unwind_stack_bytes = 0;
-		else
-			return cli_fail(oc, EXIT_USAGE, 0, "--unwind '%s': use cfi or fp", arg);
-		return EXIT_OK;
+		return cli_unwind_option(oc, arg, &o->eo.unwind_stack_bytes);
 	case 'm':
 		if (strcmp(arg, "auto") == 0)
 			o->method = METHOD_AUTO;

@@ -96,12 +96,9 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 			o->output = strcmp(optarg, "-") == 0 ? NULL : optarg;
 			break;
 		case 'U':
-			if (strcmp(optarg, "cfi") == 0)
-				o->unwind_bytes = EBPF_UNWIND_STACK_BYTES;
-			else if (strcmp(optarg, "fp") == 0)
-				o->unwind_bytes = 0;
-			else
-				return cli_fail(res, EXIT_USAGE, 0, "--unwind '%s': use cfi or fp", optarg);
+			r = cli_unwind_option(res, optarg, &o->unwind_bytes);
+			if (r != EXIT_OK)
+				return r;
 			break;
 		case 'W':
 			break;  /* taken by cli_run() */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What every command that looks at running processes takes to name them (`aiprof profile`,
- * `aiprof stacks`): --pid, or a container's processes by --container-id / --container-name,
- * chosen with --match.
+ * What every command that looks at running processes takes (`aiprof profile`, `aiprof
+ * stacks`): --pid, or a container's processes by --container-id / --container-name, chosen
+ * with --match; and how their native stacks are walked, --unwind.
  */
 #include <errno.h>
 #include <limits.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "collect/ebpf.h"
 #include "log.h"
 #include "recheck.h"
 #include "redact.h"
@@ -162,5 +163,16 @@ int cli_targets_resolve(struct cli_result *res, struct cli_targets *t, const cha
 		return cli_fail(res, EXIT_USAGE, 0, "no target: give the processes to %s with "
 				"--pid PID[,PID...], --container-id ID or --container-name NAME",
 				command);
+	return EXIT_OK;
+}
+
+int cli_unwind_option(struct cli_result *res, const char *arg, uint32_t *ret_bytes)
+{
+	if (strcmp(arg, "cfi") == 0)
+		*ret_bytes = EBPF_UNWIND_STACK_BYTES;
+	else if (strcmp(arg, "fp") == 0)
+		*ret_bytes = 0;
+	else
+		return cli_fail(res, EXIT_USAGE, 0, "--unwind '%s': use cfi or fp", arg);
 	return EXIT_OK;
 }
