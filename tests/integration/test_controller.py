@@ -373,12 +373,15 @@ def test_injector_fails(env):
 
 
 def test_deadline(env):
-    env["controller"]()
+    # the grace long enough that a loaded machine still sees the injector run (Profiling)
+    # before the deadline, which counts from the injector's creation
+    env["controller"]("--grace", "9s")
     make_pod(env)
     start_profiling(env, duration="1s")
-    # never terminates: 1 s + 3 s grace later the session fails and the injector is removed
-    st = wait_phase(env, "Failed", timeout=12)["status"]
+    # never terminates: 1 s + 9 s grace later the session fails and the injector is removed
+    st = wait_phase(env, "Failed", timeout=20)["status"]
     assert condition(st, "Failed")["reason"] == "DeadlineExceeded"
+    assert "no result within the duration plus grace (10s)" in st["targets"][0]["message"], st
     wait_for(lambda: not injector_pods(env), 10, "the injector pod to be deleted")
 
 
