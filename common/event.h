@@ -219,6 +219,8 @@ _Static_assert(sizeof(struct aiprof_event) == AIPROF_EVENT_SIZE, "event slot siz
 			      AIPROF_COLLECT_RDMA | AIPROF_COLLECT_CUPTI)
 /* a modifier: launches are recorded without their call stack (u.launch.stack_id = 0) */
 #define AIPROF_COLLECT_NO_STACKS (1u << 4)
+/* a modifier: launch stacks by frame pointers alone, never by the process's CFI unwinder */
+#define AIPROF_COLLECT_FP_STACKS (1u << 5)
 
 /*
  * The header page. Written by the library at creation (magic..lib_pid), then the

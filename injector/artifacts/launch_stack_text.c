@@ -28,6 +28,8 @@ void launch_stack_parse(const char *s, uint64_t *pc, size_t max, size_t *ret_n,
 
 	if (!s)
 		goto out;
+	if (*s == '@')
+		s++;   /* unwound by CFI: the same addresses */
 	while (*s && *s != '|' && n < max) {
 		if (!parse_hex(&s, &pc[n]) || (*s && *s != ',' && *s != '|'))
 			goto out;

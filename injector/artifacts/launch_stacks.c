@@ -88,10 +88,12 @@ void launch_stacks_count(const struct profile *p, struct launch_stacks_stats *st
 			const struct aiprof_event *e = &t->store.v[i];
 
 			if (e->type == AIPROF_EV_CUDA_LAUNCH) {
+				const char *text = e->u.launch.stack_id ?
+					event_store__string(&t->store, e->u.launch.stack_id) : NULL;
+
 				st->launches++;
-				if (e->u.launch.stack_id &&
-				    event_store__string(&t->store, e->u.launch.stack_id))
-					st->launches_with_stack++;
+				st->launches_with_stack += text != NULL;
+				st->launches_stack_cfi += text && text[0] == '@';
 			} else if (e->type == AIPROF_EV_GPU_KERNEL) {
 				st->kernels++;
 				if (st->by_gpu_time)

@@ -29,6 +29,7 @@ struct launch_stacks_stats {
 	uint64_t total;                 /* sum of the weights */
 	uint64_t launches;              /* kernel launches recorded */
 	uint64_t launches_with_stack;   /* of which carried a call stack */
+	uint64_t launches_stack_cfi;    /* of those, unwound by CFI (the rest: frame pointers) */
 	uint64_t kernels;               /* CUPTI kernel records */
 	uint64_t kernels_without_launch;/* of which had no recorded launch */
 };
@@ -44,7 +45,8 @@ int launch_stacks_folded(const struct profile *p, struct membuf *out,
 			 struct launch_stacks_stats *ret);
 
 /*
- * Parses a launch stack as libaiprof sends it (injector/preload/callstack.c): return
+ * Parses a launch stack as libaiprof sends it (injector/preload/callstack.c): '@' first
+ * when it was unwound by CFI, return
  * addresses in lower-case hex, innermost first, separated by ',', then optionally '|' and
  * the Python frames "code:flags" the same way. Text from the target: at most max / maxpy
  * entries are kept, and parsing stops at anything else (a chunk lost with a full ring

@@ -406,7 +406,7 @@ int report_write(const struct profile *p, const char *dir, char *ret_path, size_
 	char *svgs[3] = { NULL, NULL, NULL };
 	struct membuf gpu = { 0 }, html = { 0 };
 	struct launch_stacks_stats gst;
-	char path[4200], sub[200], title[80];
+	char path[4200], sub[256], title[80];
 	int r = 0;
 
 	for (int i = 0; i < 2; i++) {
@@ -439,10 +439,11 @@ int report_write(const struct profile *p, const char *dir, char *ret_path, size_
 			goto out;
 		unit = gst.by_gpu_time ? "ns" : "launches";
 		snprintf(sub, sizeof(sub), "CPU call stacks at kernel launches, weighted by %s; %llu of "
-			 "%llu launches with a call stack",
+			 "%llu launches with a call stack (%llu unwound by CFI)",
 			 gst.by_gpu_time ? "the kernel's GPU time in ns (CUPTI)" :
 					   "launch count (no GPU timing in this window)",
-			 (unsigned long long)gst.launches_with_stack, (unsigned long long)gst.launches);
+			 (unsigned long long)gst.launches_with_stack, (unsigned long long)gst.launches,
+			 (unsigned long long)gst.launches_stack_cfi);
 		snprintf(title, sizeof(title), "GPU launches by call stack, weight: %s",
 			 gst.by_gpu_time ? "kernel time" : "launch count");
 		opts[2].title = title;

@@ -157,6 +157,7 @@ static void write_gpu_flamegraph(struct jsonw *w, const struct profile *p)
 	jsonw_kv_uint(w, "total", st.total);
 	jsonw_kv_uint(w, "launches", st.launches);
 	jsonw_kv_uint(w, "launches_with_stack", st.launches_with_stack);
+	jsonw_kv_uint(w, "launches_stack_cfi", st.launches_stack_cfi);
 	jsonw_kv_uint(w, "kernels", st.kernels);
 	jsonw_obj_close(w);
 }

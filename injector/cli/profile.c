@@ -80,10 +80,11 @@ static void usage(FILE *out)
 		"      --frequency HZ         on-CPU samples per second (default 99)\n"
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
-		"      --unwind cfi|fp        native stacks of the eBPF collectors: cfi (default)\n"
-		"                             copies 16 KiB of user stack per sample and unwinds\n"
-		"                             it with the modules' .eh_frame/.debug_frame where\n"
-		"                             frame pointers do not reach the thread's first frame;\n"
+		"      --unwind cfi|fp        native stacks: cfi (default) copies 16 KiB of user\n"
+		"                             stack per eBPF sample and unwinds it with the\n"
+		"                             modules' .eh_frame/.debug_frame where frame pointers\n"
+		"                             do not reach the thread's first frame, and walks new\n"
+		"                             launch call sites with the process's own unwinder;\n"
 		"                             fp: frame pointers only (cheaper, cut without them)\n"
 		"      --no-follow            do not record the processes the targets start during\n"
 		"                             the window (DataLoader workers, helpers): by default\n"
@@ -766,7 +767,8 @@ static void record_window(struct run *run)
 	run->prof.start_ns = now_monotonic_ns();
 	for (size_t i = 0; i < o->tg.npids; i++)
 		if (run->targets[i].session)
-			session__start(run->targets[i].session, o->collectors);
+			session__start(run->targets[i].session, o->collectors |
+				       (o->eo.unwind_stack_bytes ? 0 : AIPROF_COLLECT_FP_STACKS));
 	if (run->ebpf)
 		ebpf__start(run->ebpf);
 	log_info("recording %zu process%s for %.3gs", run->nok, run->nok == 1 ? "" : "es",

@@ -2,17 +2,30 @@
 /*
  * Call stacks at kernel launches, for the GPU-launch flame graph.
  *
- * A launch hook walks the frame-pointer chain of the calling thread (the same chain the
- * eBPF CPU collector follows; aiprof's own code, the trainer and distro Python are built
- * with frame pointers), keeps the return addresses, and interns the stack: its hash is
- * the key of the INTERN_STACK table, the text "ADDR,ADDR,..." (lower-case hex, innermost
- * first) is sent once per stack and generation as an AIPROF_EV_STRING, and the launch
- * carries the string id in u.launch.stack_id. The injector symbolises the addresses.
+ * A launch hook takes the return addresses of the calling thread and interns the stack:
+ * its hash is the key of the INTERN_STACK table, the text "ADDR,ADDR,..." (lower-case hex,
+ * innermost first; a leading '@' when it was unwound by CFI) is sent once per stack and
+ * generation as an AIPROF_EV_STRING, and the launch carries the string id in
+ * u.launch.stack_id. The injector symbolises the addresses. Frames inside libaiprof
+ * itself (a hook that did not tail-call) are skipped.
  *
- * Safety: every load is inside the thread's own stack, whose bounds are read once per
- * thread (pthread_getattr_np); a chain that leaves it, goes backwards or is misaligned
- * ends the walk. Code without frame pointers ends the chain early (fewer frames, never a
- * fault). Frames inside libaiprof itself (a hook that did not tail-call) are skipped.
+ * Two walkers. The call site (the innermost frames by frame pointers, below) is looked up
+ * first, and a site seen before takes its stack without any walk: that is the fast path.
+ * A new site is walked:
+ * - by CFI, with the unwinder the process already has (_Unwind_Backtrace of its
+ *   libgcc_s, the one its C++ exceptions use), over the .eh_frame tables its libraries
+ *   carry: whole stacks through code built without frame pointers (Debian's CPython,
+ *   glibc, libtorch). Every frame above the hook is stopped at a call, where the tables
+ *   are exact (an exception thrown from here would take the same path). Its cost is
+ *   bounded per thread: CFI walks take at most 1/CFI_SHARE of the thread's time (a
+ *   burst of CFI_BURST_NS at first), beyond that new sites are walked by frame pointers
+ *   and sites known by CFI keep their stack.
+ *   Not used when the process has no libgcc_s loaded (a plain C program) or the injector
+ *   asked for AIPROF_COLLECT_FP_STACKS (--unwind fp).
+ * - by frame pointers: every load is inside the thread's own stack, whose bounds are read
+ *   once per thread (pthread_getattr_np); a chain that leaves it, goes backwards or is
+ *   misaligned ends the walk. Code without frame pointers ends the chain early or skips
+ *   frames (fewer frames, never a fault).
  *
  * CPython: when the injector recognised the target's interpreter (hdr->py_valid, with the
  * offsets of its version, checked against its memory first), the hook also records the
@@ -22,9 +35,11 @@
  * which nothing else changes while it is inside the CUDA call. The text then continues
  * "|code:flags,code:flags..." (innermost first) and the injector names and merges them.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unwind.h>
 
 #include "preload.h"
 
@@ -41,18 +56,25 @@ extern const char etext[] __attribute__((visibility("hidden")));
 /*
  * Per-call-site reuse: a launch whose innermost SITE_FRAMES return addresses, frame and
  * Python frames equal an earlier one's on this thread (in this session) takes that
- * launch's stack without walking further, except 1 in SITE_REWALK times at random, when it
- * walks again: a call site reached at the same depth through callers that differ only
- * further out is then counted by samples of its real callers, never by a fixed pattern.
+ * launch's stack without walking further, except 1 in SITE_REWALK times at random (1 in
+ * SITE_REWALK_CFI for a site walked by CFI, and only while the CFI budget lasts: a
+ * frame-pointer walk would cut its stack), when it walks again: a call site reached at the
+ * same depth through callers that differ only further out is then counted by samples of
+ * its real callers, never by a fixed pattern.
  */
 #define SITE_FRAMES 3
-#define SITE_BITS 6
+#define SITE_BITS 8
 #define SITE_REWALK 16u
+#define SITE_REWALK_CFI 64u     /* a site walked by CFI: each walk costs more */
+
+#define CFI_SHARE 200                   /* CFI walks: at most 0.5% of a thread's time */
+#define CFI_BURST_NS 20000000ll         /* ... after a first 20 ms (a job's first steps) */
 
 struct site {
 	uintptr_t pc[SITE_FRAMES], fp;
 	uint64_t pyh;
 	uint32_t id, gen;         /* gen: generation + 1 the id was sent in; 0 = none */
+	bool cfi;                 /* its stack was unwound by CFI */
 };
 
 struct cur_stack {
@@ -62,11 +84,19 @@ struct cur_stack {
 	size_t npy;
 	struct site sites[1u << SITE_BITS];
 	uint64_t rng;
-	char text[(CALLSTACK_MAX + 2 * PY_MAX) * 17 + 2];
+	int64_t cfi_budget_ns;          /* time CFI walks may still take */
+	uint64_t cfi_at_ns;             /* when the budget was last topped up; 0 = never */
+	bool cfi;                       /* pc[] came from the CFI walker */
+	char text[(CALLSTACK_MAX + 2 * PY_MAX) * 17 + 3];   /* '@', '|' and the NUL */
 };
 
 typedef void *(*get_tstate_fn)(void);
 static struct lazy_sym s_get_tstate = LAZY_SYM("PyGILState_GetThisThreadState");
+
+typedef _Unwind_Reason_Code (*backtrace_fn)(_Unwind_Trace_Fn, void *);
+typedef _Unwind_Ptr (*get_ip_fn)(struct _Unwind_Context *);
+static struct lazy_sym s_backtrace = LAZY_SYM("_Unwind_Backtrace");
+static struct lazy_sym s_get_ip = LAZY_SYM("_Unwind_GetIP");
 
 /* the stack being interned, for stack_text() (intern's callback takes only the key) */
 static __thread struct cur_stack t_cur;
@@ -135,6 +165,88 @@ static size_t walk_from(const struct tls *t, uintptr_t fp, uintptr_t *out, size_
 	return n;
 }
 
+struct cfi_walk {
+	get_ip_fn get_ip;
+	uintptr_t *out;
+	size_t n, max;
+	bool foreign;           /* past libaiprof's own frames */
+};
+
+static _Unwind_Reason_Code cfi_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct cfi_walk *w = arg;
+	uintptr_t ip = (uintptr_t)w->get_ip(ctx);
+
+	if (ip < 4096)
+		return _URC_END_OF_STACK;
+	if (!w->foreign) {
+		if (ip >= (uintptr_t)__ehdr_start && ip < (uintptr_t)etext)
+			return _URC_NO_REASON;
+		w->foreign = true;
+	}
+	w->out[w->n++] = ip;
+	return w->n < w->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+/* Whether this thread may spend a CFI walk now (the budget refills at 1/CFI_SHARE). */
+static bool cfi_allowed(struct cur_stack *c, uint64_t now)
+{
+	if (!c->cfi_at_ns)
+		c->cfi_budget_ns = CFI_BURST_NS;
+	else if (now > c->cfi_at_ns)
+		c->cfi_budget_ns += (int64_t)((now - c->cfi_at_ns) / CFI_SHARE);
+	if (c->cfi_budget_ns > CFI_BURST_NS)
+		c->cfi_budget_ns = CFI_BURST_NS;
+	c->cfi_at_ns = now;
+	return c->cfi_budget_ns > 0;
+}
+
+/*
+ * The calling thread's return addresses by CFI, innermost first, libaiprof's frames
+ * skipped; 0 when the process has no unwinder, or the budget is spent.
+ */
+static size_t cfi_walk(struct cur_stack *c, uintptr_t *out, size_t max)
+{
+	backtrace_fn backtrace = (backtrace_fn)lazy_sym_get(&s_backtrace);
+	struct cfi_walk w = { .get_ip = (get_ip_fn)lazy_sym_get(&s_get_ip), .out = out,
+			      .max = max };
+	uint64_t t0;
+
+	if (!backtrace || !w.get_ip || !max)
+		return 0;
+	t0 = clk_mono_ns();
+	if (!cfi_allowed(c, t0))
+		return 0;
+	backtrace(cfi_frame, &w);
+	c->cfi_budget_ns -= (int64_t)(clk_mono_ns() - t0);
+	return w.n;
+}
+
+void callstack__load_unwinder(void)
+{
+	static bool done;
+	const char *how = "already loaded";
+	void *gcc;
+
+	if (done)
+		return;
+	done = true;
+	gcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	if (!gcc) {
+		gcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+		how = "loaded now";
+	}
+	if (!gcc || !lazy_sym_get(&s_backtrace) || !lazy_sym_get(&s_get_ip)) {
+		const char *err = gcc ? "no _Unwind_Backtrace in it" : dlerror();
+
+		lib_status("launch stacks by frame pointers only: libgcc_s.so.1: %s",
+			   err ? err : "not found");
+		return;
+	}
+	/* a reference of ours: it stays for the hooks that call into it */
+	lib_status("launch stacks: new call sites unwound by CFI (libgcc_s.so.1 %s)", how);
+}
+
 size_t callstack__walk(struct tls *t, uintptr_t fp, uintptr_t *out, size_t max)
 {
 	if (stack_bounds(t) < 0)
@@ -194,7 +306,7 @@ static uint64_t stack_hash(const struct cur_stack *c)
 		h += (c->pc[i] ^ (c->pc[i] >> 29)) * (k | 1);
 	for (size_t i = 0; i < c->npy; i++, k += 0x632be59bd9b4e01aull)
 		h += (c->py[i][0] * (k | 1)) ^ (c->py[i][1] * ((k >> 7) | 1));
-	h ^= (uint64_t)c->n << 56 ^ (uint64_t)c->npy << 48;
+	h ^= (uint64_t)c->n << 56 ^ (uint64_t)c->npy << 48 ^ (uint64_t)c->cfi << 47;
 	h ^= h >> 31;
 	h *= 0xff51afd7ed558ccdull;
 	h ^= h >> 32;
@@ -222,6 +334,8 @@ static const char *stack_text(uintptr_t key)
 	size_t o = 0;
 
 	(void)key;
+	if (c->cfi)
+		c->text[o++] = '@';
 	for (size_t i = 0; i < c->n; i++) {
 		if (i)
 			c->text[o++] = ',';
@@ -265,11 +379,12 @@ uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 	struct cur_stack *c = likely(t->cs != NULL) ? t->cs : (t->cs = &t_cur);
 	struct site *st;
 	uintptr_t key_pc[SITE_FRAMES];
+	uint32_t collectors = atomic_load_explicit(&h->collectors, memory_order_relaxed);
 	uint64_t pyh = 0, hash, key;
 	size_t nsite;
 	uint32_t gen, id;
 
-	if (atomic_load_explicit(&h->collectors, memory_order_relaxed) & AIPROF_COLLECT_NO_STACKS)
+	if (collectors & AIPROF_COLLECT_NO_STACKS)
 		return 0;
 	if (unlikely(stack_bounds(t) < 0))
 		return 0;
@@ -291,14 +406,18 @@ uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp)
 	st = &c->sites[key >> (64 - SITE_BITS)];
 	if (st->fp == fp && st->pc[0] == c->pc[0] && st->pc[1] == c->pc[1] &&
 	    st->pc[2] == c->pc[2] && st->pyh == pyh && st->gen == gen &&
-	    (rng_next(c, t) & (SITE_REWALK - 1)))
+	    ((rng_next(c, t) & ((st->cfi ? SITE_REWALK_CFI : SITE_REWALK) - 1)) ||
+	     (st->cfi && !cfi_allowed(c, clk_mono_ns()))))
 		return st->id;
 	memcpy(key_pc, c->pc, sizeof(key_pc));
-	c->n = fp ? walk_from(t, fp, c->pc, CALLSTACK_MAX) : 0;
+	c->n = collectors & AIPROF_COLLECT_FP_STACKS ? 0 : cfi_walk(c, c->pc, CALLSTACK_MAX);
+	c->cfi = c->n > 0;
+	if (!c->cfi)
+		c->n = fp ? walk_from(t, fp, c->pc, CALLSTACK_MAX) : 0;
 	hash = stack_hash(c);
 	id = intern__id(h, INTERN_STACK, (uintptr_t)hash, stack_text);
 	/* reused only once its string is in the ring: a full ring makes the next launch retry */
 	*st = (struct site){ .pc = { key_pc[0], key_pc[1], key_pc[2] }, .fp = fp, .pyh = pyh,
-			     .id = id, .gen = intern__sent(h, id) ? gen : 0 };
+			     .id = id, .gen = intern__sent(h, id) ? gen : 0, .cfi = c->cfi };
 	return id;
 }

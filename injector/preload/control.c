@@ -44,8 +44,12 @@ struct ctl_state {
 static void on_start(struct ctl_state *s, uint32_t gen, uint32_t collectors)
 {
 	struct aiprof_ring_hdr *h = s->h;
-	int r = patch__rescan(true);
+	int r;
 
+	if ((collectors & AIPROF_COLLECT_CUDA) &&
+	    !(collectors & (AIPROF_COLLECT_NO_STACKS | AIPROF_COLLECT_FP_STACKS)))
+		callstack__load_unwinder();
+	r = patch__rescan(true);
 	if (r < 0 && r != -EBUSY)
 		lib_status("rescan before recording: %s", strerror(-r));
 	if (collectors & AIPROF_COLLECT_CUPTI) {

@@ -376,6 +376,12 @@ size_t callstack__walk(struct tls *t, uintptr_t fp, uintptr_t *out, size_t max);
  * h before it returns, as kernel names are; 0 when no stack could be taken.
  */
 uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp);
+/*
+ * Makes sure the process has the CFI unwinder new call sites are walked with: loads
+ * libgcc_s.so.1 (what glibc itself loads to cancel a thread) where nothing did yet, once,
+ * and says which walker launch stacks get in a status line. Control thread only.
+ */
+void callstack__load_unwinder(void);
 
 /* ---- control thread (control.c) ---------------------------------------------------- */
 

@@ -8,6 +8,10 @@
  *      - without the call stack at the launch (--collectors ...,no-launch-stacks), and
  *        with it from this program's call chain (~6 frames) and from 32 frames deeper,
  *        so the cost of the frame-pointer walk and its interning shows side by side
+ *      - a new call site at every launch (each from another depth, in a fresh session):
+ *        what a site not seen before costs, walked by CFI (the process's libgcc_s,
+ *        loaded here as any C++ program has it) and by frame pointers, next to the same
+ *        launches without a call stack
  * plus a never-hooked call through a function pointer, measured in between, as a check
  * that the machine did not change speed. Each figure is the best of several rounds.
  * Recording is timed in bursts of half a ring, so no call takes the drop path; the
@@ -142,6 +146,71 @@ static double best_rec(long n, int rounds, enum drain_mode mode)
 	return b;
 }
 
+#define SITE_DEPTHS 128
+
+struct site_cost {
+	double ns;              /* per launch, best round */
+	size_t walks, cfi;      /* stacks sent, of which unwound by CFI (text starting '@') */
+};
+
+struct site_run {
+	uint32_t collectors;
+	int rounds;
+	struct site_cost cost;
+};
+
+/*
+ * One launch from each of SITE_DEPTHS depths in a fresh session, so that every launch is
+ * a call site the library has not seen: its walk, interning and string, per launch.
+ * On a thread of its own, whose CFI budget (a 20 ms burst per thread) is untouched; few
+ * rounds, so it lasts (a CFI walk past it would be by frame pointers, which the count of
+ * '@' stacks would show).
+ */
+static void *new_site_thread(void *arg)
+{
+	struct site_run *run = arg;
+	struct site_cost c = { .ns = 1e30 };
+	struct aiprof_event e;
+	uint32_t collectors = run->collectors;
+	int rounds = run->rounds;
+
+	for (int r = 0; r < rounds; r++) {
+		uint64_t t0, dt;
+
+		if (h_enable(g_h, collectors) < 0) {
+			run->cost.ns = -1;
+			return NULL;
+		}
+		while (ring__pop(g_h, &e))
+			;
+		t0 = h_mono_ns();
+		for (int d = 0; d < SITE_DEPTHS; d++)
+			deep_launch(d, 1);
+		dt = h_mono_ns() - t0;
+		if ((double)dt / SITE_DEPTHS < c.ns)
+			c.ns = (double)dt / SITE_DEPTHS;
+		while (ring__pop(g_h, &e))
+			if (e.type == AIPROF_EV_STRING && e.u.str.offset == 0 && e.u.str.total > 0 &&
+			    e.u.str.id >= 1) {
+				c.walks++;
+				c.cfi += e.u.str.s[0] == '@';
+			}
+	}
+	run->cost = c;
+	return NULL;
+}
+
+static struct site_cost new_site_cost(uint32_t collectors, int rounds)
+{
+	struct site_run run = { .collectors = collectors, .rounds = rounds };
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, new_site_thread, &run) != 0)
+		return (struct site_cost){ .ns = -1 };
+	pthread_join(th, NULL);
+	return run.cost;
+}
+
 /* Keeps the measuring thread and the reader on different CPUs, if there are two. */
 static void pin_to(int cpu)
 {
@@ -170,6 +239,7 @@ static double best(void (*fn)(long), long n, int rounds)
 static int run(long n, int rounds, const char *clock_name)
 {
 	double unhooked, idle, rec, rec_poll, rec_spin, rec_nostack, rec_deep, ptr_before, ptr_after;
+	struct site_cost site_none, site_fp, site_cfi;
 	uint64_t drops0, recorded0;
 	pthread_t consumer;
 	void *lib;
@@ -228,6 +298,16 @@ static int run(long n, int rounds, const char *clock_name)
 		goto not_recording;
 	rec_poll = best_rec(n, rounds, DRAIN_POLLING);
 	rec_spin = best_rec(n, rounds, DRAIN_SPINNING);
+	/* new call sites: the unwinder C++ programs have, then the three side by side */
+	if (!dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL)) {
+		fprintf(stderr, "bench_hooks: libgcc_s.so.1: %s\n", dlerror());
+		return 1;
+	}
+	site_none = new_site_cost(AIPROF_COLLECT_CUDA | AIPROF_COLLECT_NO_STACKS, 5);
+	site_fp = new_site_cost(AIPROF_COLLECT_CUDA | AIPROF_COLLECT_FP_STACKS, 5);
+	site_cfi = new_site_cost(AIPROF_COLLECT_CUDA, 5);
+	if (site_none.ns < 0 || site_fp.ns < 0 || site_cfi.ns < 0)
+		goto not_recording;
 	h_disable(g_h);
 	atomic_store(&g_consume, 0);
 	pthread_join(consumer, NULL);
@@ -244,6 +324,13 @@ static int run(long n, int rounds, const char *clock_name)
 	printf("  %-34s %8.2f ns/call  %+7.2f ns  (call stack: %+.2f ns, %.2f ns/frame)\n",
 	       "  call stack 32 frames deeper", rec_deep, rec_deep - unhooked, rec_deep - rec_nostack,
 	       (rec_deep - rec) / 32.0);
+	printf("  %-34s %8.2f ns/call  (%d depths, one launch each)\n",
+	       "  new call sites, no call stack", site_none.ns, SITE_DEPTHS);
+	printf("  %-34s %8.2f ns/call  %+7.2f ns per new site\n",
+	       "  new call sites, frame pointers", site_fp.ns, site_fp.ns - site_none.ns);
+	printf("  %-34s %8.2f ns/call  %+7.2f ns per new site (%zu of %zu walks by CFI)\n",
+	       "  new call sites, CFI", site_cfi.ns, site_cfi.ns - site_none.ns, site_cfi.cfi,
+	       site_cfi.walks);
 	printf("  %-34s %8.2f ns/call  %+7.2f ns  (cross-core cache traffic)\n",
 	       "  reader on another core, polling", rec_poll, rec_poll - unhooked);
 	printf("  %-34s %8.2f ns/call  %+7.2f ns  (cross-core cache traffic)\n",

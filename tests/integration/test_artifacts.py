@@ -19,6 +19,7 @@ CATEGORIES = {"cuda_api", "cuda_kernel", "cuda_memcpy", "cuda_memory", "nccl", "
 BENCH = os.path.join(BUILD, "tests", "bench", "bench_artifacts")
 PY_LAUNCH = os.path.join(ROOT, "tests", "workloads", "py_launch.py")
 LIBPYLAUNCH = os.path.join(BUILD, "tests", "workloads", "libpylaunch.so")
+LIBPYLAUNCH_NOFP = os.path.join(BUILD, "tests", "workloads", "libpylaunch_nofp.so")
 
 
 def check_timeline(tl):
@@ -326,3 +327,42 @@ def test_gpu_flamegraph_python_frames(procs, tmp_path, name, python):
         total = sum(w for _, w in load_folded(out / "gpu.folded"))
         assert total == s["gpu_flamegraph"]["total"]
         assert abs(total - round(sum(k["gpu_us"] for k in tops) * 1000)) <= len(tops)
+
+
+def test_gpu_flamegraph_through_code_without_frame_pointers(procs, tmp_path):
+    """Debian's python3 and an extension built without frame pointers (as libtorch is):
+    new launch sites are unwound by CFI, so every stack runs from the C library's start
+    through the interpreter, the Python frames in place, ctypes and libffi to the
+    extension's own functions; --unwind fp, on the same process, loses the extension's
+    frames (the test would fail on a frame-pointer walk)."""
+    require_root()
+    p, line = procs.start(["/usr/bin/python3", PY_LAUNCH, "--lib", LIBPYLAUNCH_NOFP,
+                           "--seconds", "60"], ready="ready")
+    pid = int(line.split("pid=")[1])
+    stacks = {}
+    for mode in ("cfi", "fp"):
+        out = tmp_path / mode
+        r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "--unwind", mode, "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        g = load_summary(out)["gpu_flamegraph"]
+        assert g["launches"] > 0 and g["launches_with_stack"] == g["launches"], g
+        stacks[mode] = (g, load_folded(out / "gpu.folded"))
+    g, rows = stacks["cfi"]
+    assert g["launches_stack_cfi"] == g["launches"], g
+    want = {
+        "py_matmul_kernel": ["__libc_start_main", "Py_BytesMain", "main (", "train_step (",
+                             "forward_pass (", "ffi_call", "pl_forward", "cudaLaunchKernel"],
+        "py_grad_kernel": ["__libc_start_main", "Py_BytesMain", "main (", "train_step (",
+                           "backward_pass (", "ffi_call", "pl_backward", "cudaLaunchKernel"],
+    }
+    for kernel, callers in want.items():
+        mine = [f for f, _ in rows if f[-1] == kernel]
+        assert mine, (kernel, rows)
+        for f in mine:
+            assert in_order(f, callers), (kernel, f)
+            assert f[-2] == "cudaLaunchKernel", f
+    g, rows = stacks["fp"]
+    assert g["launches_stack_cfi"] == 0, g
+    assert rows and not any("pl_forward" in f or "pl_backward" in f or "ffi_call" in f
+                            for f, _ in rows), rows
+

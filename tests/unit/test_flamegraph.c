@@ -275,6 +275,13 @@ static void test_launch_stack_parse(void **state)
 	assert_int_equal(npy, 0);
 	launch_stack_parse(NULL, pc, 4, &n, py, 4, &npy);
 	assert_int_equal(n + npy, 0);
+	/* unwound by CFI: the same addresses after the mark, once */
+	launch_stack_parse("@7f01,4010|abc:1", pc, 4, &n, py, 4, &npy);
+	assert_int_equal(n, 2);
+	assert_int_equal(pc[1], 0x4010);
+	assert_int_equal(npy, 1);
+	launch_stack_parse("@@7f01", pc, 4, &n, py, 4, &npy);
+	assert_int_equal(n + npy, 0);
 }
 
 int main(void)

@@ -5,12 +5,17 @@
  * before the launch that uses it; a call site reuses its stack and sends it once per
  * session, another path gets another one; `no-launch-stacks` records none; a launch from
  * a stack the walker does not know (a coroutine's) is recorded without one, no crash.
+ * With the process's libgcc_s loaded (as in any C++ program) new call sites are unwound
+ * by CFI: whole through code built without frame pointers (libfixture_nofp.so), where
+ * the frame-pointer walk (--unwind fp) stops.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <ucontext.h>
 
@@ -19,7 +24,7 @@
 
 #define MAXEV 8192
 
-static void *g_lib;
+static void *g_lib, *g_gcc;
 static struct aiprof_ring_hdr *g_h;
 static struct aiprof_event g_ev[MAXEV];
 static const char g_kernel;                    /* stands for a host stub */
@@ -27,9 +32,11 @@ static void *volatile g_ra_inner, *volatile g_ra_outer;
 
 static int group_setup(void **state)
 {
+	/* the unwinder C++ programs have loaded (libstdc++ needs it) */
+	g_gcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
 	g_lib = h_load_lib();
 	g_h = g_lib ? h_ring() : NULL;
-	return g_h ? 0 : -1;
+	return g_h && g_gcc ? 0 : -1;
 }
 
 static int test_setup(void **state)
@@ -91,6 +98,8 @@ static size_t parse(const char *s, uintptr_t *out, size_t max)
 {
 	size_t n = 0;
 
+	if (*s == '@')
+		s++;
 	while (*s && *s != '|' && n < max) {
 		char *end;
 
@@ -140,6 +149,60 @@ static void test_stack_names_callers_in_order(void **state)
 	assert_true(at_inner != SIZE_MAX && at_outer != SIZE_MAX);
 	assert_int_equal(at_outer, at_inner + 1);
 	assert_true(at_inner == 1 || at_inner == 2);
+}
+
+/* The launch's stack from nofp_outer(): where its two return addresses are (SIZE_MAX: not
+ * in it), how many frames it has, and whether it was unwound by CFI. */
+static void nofp_stack(uint32_t collectors, size_t *at_inner, size_t *at_outer, size_t *ret_n,
+		       bool *ret_cfi)
+{
+	char text[4096];
+	uintptr_t pc[64];
+	size_t n, idx[4], nl;
+
+	assert_int_equal(h_enable(g_h, collectors), 0);
+	h_drain(g_h, g_ev, MAXEV, true);
+	nofp_outer(&g_kernel, 1);
+	n = h_drain(g_h, g_ev, MAXEV, true);
+	launches(n, idx, 4, &nl);
+	assert_int_equal(nl, 1);
+	assert_int_equal(string_of(n, g_ev[idx[0]].u.launch.stack_id, text, sizeof(text), NULL), 1);
+	*ret_cfi = text[0] == '@';
+	*ret_n = parse(text, pc, 64);
+	*at_inner = *at_outer = SIZE_MAX;
+	for (size_t i = 0; i < *ret_n; i++) {
+		if (pc[i] == (uintptr_t)nofp_ra_inner && *at_inner == SIZE_MAX)
+			*at_inner = i;
+		if (pc[i] == (uintptr_t)nofp_ra_outer && *at_outer == SIZE_MAX)
+			*at_outer = i;
+	}
+}
+
+static void test_cfi_through_code_without_frame_pointers(void **state)
+{
+	size_t at_inner, at_outer, n;
+	bool cfi;
+
+	nofp_stack(AIPROF_COLLECT_CUDA, &at_inner, &at_outer, &n, &cfi);
+	assert_true(cfi);
+	/* caller_launch, nofp_inner's return into nofp_outer, nofp_outer's into this test,
+	 * and on to main and the C library's start */
+	assert_int_equal(at_inner, 2);
+	assert_int_equal(at_outer, 3);
+	assert_true(n >= at_outer + 3);
+}
+
+static void test_fp_walk_stops_at_code_without_frame_pointers(void **state)
+{
+	size_t at_inner, at_outer, n;
+	bool cfi;
+
+	nofp_stack(AIPROF_COLLECT_CUDA | AIPROF_COLLECT_FP_STACKS, &at_inner, &at_outer, &n, &cfi);
+	assert_false(cfi);
+	/* caller_launch's frame leads to nofp_inner; its %rbp is no frame: the walk ends */
+	assert_int_equal(at_inner, SIZE_MAX);
+	assert_int_equal(at_outer, SIZE_MAX);
+	assert_true(n >= 1 && n <= 2);
 }
 
 static void test_call_site_reuse_and_paths(void **state)
@@ -233,6 +296,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stack_names_callers_in_order, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_call_site_reuse_and_paths, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_new_session_resends, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_cfi_through_code_without_frame_pointers,
+						test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_fp_walk_stops_at_code_without_frame_pointers,
+						test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_no_launch_stacks, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_foreign_stack, test_setup, test_teardown),
 	};

@@ -26,6 +26,18 @@ $(BUILD)/tests/workloads/libpylaunch.so: tests/workloads/pylaunch.c $(DOUBLES_LI
 
 TEST_PROGRAMS += $(BUILD)/tests/workloads/libpylaunch.so
 
+# the same extension built without frame pointers, as distro and framework libraries are:
+# its launches are unwound through it by CFI (tests/integration/test_artifacts.py)
+$(BUILD)/tests/workloads/libpylaunch_nofp.so: tests/workloads/pylaunch.c $(DOUBLES_LIBS) $(DOUBLES_LINKS) \
+		$(DOUBLES_CUPTI)
+	$(call msg,CCLD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) -fomit-frame-pointer -fPIC -I$(CUDA_HOME)/include $(ALL_LDFLAGS) -shared \
+		-Wl,-soname,libpylaunch_nofp.so -o $@ $< -L$(DOUBLES_DIR) \
+		-Wl,-rpath,'$$ORIGIN/../doubles:$$ORIGIN/../doubles/cupti' -lcudart -Wl,--no-as-needed -lcuda -Wl,--as-needed -ldl
+
+TEST_PROGRAMS += $(BUILD)/tests/workloads/libpylaunch_nofp.so
+
 # ring_scribbler: damages a target's event ring through /proc/PID/fd, as a hostile target
 # could (tests/integration/test_hostile_ring.py)
 $(BUILD)/tests/workloads/ring_scribbler: $(BUILD)/tests/workloads/ring_scribbler.o

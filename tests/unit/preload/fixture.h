@@ -55,6 +55,11 @@ int caller_launch(const void *func, unsigned gx, unsigned bx);
 int caller_memcpy(void *dst, const void *src, size_t n, int kind);
 void *caller_addr_of_launch(void);
 
+/* libfixture_nofp.so: built without frame pointers; nofp_outer -> nofp_inner ->
+ * caller_launch n times; nofp_ra_*: their return addresses */
+int nofp_outer(const void *func, int n);
+extern void *volatile nofp_ra_inner, *volatile nofp_ra_outer;
+
 /* libfixture_late.so (lazy PLT) and libfixture_noplt.so (-fno-plt: GLOB_DAT) */
 typedef int (*fixture_launch_fn)(const void *func);
 

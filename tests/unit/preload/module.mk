@@ -54,8 +54,14 @@ $(PRELOAD_FX_DIR)/libfixture_oldver.so: tests/unit/preload/fixture_oldver.c
 	@mkdir -p $(dir $@)
 	$(Q)$(PRELOAD_FX_SO) -Wl,-z,lazy -o $@ $<
 
+# built without frame pointers (the flag after ALL_CFLAGS' -fno-omit-frame-pointer wins)
+$(PRELOAD_FX_DIR)/libfixture_nofp.so: tests/unit/preload/fixture_nofp.c $(PRELOAD_FX_DIR)/libfixture_caller.so
+	$(call msg,CCLD,$@)
+	$(Q)$(PRELOAD_FX_SO) -fomit-frame-pointer -o $@ $< -L$(PRELOAD_FX_DIR) -lfixture_caller \
+		-Wl,-rpath,'$$ORIGIN'
+
 PRELOAD_FIXTURES := $(addprefix $(PRELOAD_FX_DIR)/,libfixture_cuda.so libfixture_caller.so \
-	libfixture_late.so libfixture_noplt.so libfixture_early.so libfixture_runpath.so \
+	libfixture_nofp.so libfixture_late.so libfixture_noplt.so libfixture_early.so libfixture_runpath.so \
 	libfixture_rpath.so rp/libfixture_rpdep.so rp/libfixture_rpdep2.so libfixture_oldver.so)
 TEST_PROGRAMS += $(PRELOAD_FIXTURES)
 
@@ -91,4 +97,5 @@ EXTRA_CFLAGS_tests_unit_test_preload_callstack := $(PRELOAD_TEST_CFLAGS)
 
 $(BUILD)/tests/unit/test_preload_callstack: $(BUILD)/tests/unit/test_preload_callstack.o $(PRELOAD_TEST_DEPS)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(PRELOAD_TEST_FX) -lcmocka -ldl -lpthread
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -L$(PRELOAD_FX_DIR) -lfixture_nofp $(PRELOAD_TEST_FX) \
+		-lcmocka -ldl -lpthread
