@@ -471,6 +471,11 @@ struct Elf *elf_file__libelf(const struct elf_file *f)
 	return f->elf;
 }
 
+int elf_file__fd(const struct elf_file *f)
+{
+	return f->fd;
+}
+
 bool elf_info__is_x86_64(const struct elf_info *info)
 {
 	return info && info->elf_class == ELFCLASS64 && info->machine == EM_X86_64;

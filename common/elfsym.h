@@ -61,6 +61,8 @@ const struct elf_info *elf_file__info(const struct elf_file *f);
 
 /* libelf's handle of f (for libdw); valid until elf_file__free(). */
 struct Elf *elf_file__libelf(const struct elf_file *f);
+/* The descriptor f reads from (for pread of a section's bytes); valid as long. */
+int elf_file__fd(const struct elf_file *f);
 
 /* ELFCLASS64 and EM_X86_64: the only kind the injector supports. */
 bool elf_info__is_x86_64(const struct elf_info *info);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* common/readfile: read a whole file into one growing, NUL-terminated buffer, up to a limit. */
+/* common/readfile: read a whole file into one growing, NUL-terminated buffer, up to a limit;
+ * and make a directory with its parents. */
 #ifndef AIPROF_COMMON_READFILE_H
 #define AIPROF_COMMON_READFILE_H
 
@@ -27,5 +28,9 @@ int readfile(const char *path, size_t max, unsigned flags, char **ret, size_t *r
  * for small /proc and /sys files; what does not fit is left unread. Returns the length, or
  * -errno (EINTR is retried). */
 ssize_t readfile_buf(const char *path, char *buf, size_t len);
+
+/* mkdir -p: the missing parents 0755, path itself `mode` (an existing one is left as it
+ * is). 0 or -errno. */
+int mkdir_parents(const char *path, mode_t mode);
 
 #endif

@@ -236,10 +236,15 @@ static json_t *container(const struct injector_config *cfg, const struct injecto
 
 		if (!res || json_object_set_new(c, "resources", res))
 			goto fail;
+		json_t *mounts = json_pack("[{s:s,s:s}]", "name", "unwind-cache", "mountPath",
+					   INJECTOR_UNWIND_CACHE);
+
+		if (!mounts || json_object_set_new(c, "volumeMounts", mounts))
+			goto fail;
 		if (t->s->spec.s3.secret_name &&
-		    json_object_set_new(c, "volumeMounts",
-					json_pack("[{s:s,s:s,s:b}]", "name", "s3-credentials",
-						  "mountPath", INJECTOR_SECRET_DIR, "readOnly", 1)))
+		    json_array_insert_new(mounts, 0, json_pack("{s:s,s:s,s:b}", "name",
+							       "s3-credentials", "mountPath",
+							       INJECTOR_SECRET_DIR, "readOnly", 1)))
 			goto fail;
 	}
 	json_decref(args);
@@ -320,11 +325,12 @@ json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct 
 	if (cfg->priority_class &&
 	    json_object_set_new(spec, "priorityClassName", json_string(cfg->priority_class)))
 		goto fail;
-	if (o->secret_name) {
-		vols = secret_volumes(o);
-		if (!vols || json_object_set_new(spec, "volumes", vols))
-			goto fail;
-	}
+	vols = o->secret_name ? secret_volumes(o) : json_array();
+	if (!vols || json_object_set_new(spec, "volumes", vols) ||
+	    json_array_append_new(vols, json_pack("{s:s,s:{s:s,s:s}}", "name", "unwind-cache",
+						  "hostPath", "path", INJECTOR_UNWIND_CACHE,
+						  "type", "DirectoryOrCreate")))
+		goto fail;
 	return pod;
 fail:
 	json_decref(pod);

@@ -38,6 +38,10 @@
 
 #define INJECTOR_CONTAINER "injector"
 #define INJECTOR_SECRET_DIR "/var/run/secrets/aiprof/s3"
+/* The node's directory of unwind rules every injector of the node shares (aiprof
+ * --unwind-cache, injector/target/uwshare.h): a hostPath in node-agent pods, at the path
+ * the injector uses by default. An ephemeral container cannot mount it: its own. */
+#define INJECTOR_UNWIND_CACHE "/var/cache/aiprof/unwind"
 #define INJECTOR_POD_NAME_MAX 63
 
 struct injector_config {

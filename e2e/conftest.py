@@ -2,7 +2,9 @@
 """pytest fixtures of the end-to-end chain (e2e/chain.py): one chain per test session on the
 real Kubernetes of ../shared/k8s (tests/k8s/realk8s.py, stopped at the end of the session),
 one namespace and controller per test."""
+import os
 import re
+import shutil
 import uuid
 
 import pytest
@@ -22,6 +24,10 @@ def chain():
     why = missing()
     if why:
         pytest.skip(why)
+    # the node's injectors share unwind rules there (a hostPath the kubelet creates): removed
+    # at the end if this session made it
+    cache = "/var/cache/aiprof"
+    made = not os.path.exists(cache)
     c = Chain()
     try:
         c.start()
@@ -30,6 +36,8 @@ def chain():
         raise
     yield c
     c.stop()
+    if made:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.fixture

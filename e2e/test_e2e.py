@@ -86,6 +86,9 @@ def test_session_by_pod_name(env):
     assert not [e for e in spec["process"]["env"] if e.startswith(("AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="))]
     assert "AIPROF_S3_SECRET_DIR=/var/run/secrets/aiprof/s3" in spec["process"]["env"]
     assert [m for m in spec["mounts"] if m["destination"] == "/var/run/secrets/aiprof/s3"], spec["mounts"]
+    # the node's unwind rules, shared by every injector on it: the host's directory
+    assert [m for m in spec["mounts"] if m["destination"] == "/var/cache/aiprof/unwind" and
+            m["source"] == "/var/cache/aiprof/unwind"], spec["mounts"]
 
     # artifacts in the bucket, byte-identical to the manifest, listed in the status
     by_name = check_artifacts_in_bucket(env, st, "trainer-0")
@@ -93,6 +96,8 @@ def test_session_by_pod_name(env):
     prefix = f"e2e/{env.ns}/slow-step/{s['metadata']['uid']}/trainer-0/"
     assert by_name["timeline.json.gz"]["url"] == f"s3://{env.rgw.bucket}/{prefix}timeline.json.gz"
     summary = json.loads(env.get_object(by_name["summary.json"]["url"]))
+    assert summary["ebpf"]["unwinding"]["tables"]["shared"]["dir"] == "/var/cache/aiprof/unwind", \
+        summary["ebpf"]["unwinding"]["tables"]
     tl = gunzip_json(env.get_object(by_name["timeline.json.gz"]["url"]))
     launches = [e for e in tl["traceEvents"] if e.get("name") == "cudaLaunchKernel"]
     assert launches, "no kernel launches in the timeline"

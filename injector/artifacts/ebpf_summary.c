@@ -192,6 +192,28 @@ static void write_unwinding(struct jsonw *w, const struct ebpf *e)
 		jsonw_kv_uint(w, "frames_cache_bytes", us.frames_cache_bytes);
 		jsonw_kv_uint(w, "lookups", us.lookups);
 		jsonw_kv_uint(w, "cache_hits", us.cache_hits);
+		jsonw_kv_uint(w, "modules_decoded", us.modules_decoded);
+		jsonw_kv_uint(w, "modules_from_shared_image", us.modules_from_image);
+		jsonw_key(w, "shared");
+		jsonw_obj_open(w);
+		if (us.shared) {
+			jsonw_kv_str(w, "dir", unwind_tables__share_dir(e->uw));
+			jsonw_kv_uint(w, "files", us.share.files);
+			jsonw_kv_uint(w, "mapped_bytes", us.share.mapped_bytes);
+			jsonw_kv_uint(w, "images", us.share.images);
+			jsonw_kv_uint(w, "image_bytes", us.share.image_bytes);
+			jsonw_kv_uint(w, "images_built", us.share.images_built);
+			jsonw_kv_uint(w, "hits", us.share.hits);
+			jsonw_kv_uint(w, "misses", us.share.misses);
+			jsonw_kv_uint(w, "inserts", us.share.inserts);
+			jsonw_kv_uint(w, "rejected", us.share.rejected);
+			jsonw_kv_uint(w, "table_full", us.share.full);
+			jsonw_kv_uint(w, "rows_not_shareable", us.rows_not_shareable);
+		} else {
+			jsonw_kv_str(w, "off", e->uw_share_why[0] ? e->uw_share_why :
+				     "no directory (--unwind-cache none)");
+		}
+		jsonw_obj_close(w);
 		jsonw_obj_close(w);
 	}
 	jsonw_obj_close(w);

@@ -53,6 +53,12 @@ int cli_targets_resolve(struct cli_result *res, struct cli_targets *t, const cha
 /* --unwind cfi|fp into the bytes of user stack the eBPF side copies (0: frame pointers
  * only). EXIT_OK, or the usage error's exit code. */
 int cli_unwind_option(struct cli_result *res, const char *arg, uint32_t *ret_bytes);
+/*
+ * Where unwind rules are shared with the node's other injectors (--unwind-cache DIR|none):
+ * the default is $AIPROF_UNWIND_CACHE, else CLI_UNWIND_CACHE_DEFAULT; NULL: none.
+ */
+#define CLI_UNWIND_CACHE_DEFAULT "/var/cache/aiprof/unwind"
+const char *cli_unwind_cache(const char *arg);
 
 /* Exit code for a negative errno from target checks or injection. */
 int exit_code_for(int err);

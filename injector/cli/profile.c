@@ -18,6 +18,7 @@
 
 #include "event.h"
 #include "log.h"
+#include "readfile.h"
 #include "procsyms.h"
 #include "timeutil.h"
 #include "model/profile.h"
@@ -86,6 +87,9 @@ static void usage(FILE *out)
 		"                             do not reach the thread's first frame, and walks new\n"
 		"                             launch call sites with the process's own unwinder;\n"
 		"                             fp: frame pointers only (cheaper, cut without them)\n"
+		"      --unwind-cache DIR|none  where unwind rules are shared with the other\n"
+		"                             aiprof runs of this machine (default\n"
+		"                             $AIPROF_UNWIND_CACHE, else " CLI_UNWIND_CACHE_DEFAULT ")\n"
 		"      --no-follow            do not record the processes the targets start during\n"
 		"                             the window (DataLoader workers, helpers): by default\n"
 		"                             the eBPF collectors follow them, each under its own pid\n"
@@ -179,27 +183,6 @@ static int default_lib_path(char *buf, size_t len)
 	if (access(buf, R_OK) == 0)
 		return 0;
 	snprintf(buf, len, "%s/../lib/aiprof/libaiprof.so", exe);
-	return 0;
-}
-
-static int mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path);
-
-	if (len == 0 || len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return -errno;
 	return 0;
 }
 
@@ -453,6 +436,9 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		return EXIT_OK;
 	case 'U':
 		return cli_unwind_option(oc, arg, &o->eo.unwind_stack_bytes);
+	case 'Y':
+		o->eo.unwind_cache = cli_unwind_cache(arg);
+		return EXIT_OK;
 	case 'm':
 		if (strcmp(arg, "auto") == 0)
 			o->method = METHOD_AUTO;
@@ -506,6 +492,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "slow-syscall", required_argument, NULL, 'S' },
 		{ "no-ebpf", no_argument, NULL, 'N' },
 		{ "unwind", required_argument, NULL, 'U' },
+		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "no-follow", no_argument, NULL, 'Q' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -521,7 +508,8 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		.io = { .timeout_ns = 5 * NSEC_PER_SEC },
 		.eo = { .collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
 			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
-			.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES },
+			.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES,
+			.unwind_cache = cli_unwind_cache(NULL) },
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:d:o:vqh", opts, NULL)) != -1) {
@@ -595,7 +583,7 @@ static int prepare_targets(struct run *run)
 			return cli_fail(run->oc, exit_code_for(r), 0, "%s", msg);
 		target_read_identity(t);
 	}
-	r = mkdir_p(o->outdir);
+	r = mkdir_parents(o->outdir, 0755);
 	if (r < 0)
 		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot create the output folder %s: %m",
 			    o->outdir);

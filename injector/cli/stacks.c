@@ -30,6 +30,7 @@ struct stacks_opts {
 	const char *output;       /* NULL: stdout */
 	bool json, help;
 	uint32_t unwind_bytes;
+	const char *unwind_cache;       /* NULL: rules not shared */
 };
 
 static void usage(FILE *f)
@@ -52,6 +53,9 @@ static void usage(FILE *f)
 		"                             'aiprof merge' groups across ranks)\n"
 		"  -o, --output FILE          write there instead of standard output\n"
 		"      --unwind cfi|fp        native stacks by CFI (default) or frame pointers\n"
+		"      --unwind-cache DIR|none  unwind rules shared with the other aiprof runs\n"
+		"                             (default $AIPROF_UNWIND_CACHE, else\n"
+		"                             " CLI_UNWIND_CACHE_DEFAULT ")\n"
 		"      --termination-log PATH write the result for Kubernetes\n"
 		"  -v, --verbose | -q, --quiet\n"
 		"  -h, --help\n\n"
@@ -66,6 +70,7 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "unwind", required_argument, NULL, 'U' },
+		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "termination-log", required_argument, NULL, 'W' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -74,7 +79,8 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 	};
 	int c, r;
 
-	*o = (struct stacks_opts){ .unwind_bytes = EBPF_UNWIND_STACK_BYTES };
+	*o = (struct stacks_opts){ .unwind_bytes = EBPF_UNWIND_STACK_BYTES,
+				   .unwind_cache = cli_unwind_cache(NULL) };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:o:vqh", opts, NULL)) != -1) {
 		r = cli_target_option(res, &o->tg, c, optarg);
@@ -99,6 +105,9 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 			r = cli_unwind_option(res, optarg, &o->unwind_bytes);
 			if (r != EXIT_OK)
 				return r;
+			break;
+		case 'Y':
+			o->unwind_cache = cli_unwind_cache(optarg);
 			break;
 		case 'W':
 			break;  /* taken by cli_run() */
@@ -142,7 +151,8 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 			return cli_fail(res, EXIT_NO_TARGET, 0, "no process %d (check the pid: "
 					"aiprof stacks takes host pids)", o.tg.pids[i]);
 	eo = (struct ebpf_opts){ .collectors = EBPF_COLLECT_TASKS | EBPF_COLLECT_PYTHON,
-				 .unwind_stack_bytes = o.unwind_bytes, .no_follow = true };
+				 .unwind_stack_bytes = o.unwind_bytes, .no_follow = true,
+				   .unwind_cache = o.unwind_cache };
 	t0 = now_monotonic_ns();
 	n = ebpf__new(&eo, o.tg.pids, o.tg.npids, &e, why, sizeof(why));
 	if (n < 0)

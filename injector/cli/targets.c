@@ -166,6 +166,15 @@ int cli_targets_resolve(struct cli_result *res, struct cli_targets *t, const cha
 	return EXIT_OK;
 }
 
+const char *cli_unwind_cache(const char *arg)
+{
+	if (!arg)
+		arg = getenv("AIPROF_UNWIND_CACHE");
+	if (!arg || !*arg)
+		return CLI_UNWIND_CACHE_DEFAULT;
+	return strcmp(arg, "none") == 0 ? NULL : arg;
+}
+
 int cli_unwind_option(struct cli_result *res, const char *arg, uint32_t *ret_bytes)
 {
 	if (strcmp(arg, "cfi") == 0)

@@ -334,6 +334,11 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 		r = unwind_tables__new(0, &e->uw);
 		if (r < 0)
 			goto fail_msg;
+		if (e->opts.unwind_cache &&
+		    unwind_tables__share(e->uw, e->opts.unwind_cache, e->uw_share_why,
+					 sizeof(e->uw_share_why)) < 0)
+			log_notice("unwind rules not shared with other injectors: %s",
+				   e->uw_share_why);
 	}
 	r = setup_targets(e, pids, npids);
 	if (r < 0)

@@ -44,6 +44,8 @@ struct ebpf_opts {
 	bool no_follow;                   /* do not record the processes the targets start */
 	uint32_t unwind_stack_bytes;      /* user stack copied per stack for CFI unwinding, at
 					   * most EBPF_UCOPY_MAX; 0: frame pointers only */
+	const char *unwind_cache;         /* directory of the unwind rules shared on the node
+					   * (target/uwshare.h); NULL: not shared */
 	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);
 					   * past it events count in the flame graphs and totals
 					   * only, so memory stays flat however long the window */

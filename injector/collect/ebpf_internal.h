@@ -159,6 +159,8 @@ struct ebpf {
 	struct stack_tree tree;
 	struct u64map kcache;             /* kernel address -> frame id | in_sched_text << 32 */
 	struct unwind_tables *uw;         /* CFI of every module, NULL without stack copies */
+	char uw_share_why[256];           /* why the rules are not shared ("": they are, or
+					   * no directory was given) */
 	struct ebpf_tdata *t;
 	size_t nt, capt;                  /* capt: the given targets + EBPF_MAX_FOLLOWED */
 	struct follow_bpf *follow;

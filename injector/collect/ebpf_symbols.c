@@ -350,6 +350,7 @@ int proc_symbolizer__code(struct proc_symbolizer *ps, uint64_t addr, struct unwi
 	if (!m->bias_ok)
 		return -ENOENT;
 	*ret = (struct unwind_code){ .elf = elf_file__libelf(ps->z->elfs[m->elf].elf),
+				     .fd = elf_file__fd(ps->z->elfs[m->elf].elf),
 				     .key = (uint64_t)m->elf, .bias = m->bias };
 	return 0;
 }

@@ -5,8 +5,11 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <elfutils/libdw.h>
 
+#include "digest.h"
 #include "u64map.h"
 #include "unwind.h"
 
@@ -14,12 +17,17 @@
 #define EXPR_STACK 16             /* DWARF expression stack depth */
 #define EXPR_MAX_OPS 64           /* longer expressions are not evaluated */
 
-/* The tables of one module, opened on first use. */
+/* The tables of one module: libdw's opened on the first row decoded here. */
 struct uw_module {
 	uint64_t key;
+	bool opened;
 	Dwarf_CFI *eh;            /* .eh_frame, NULL if none (owned: dwarf_cfi_end) */
 	Dwarf *dw;                /* for .debug_frame, NULL if none */
 	Dwarf_CFI *dbg;           /* owned by dw */
+	struct uws_file *share;   /* its shared rows; NULL: not shared */
+	const void *image;        /* its CFI sections in the shared directory; NULL: none */
+	size_t image_len;
+	Elf *image_elf;           /* over image, for libdw (elf_end) */
 };
 
 struct uw_cached {
@@ -34,6 +42,7 @@ struct unwind_tables {
 	struct uw_cached *cache;
 	size_t ncache, capcache, cache_max;
 	struct u64map cache_of;   /* hash(key, vaddr) -> index into cache */
+	struct uws_dir *share;    /* NULL: rows are not shared */
 	struct unwind_stats st;
 };
 
@@ -72,6 +81,8 @@ void unwind_tables__free(struct unwind_tables *t)
 			dwarf_cfi_end(t->mods[i].eh);
 		if (t->mods[i].dw)
 			dwarf_end(t->mods[i].dw);
+		if (t->mods[i].image_elf)
+			elf_end(t->mods[i].image_elf);
 	}
 	free(t->mods);
 	u64map_clear(&t->mod_of);
@@ -79,6 +90,7 @@ void unwind_tables__free(struct unwind_tables *t)
 		free(t->cache[i].frame);
 	free(t->cache);
 	u64map_clear(&t->cache_of);
+	uws_dir__free(t->share);
 	free(t);
 }
 
@@ -86,29 +98,95 @@ void unwind_tables__stats(const struct unwind_tables *t, struct unwind_stats *re
 {
 	*ret = t->st;
 	ret->frames_cached = t->ncache;
+	ret->shared = t->share != NULL;
+	if (t->share)
+		uws_dir__stats(t->share, &ret->share);
 }
 
-/* Bytes of the sections libdw reads the CFI from. */
-static uint64_t cfi_section_bytes(Elf *elf)
+int unwind_tables__share(struct unwind_tables *t, const char *dir, char *why, size_t whylen)
 {
+	struct uws_dir *d;
+	int r = uws_dir__open(dir, &d, why, whylen);
+
+	if (r < 0)
+		return r;
+	uws_dir__free(t->share);
+	t->share = d;
+	return 0;
+}
+
+const char *unwind_tables__share_dir(const struct unwind_tables *t)
+{
+	return t->share ? uws_dir__path(t->share) : NULL;
+}
+
+static bool is_cfi_section(const char *name)
+{
+	return name && (strcmp(name, ".eh_frame") == 0 || strcmp(name, ".eh_frame_hdr") == 0 ||
+			strcmp(name, ".debug_frame") == 0);
+}
+
+#define IMAGE_SECTIONS 2          /* .eh_frame_hdr and .eh_frame */
+
+/*
+ * Bytes of the sections libdw reads the CFI from; with digest, also their SHA-256 (names,
+ * addresses, sizes and bytes, read from fd: nothing is kept) and in img[0..*ret_nimg) the
+ * .eh_frame sections, for the shared image. -1: no digest (unreadable).
+ */
+static int cfi_sections(Elf *elf, int fd, uint64_t *ret_bytes, uint8_t digest[UWS_DIGEST_LEN],
+			struct uws_section img[IMAGE_SECTIONS], size_t *ret_nimg)
+{
+	struct sha256_ctx *h = digest && fd >= 0 ? sha256_ctx__new() : NULL;
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
-	uint64_t sum = 0;
+	struct stat st;
+	int r = h ? 0 : -1;
 
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return 0;
+	*ret_bytes = 0;
+	*ret_nimg = 0;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0) {
+		sha256_ctx__free(h);
+		return -1;
+	}
+	if (h && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)))
+		r = -1;
 	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
 		const char *name;
+		char buf[65536];
+		GElf_Shdr sh;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && (strcmp(name, ".eh_frame") == 0 || strcmp(name, ".eh_frame_hdr") == 0 ||
-			     strcmp(name, ".debug_frame") == 0))
-			sum += sh.sh_size;
+		if (!is_cfi_section(name))
+			continue;
+		*ret_bytes += sh.sh_size;
+		if (r < 0)
+			continue;
+		if (strcmp(name, ".debug_frame") != 0 && *ret_nimg < IMAGE_SECTIONS)
+			img[(*ret_nimg)++] = (struct uws_section){
+				.name = strcmp(name, ".eh_frame") == 0 ? ".eh_frame" : ".eh_frame_hdr",
+				.type = sh.sh_type, .flags = sh.sh_flags, .addr = sh.sh_addr,
+				.offset = sh.sh_offset, .size = sh.sh_size, .align = sh.sh_addralign };
+		sha256_ctx__update(h, name, strlen(name) + 1);
+		sha256_ctx__update(h, &sh.sh_addr, sizeof(sh.sh_addr));
+		sha256_ctx__update(h, &sh.sh_size, sizeof(sh.sh_size));
+		for (uint64_t done = 0; done < sh.sh_size && r == 0;) {
+			size_t want = sh.sh_size - done < sizeof(buf) ? (size_t)(sh.sh_size - done) :
+				      sizeof(buf);
+			ssize_t got = pread(fd, buf, want, (off_t)(sh.sh_offset + done));
+
+			if (got <= 0)
+				r = -1;
+			else
+				sha256_ctx__update(h, buf, (size_t)got);
+			done += got > 0 ? (uint64_t)got : 0;
+		}
 	}
-	return sum;
+	if (r == 0)
+		sha256_ctx__final(h, digest);
+	sha256_ctx__free(h);
+	return r;
 }
 
 static struct uw_module *module_of(struct unwind_tables *t, const struct unwind_code *c)
@@ -132,28 +210,60 @@ static struct uw_module *module_of(struct unwind_tables *t, const struct unwind_
 	if (u64map_put(&t->mod_of, c->key, t->nmods) < 0)
 		return NULL;
 	t->nmods++;
-	if (c->elf) {
-		m->eh = dwarf_getcfi_elf(c->elf);
-		m->dw = dwarf_begin_elf(c->elf, DWARF_C_READ, NULL);
-		m->dbg = m->dw ? dwarf_getcfi(m->dw) : NULL;
-		t->st.cfi_bytes += cfi_section_bytes(c->elf);
-	}
 	t->st.modules++;
-	if (!m->eh && !m->dbg)
-		t->st.modules_without_cfi++;
+	if (c->elf) {
+		struct uws_section img[IMAGE_SECTIONS];
+		uint8_t digest[UWS_DIGEST_LEN];
+		uint64_t bytes;
+		size_t nimg;
+
+		if (cfi_sections(c->elf, c->fd, &bytes, t->share ? digest : NULL, img, &nimg) == 0) {
+			m->share = uws_dir__file(t->share, digest);
+			m->image = uws_dir__image(t->share, digest, c->fd, img, nimg, &m->image_len);
+		}
+		t->st.cfi_bytes += bytes;
+	}
 	return m;
 }
 
+/* libdw's tables of m, on the first row decoded here. */
+static void module_open(struct unwind_tables *t, struct uw_module *m, const struct unwind_code *c)
+{
+	if (m->opened)
+		return;
+	m->opened = true;
+	if (m->image) {
+		/* the shared copy of the .eh_frame sections: not read into this process */
+		m->image_elf = elf_memory((char *)(uintptr_t)m->image, m->image_len);
+		m->eh = m->image_elf ? dwarf_getcfi_elf(m->image_elf) : NULL;
+		if (m->eh)
+			t->st.modules_from_image++;
+	}
+	if (c->elf) {
+		if (!m->eh)
+			m->eh = dwarf_getcfi_elf(c->elf);
+		m->dw = dwarf_begin_elf(c->elf, DWARF_C_READ, NULL);
+		m->dbg = m->dw ? dwarf_getcfi(m->dw) : NULL;
+	}
+	t->st.modules_decoded++;
+	if (!m->eh && !m->dbg)
+		t->st.modules_without_cfi++;
+}
+
+static bool share_row(struct unwind_tables *t, struct uw_module *m, uint64_t vaddr,
+		      Dwarf_Frame *f);
+
 /*
- * The decoded frame of vaddr in module c: from the cache, else from libdw (kept if the
- * cache has room; *ret_owned tells the caller to free it otherwise). NULL: no CFI covers
- * vaddr. *ret_err is -ENOMEM on allocation failure.
+ * The decoded frame of vaddr in module m (code c): from the cache, else from libdw (kept if
+ * the cache has room and the row did not go to the shared rules; *ret_owned tells the caller
+ * to free it otherwise). NULL: no CFI covers vaddr. *ret_err is -ENOMEM on allocation
+ * failure.
  */
-static Dwarf_Frame *frame_at(struct unwind_tables *t, const struct unwind_code *c,
-			     uint64_t vaddr, bool *ret_owned, int *ret_err)
+static Dwarf_Frame *frame_at(struct unwind_tables *t, struct uw_module *m,
+			     const struct unwind_code *c, uint64_t vaddr, bool *ret_owned,
+			     int *ret_err)
 {
 	uint64_t h = u64_hash2(c->key, vaddr), idx;
-	struct uw_module *m;
 	Dwarf_Frame *f = NULL;
 
 	*ret_owned = false;
@@ -164,16 +274,14 @@ static Dwarf_Frame *frame_at(struct unwind_tables *t, const struct unwind_code *
 		t->st.cache_hits++;
 		return t->cache[idx].frame;
 	}
-	m = module_of(t, c);
-	if (!m) {
-		*ret_err = -ENOMEM;
-		return NULL;
-	}
+	module_open(t, m, c);
 	if (!m->eh || dwarf_cfi_addrframe(m->eh, vaddr, &f) != 0) {
 		f = NULL;
 		if (m->dbg && dwarf_cfi_addrframe(m->dbg, vaddr, &f) != 0)
 			f = NULL;
 	}
+	if (m->share && share_row(t, m, vaddr, f))
+		goto uncached;    /* the next lookup finds it there */
 	if (t->ncache < t->cache_max && !u64map_get(&t->cache_of, h, &idx)) {
 		if (t->ncache == t->capcache) {
 			size_t ncap = t->capcache ? t->capcache * 2 : 256;
@@ -429,6 +537,166 @@ static int step_fp(const struct unwind_target *tgt, const struct unwind_regs *cu
 	return 0;
 }
 
+/* ---- rows in compact form, for the shared rules ------------------------------------------ */
+
+/*
+ * A register rule as step_cfi() evaluates it (the CFA pushed first) when it comes to CFA +
+ * n: a location (UWS_AT) or, ending in DW_OP_stack_value, a value (UWS_VAL). False for
+ * anything else (a register, a dereference, an offset beyond 16 bits).
+ */
+static bool linear_rule(const Dwarf_Op *ops, size_t nops, uint8_t *ret_kind, int16_t *ret_off)
+{
+	struct { bool cfa; uint64_t v; } st[4] = { { true, 0 } };
+	size_t sp = 1;
+	bool value = false;
+	int64_t off;
+
+	if (nops > EXPR_MAX_OPS)
+		return false;
+	for (size_t i = 0; i < nops; i++) {
+		uint8_t op = ops[i].atom;
+
+		if (op == DW_OP_call_frame_cfa || (op >= DW_OP_lit0 && op <= DW_OP_lit31) ||
+		    op == DW_OP_constu || op == DW_OP_consts || op == DW_OP_const1u ||
+		    op == DW_OP_const1s || op == DW_OP_const2u || op == DW_OP_const2s ||
+		    op == DW_OP_const4u || op == DW_OP_const4s || op == DW_OP_const8u ||
+		    op == DW_OP_const8s) {
+			if (sp == 4)
+				return false;
+			st[sp].cfa = op == DW_OP_call_frame_cfa;
+			st[sp].v = op == DW_OP_call_frame_cfa ? 0 :
+				   op >= DW_OP_lit0 && op <= DW_OP_lit31 ? (uint64_t)(op - DW_OP_lit0) :
+				   ops[i].number;
+			sp++;
+		} else if (op == DW_OP_plus_uconst && sp >= 1) {
+			st[sp - 1].v += ops[i].number;
+		} else if ((op == DW_OP_plus || op == DW_OP_minus) && sp >= 2) {
+			if (st[sp - 1].cfa && (op == DW_OP_minus || st[sp - 2].cfa))
+				return false;
+			st[sp - 2].cfa |= st[sp - 1].cfa;
+			st[sp - 2].v = op == DW_OP_plus ? st[sp - 2].v + st[sp - 1].v :
+				       st[sp - 2].v - st[sp - 1].v;
+			sp--;
+		} else if (op == DW_OP_stack_value && i + 1 == nops) {
+			value = true;
+		} else if (op != DW_OP_nop) {
+			return false;
+		}
+	}
+	off = (int64_t)st[sp - 1].v;
+	if (!st[sp - 1].cfa || off < INT16_MIN || off > INT16_MAX)
+		return false;
+	*ret_kind = value ? UWS_VAL : UWS_AT;
+	*ret_off = (int16_t)off;
+	return true;
+}
+
+/* f's row in compact form; false when it needs more than a register plus an offset. */
+static bool compact_row(Dwarf_Frame *f, struct uws_rule *ret)
+{
+	Dwarf_Op ops_mem[3], *ops;
+	size_t nops;
+	bool signal = false;
+	unsigned cfa_reg;
+	int64_t cfa_off;
+
+	*ret = (struct uws_rule){ 0 };
+	if (dwarf_frame_cfa(f, &ops, &nops) != 0 || nops != 1)
+		return false;
+	if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+		cfa_reg = (unsigned)(ops[0].atom - DW_OP_breg0);
+		cfa_off = (int64_t)ops[0].number;
+	} else if (ops[0].atom == DW_OP_bregx) {
+		cfa_reg = ops[0].number < UW_NREGS ? (unsigned)ops[0].number : UW_NREGS;
+		cfa_off = (int64_t)ops[0].number2;
+	} else {
+		return false;
+	}
+	if (cfa_reg >= UW_NREGS || cfa_off < INT32_MIN || cfa_off > INT32_MAX ||
+	    dwarf_frame_info(f, NULL, NULL, &signal) != UW_RIP)
+		return false;
+	ret->cfa_reg = (uint8_t)cfa_reg;
+	ret->cfa_off = (int32_t)cfa_off;
+	ret->flags = signal ? UWS_SIGNAL : 0;
+	for (unsigned reg = 0; reg < UW_NREGS; reg++) {
+		uint8_t kind;
+		int16_t off = 0;
+
+		if (reg == UW_RSP)
+			continue;
+		if (dwarf_frame_register(f, (int)reg, ops_mem, &ops, &nops) != 0)
+			return false;
+		if (nops == 0)
+			kind = ops == ops_mem ? UWS_UNDEF : UWS_SAME;
+		else if (!linear_rule(ops, nops, &kind, &off))
+			return false;
+		ret->kinds |= (uint32_t)kind << (2 * uws_index(reg));
+		ret->off[uws_index(reg)] = off;
+	}
+	return true;
+}
+
+/* Puts f's row (no CFI for vaddr when f is NULL) into m's shared rules: true when it is
+ * there now, so this process need not keep it. */
+static bool share_row(struct unwind_tables *t, struct uw_module *m, uint64_t vaddr,
+		      Dwarf_Frame *f)
+{
+	struct uws_rule rule = { .flags = UWS_NO_CFI };
+
+	if (f && !compact_row(f, &rule)) {
+		t->st.rows_not_shareable++;
+		return false;
+	}
+	return uws_file__put(t->share, m->share, vaddr, &rule);
+}
+
+/* One step by a shared rule: as step_cfi() with the frame the rule was made from. */
+static int step_rule(const struct unwind_target *tgt, const struct uws_rule *u,
+		     const struct unwind_regs *cur, struct unwind_regs *next)
+{
+	uint64_t cfa;
+
+	if (!(cur->valid & (1u << u->cfa_reg)))
+		return -EFAULT;
+	cfa = cur->r[u->cfa_reg] + (uint64_t)(int64_t)u->cfa_off;
+	*next = (struct unwind_regs){ 0 };
+	for (unsigned reg = 0; reg < UW_NREGS; reg++) {
+		uint64_t at, v;
+
+		if (reg == UW_RSP)
+			continue;
+		at = cfa + (uint64_t)(int64_t)u->off[uws_index(reg)];
+		switch (uws_kind_of(u, reg)) {
+		case UWS_UNDEF:
+			if (reg == UW_RIP)
+				return 1;
+			continue;
+		case UWS_SAME:
+			if (cur->valid & (1u << reg)) {
+				next->r[reg] = cur->r[reg];
+				next->valid |= 1u << reg;
+			}
+			continue;
+		case UWS_VAL:
+			v = at;
+			break;
+		case UWS_AT:
+		default:
+			if (!tgt->read(tgt->arg, at, &v)) {
+				if (reg == UW_RIP)
+					return -EFAULT;
+				continue;
+			}
+			break;
+		}
+		next->r[reg] = v;
+		next->valid |= 1u << reg;
+	}
+	next->r[UW_RSP] = cfa;
+	next->valid |= 1u << UW_RSP | 1u << UW_RIP;
+	return 0;
+}
+
 int unwind_stack(struct unwind_tables *t, const struct unwind_target *tgt,
 		 const struct unwind_regs *regs, uint64_t *pcs, size_t max,
 		 struct unwind_result *ret)
@@ -444,8 +712,9 @@ int unwind_stack(struct unwind_tables *t, const struct unwind_target *tgt,
 	while (res.n < max) {
 		uint64_t pc = cur.r[UW_RIP];
 		struct unwind_code c;
+		struct uws_rule rule;
 		Dwarf_Frame *f = NULL;
-		bool owned = false, by_fp = false;
+		bool owned = false, by_fp = false, by_rule = false;
 		int r, err;
 
 		if (pc == 0) {
@@ -456,20 +725,32 @@ int unwind_stack(struct unwind_tables *t, const struct unwind_target *tgt,
 		pcs[res.n++] = pc;
 		r = tgt->code(tgt->arg, exact ? pc : pc - 1, &c);
 		if (r == 0) {
-			f = frame_at(t, &c, (exact ? pc : pc - 1) - c.bias, &owned, &err);
-			if (err < 0)
+			uint64_t vaddr = (exact ? pc : pc - 1) - c.bias;
+			struct uw_module *m = module_of(t, &c);
+
+			if (!m)
+				return -ENOMEM;
+			if (m->share && uws_file__get(t->share, m->share, vaddr, &rule))
+				by_rule = !(rule.flags & UWS_NO_CFI);
+			else if (!(f = frame_at(t, m, &c, vaddr, &owned, &err)) && err < 0)
 				return err;
 		}
-		if (f) {
-			r = step_cfi(tgt, f, &cur, &next);
-			if (r == 0) {
-				bool signal = false;
+		if (by_rule || f) {
+			if (by_rule) {
+				r = step_rule(tgt, &rule, &cur, &next);
+				if (r == 0)
+					exact = rule.flags & UWS_SIGNAL;
+			} else {
+				r = step_cfi(tgt, f, &cur, &next);
+				if (r == 0) {
+					bool signal = false;
 
-				dwarf_frame_info(f, NULL, NULL, &signal);
-				exact = signal;
+					dwarf_frame_info(f, NULL, NULL, &signal);
+					exact = signal;
+				}
+				if (owned)
+					free(f);
 			}
-			if (owned)
-				free(f);
 			if (r == 1) {
 				res.end = UNWIND_END_ROOT;
 				break;

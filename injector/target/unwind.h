@@ -10,8 +10,12 @@
  * still crossed; if that fails too the walk ends there and the reason is returned.
  *
  * Tables are per module (an ELF file, by the caller's key: build-id or file identity) for
- * the life of the unwind_tables, shared by every process unwound with them. The frames
- * libdw decodes are cached per (module, address) up to a bound; the bytes are counted.
+ * the life of the unwind_tables, shared by every process unwound with them, opened when
+ * first needed. The frames libdw decodes are cached per (module, address) up to a bound;
+ * the bytes are counted. With unwind_tables__share(), decoded rows are also shared with
+ * every other aiprof on the node through a cache directory (uwshare.h): a row another
+ * injector decoded is taken from there, and a module whose rows all come from there is
+ * never decoded here. The walk is the same either way (tests/fuzz/fuzz_unwind.c compares).
  *
  * The stack and the ELF files are the target's: untrusted. Nothing in them can make this
  * loop (the stack pointer must grow at every step, and the depth is bounded) or read
@@ -23,6 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "uwshare.h"
 
 struct Elf;
 
@@ -44,6 +50,7 @@ struct unwind_regs {
 /* Where a code address is: the module's ELF (the caller keeps it open), key and load bias. */
 struct unwind_code {
 	struct Elf *elf;
+	int fd;                   /* the file elf reads from (for the shared rules); -1: none */
 	uint64_t key;             /* same module, same key; 0 is allowed */
 	uint64_t bias;            /* runtime address = bias + ELF vaddr */
 };
@@ -82,6 +89,11 @@ struct unwind_stats {
 	size_t frames_cached, frames_cache_max;
 	uint64_t frames_cache_bytes;  /* the decoded frames kept (malloc_usable_size) */
 	uint64_t lookups, cache_hits;
+	uint64_t modules_decoded;     /* modules whose CFI libdw read here */
+	uint64_t modules_from_image;  /* of them, from the shared copy of their .eh_frame */
+	bool shared;                  /* rows shared through a cache directory */
+	struct uws_stats share;
+	uint64_t rows_not_shareable;  /* rows that need a DWARF expression: decoded here */
 };
 
 struct unwind_tables;
@@ -90,6 +102,12 @@ struct unwind_tables;
 int unwind_tables__new(size_t cache_max, struct unwind_tables **ret);
 void unwind_tables__free(struct unwind_tables *t);  /* NULL-safe */
 void unwind_tables__stats(const struct unwind_tables *t, struct unwind_stats *ret);
+/*
+ * Shares decoded rows with the other injectors of the node through directory dir
+ * (uwshare.h; created 0700). 0, or -errno with why set: the tables work unshared.
+ */
+int unwind_tables__share(struct unwind_tables *t, const char *dir, char *why, size_t whylen);
+const char *unwind_tables__share_dir(const struct unwind_tables *t);  /* NULL: not shared */
 
 /*
  * Walks from regs (the interrupted state: r[UW_RIP] is an exact pc) outward. pcs[0] is

@@ -12,8 +12,12 @@ same length before each; the order of the two alternates between rounds.
 
 (step time: the 20th percentile of the 20-step batches in the windows of a mode, since
 other load on the machine only ever makes a batch slower; the ratio to the idle gaps is
-printed too). Then what the tables cost: summary.json's unwinding.tables of the last cfi
-window, and aiprof's peak RSS with each method.
+printed too). The cfi windows share their unwind rules through a cache directory of the
+run's own (cold in the first round, as for the first injector on a node, warm after). Then
+what the tables cost: summary.json's unwinding.tables of the last cfi window, aiprof's peak
+RSS with each method, and its private memory (Pss_Anon and Private_Dirty of
+/proc/PID/smaps_rollup, read 0.5 s before the window ends) with `--unwind-cache none`
+next to a warm cache directory: what each further injector on a node costs.
 
 Run as root: `/usr/bin/python3 tests/bench/bench_unwind.py [--rounds 4] [--window 3]`.
 """
@@ -31,7 +35,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 AIPROF = os.path.join(BUILD, "aiprof")
 STEPS = os.path.join(ROOT, "tests", "bench", "torch_steps.py")
-MODES = {"fp": ["--unwind", "fp"], "cfi": []}
+MODES = {"fp": ["--unwind", "fp"], "cfi": []}   # cfi: --unwind-cache added in main()
 
 
 class Steps:
@@ -74,6 +78,22 @@ def record(pid, mode, window, out):
     return t0, time.monotonic_ns(), s, ru.ru_maxrss
 
 
+def private_memory(pid, window, extra, out):
+    """aiprof's Pss_Anon and Private_Dirty (KiB) 0.5 s before its window ends."""
+    p = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", f"{window}s",
+                          "--collectors", "cpu,offcpu,python", "-o", out, "-q"] + extra,
+                         stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+    time.sleep(window + 0.3)   # attach takes ~0.3-0.8 s: inside the window's last second
+    mem = {}
+    with open(f"/proc/{p.pid}/smaps_rollup") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("Pss_Anon", "Private_Dirty"):
+                mem[k] = int(v.split()[0])
+    assert p.wait() == 0
+    return mem
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=4)
@@ -87,6 +107,9 @@ def main():
     ncpu = os.cpu_count() or 1
     st = Steps(ncpu - 1)
     tmp = tempfile.mkdtemp(prefix="bench-unwind-")
+    cache = os.path.join(tmp, "unwind-cache")
+    MODES["cfi"] = ["--unwind-cache", cache]
+    MODES["fp"] = MODES["fp"] + ["--unwind-cache", "none"]
     inside = {m: [] for m in MODES}
     idle, rss, last = [], {m: 0 for m in MODES}, None
     try:
@@ -104,6 +127,9 @@ def main():
                 rss[mode] = max(rss[mode], maxrss)
                 if mode == "cfi":
                     last = s["ebpf"]
+        mem = {name: private_memory(st.pid, args.window, ["--unwind-cache", where],
+                                    os.path.join(tmp, f"mem-{name}"))
+               for name, where in (("unshared", "none"), ("shared", cache))}
     finally:
         st.stop()
     fp, cfi, base = p20(inside["fp"]), p20(inside["cfi"]), p20(idle)
@@ -121,6 +147,16 @@ def main():
           f"MiB read, {t['frames_cached']} frames cached in "
           f"{t['frames_cache_bytes'] / 1024:.0f} KiB (at most {t['frames_cache_max']}); "
           f"aiprof peak RSS fp {rss['fp'] / 1024:.0f} MiB, cfi {rss['cfi'] / 1024:.0f} MiB")
+    sh = t["shared"]
+    print(f"shared rules ({sh['files']} files, {sh['images']} .eh_frame images of "
+          f"{sh['image_bytes'] / 2**20:.1f} MiB): {sh['hits']} hits, {sh['misses']} misses; "
+          f"modules decoded {t['modules_decoded']}, of them from the shared images "
+          f"{t['modules_from_shared_image']}")
+    u, w = mem["unshared"], mem["shared"]
+    print(f"aiprof private memory in a cfi window: --unwind-cache none Pss_Anon "
+          f"{u['Pss_Anon'] / 1024:.1f} MiB, Private_Dirty {u['Private_Dirty'] / 1024:.1f} MiB; "
+          f"warm shared cache Pss_Anon {w['Pss_Anon'] / 1024:.1f} MiB, Private_Dirty "
+          f"{w['Private_Dirty'] / 1024:.1f} MiB (ratio {w['Pss_Anon'] / u['Pss_Anon']:.2f})")
     # the artifacts a window of this training loop leaves, pprof's beside the folded text
     out = os.path.join(tmp, f"cfi-{args.rounds - 1}")
     sizes = {f: os.path.getsize(os.path.join(out, f)) for f in

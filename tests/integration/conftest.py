@@ -17,6 +17,15 @@ BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 # AIPROF_BIN: another build of the injector (tests/run.sh runs some tests with the ASan one)
 AIPROF = os.environ.get("AIPROF_BIN") or os.path.join(BUILD, "aiprof")
 LIBAIPROF = os.path.join(BUILD, "libaiprof.so")
+
+# The unwind rules aiprof shares across runs (--unwind-cache): in a directory of this test
+# session's, removed at its end, instead of the machine's /var/cache/aiprof/unwind.
+if "AIPROF_UNWIND_CACHE" not in os.environ:
+    import tempfile
+    UNWIND_CACHE_BASE = tempfile.mkdtemp(prefix="aiprof-test-uwc-")
+    os.environ["AIPROF_UNWIND_CACHE"] = os.path.join(UNWIND_CACHE_BASE, "unwind")
+else:
+    UNWIND_CACHE_BASE = None
 TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
 
 
@@ -140,8 +149,12 @@ def thread_states(pid):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Stops the real Kubernetes (tests/k8s/realk8s.py) if a test started it."""
+    """Stops the real Kubernetes (tests/k8s/realk8s.py) if a test started it; removes the
+    session's unwind cache."""
+    import shutil
     import sys
+    if UNWIND_CACHE_BASE:
+        shutil.rmtree(UNWIND_CACHE_BASE, ignore_errors=True)
     sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
     import realk8s
     realk8s.stop_shared()

@@ -301,6 +301,10 @@ def test_session_succeeds_with_artifacts(env):
     vol = next(v for v in spec["volumes"] if v["name"] == "s3-credentials")
     assert vol["secret"]["secretName"] == "s3-creds"
     assert {"name": "AIPROF_S3_SECRET_DIR", "value": "/var/run/secrets/aiprof/s3"} in ctr["env"]
+    # the node's unwind rules, shared by its injectors (aiprof --unwind-cache's default)
+    vol = next(v for v in spec["volumes"] if v["name"] == "unwind-cache")
+    assert vol["hostPath"] == {"path": "/var/cache/aiprof/unwind", "type": "DirectoryOrCreate"}
+    assert {"name": "unwind-cache", "mountPath": "/var/cache/aiprof/unwind"} in ctr["volumeMounts"]
     md = inj["metadata"]
     assert md["labels"]["aiprof.io/session-uid"] == s["metadata"]["uid"]
     assert md["ownerReferences"][0]["uid"] == s["metadata"]["uid"]

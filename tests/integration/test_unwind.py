@@ -5,8 +5,11 @@ Debian's python3 and python3-torch are built without frame pointers. A real PyTo
 loop is profiled twice in one run, first with --unwind fp, then with the default (cfi): the
 stacks must reach the thread's first frame, and the ATen/c10 frames must sit between the
 Python frames and the leaves. Off-CPU stacks of Python threads blocked in a sleep and in a
-futex must show their callers up to the start of the process or thread.
+futex must show their callers up to the start of the process or thread. Shared through a
+cache directory, a second run takes its rows from the first run's files, and walks the same
+stacks as a run that shares nothing.
 """
+import json
 import os
 
 import pytest
@@ -49,7 +52,7 @@ def test_torch_training_loop_stacks_whole(procs, tmp_path):
     pid = int(line.split("pid=")[1])
 
     fp = profile(pid, tmp_path / "fp", "--unwind", "fp", duration="2s")
-    cfi = profile(pid, tmp_path / "cfi")
+    cfi = profile(pid, tmp_path / "cfi", "--unwind-cache", "none")
 
     # frame pointers alone: cut in nearly every sample (this is what CFI has to fix)
     assert fp["unwinding"]["method"] == "fp"
@@ -64,6 +67,8 @@ def test_torch_training_loop_stacks_whole(procs, tmp_path):
     t = uw["tables"]
     assert t["modules"] >= 3 and t["cfi_section_bytes"] > 1 << 20, t
     assert 0 < t["frames_cached"] <= t["frames_cache_max"], t
+    assert t["modules_decoded"] >= 3 and t["modules_from_shared_image"] == 0, t
+    assert "none" in t["shared"]["off"], t
 
     stacks = folded(tmp_path / "cfi")
     total = sum(c for _, c in stacks)
@@ -76,6 +81,63 @@ def test_torch_training_loop_stacks_whole(procs, tmp_path):
     # and the BLAS leaves are reached through ATen: some sample shows the GEMM under it
     assert any(torch_under_python(s) and "gemm" in s[-1].lower() for s, _ in stacks), \
         [s[-3:] for s, _ in stacks[:20]]
+
+
+@pytest.mark.skipif(not has_torch(), reason="needs Debian's python3-torch")
+def test_tables_shared_between_runs(procs, tmp_path):
+    """Two aiprof runs on one machine, one cache directory: the first copies the modules'
+    .eh_frame into it and puts the rows it decodes there; the second reads its rows from
+    there (no module decoded from its own file) and its stacks are as whole."""
+    require_root()
+    _, line = procs.start([PYTHON, "-u", TORCH_TRAIN, "--seconds", "60"], ready="ready",
+                          timeout=60)
+    pid = int(line.split("pid=")[1])
+    cache = tmp_path / "cache" / "unwind"
+    runs = [profile(pid, tmp_path / f"run{i}", "--unwind-cache", str(cache), duration="2s")
+            for i in range(2)]
+    for eb in runs:
+        assert eb["truncated_stack_share"] <= 0.05, eb["unwinding"]
+        assert eb["unwinding"]["tables"]["shared"]["dir"] == str(cache)
+    first, second = (eb["unwinding"]["tables"] for eb in runs)
+    assert first["shared"]["images_built"] >= 3 and first["shared"]["inserts"] > 0, first
+    assert first["modules_from_shared_image"] == first["modules_decoded"] >= 3, first
+    # the modules the first run met are not copied again (the second may meet a few more)
+    assert second["shared"]["images"] - second["shared"]["images_built"] >= 3, second
+    sh = second["shared"]
+    assert sh["hits"] >= 0.8 * (sh["hits"] + sh["misses"]) and sh["rejected"] == 0, second
+    # what a miss still decodes comes from the shared copy, never the module's own file
+    assert second["modules_from_shared_image"] == second["modules_decoded"], second
+    assert second["frames_cache_bytes"] < 4096, second
+    # nobody else may write there
+    assert oct(os.stat(cache).st_mode & 0o777) == "0o700"
+    files = os.listdir(cache)
+    assert all(oct(os.stat(cache / f).st_mode & 0o777) == "0o600" for f in files), files
+    assert {f.rsplit(".", 1)[1] for f in files} == {"uws", "cfi"}, files
+
+
+def test_shared_rules_walk_the_same_stacks(procs, tmp_path):
+    """Threads that stay where they are (asleep): the dump with shared rules, cold and warm,
+    names exactly the frames of the dump that shares nothing."""
+    require_root()
+    _, line = procs.start([PYTHON, "-u", WAITERS], ready="ready")
+    pid = int(line.split("pid=")[1].split()[0])
+    cache = tmp_path / "unwind"
+
+    def frames(*extra):
+        r = run_aiprof(["stacks", "--pid", str(pid), "--format", "json"] + list(extra))
+        assert r.returncode == 0, r.stderr
+        (p,) = json.loads(r.stdout)["processes"]
+        return {t["tid"]: [f["name"] for f in t["frames"] if f.get("kind") != "python"]
+                for t in p["threads"] if t["state"] == "S"}
+
+    want = frames("--unwind-cache", "none")
+    assert len(want) >= 2 and all(len(f) >= 5 for f in want.values()), want
+    for run in ("cold", "warm"):
+        got = frames("--unwind-cache", str(cache))
+        for tid, f in want.items():
+            if tid in got:
+                assert got[tid] == f, (run, tid, got[tid], f)
+    assert any(n.endswith(".cfi") for n in os.listdir(cache))
 
 
 def test_offcpu_callers_of_sleep_and_futex(procs, tmp_path):

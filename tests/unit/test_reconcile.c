@@ -943,6 +943,15 @@ static void test_happy_path_node_agent(void **state)
 		/* credentials only by reference: a secret volume, and no literal credential */
 		vol = json_array_get(json_object_get(spec, "volumes"), 0);
 		assert_string_equal(kj_str(vol, "secret.secretName"), "s3-creds");
+		/* the node's shared unwind rules, at the path the injector uses by default */
+		vol = json_array_get(json_object_get(spec, "volumes"), 1);
+		assert_string_equal(kj_str(vol, "name"), "unwind-cache");
+		assert_string_equal(kj_str(vol, "hostPath.path"), "/var/cache/aiprof/unwind");
+		assert_string_equal(kj_str(vol, "hostPath.type"), "DirectoryOrCreate");
+		dump = json_dumps(json_object_get(c, "volumeMounts"), JSON_COMPACT);
+		assert_non_null(strstr(dump, "{\"name\":\"unwind-cache\",\"mountPath\":"
+				       "\"/var/cache/aiprof/unwind\"}"));
+		free(dump);
 		env = json_object_get(c, "env");
 		json_array_foreach(env, i, e) {
 			const char *n = kj_str(e, "name");

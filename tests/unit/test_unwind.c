@@ -4,7 +4,10 @@
  * pointers (this file is compiled with -fomit-frame-pointer, one function uses alloca so
  * that its CFA is rbp-based) is captured as the eBPF collectors capture a thread — its
  * registers and a copy of its stack — and walked by CFI back to _start; then hostile
- * stacks, JIT code crossed by a frame pointer, and a copy that is too short.
+ * stacks, JIT code crossed by a frame pointer, and a copy that is too short. With the rules
+ * shared through a directory (uwshare.h), the walk is the same: cold, warm (every row from
+ * the shared file, no module decoded here) and over a damaged file; a directory others could
+ * write is refused, and old files are collected.
  */
 #include <alloca.h>
 #include <errno.h>
@@ -15,8 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 #include "injector/collect/ebpf_symbols.h"
 #include "injector/target/unwind.h"
@@ -318,12 +325,176 @@ static void test_hostile_stacks(void **state)
 	env_close(&v);
 }
 
+/* Removes dir and the files in it. */
+static void remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[512];
+
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+/* Overwrites the rules of every .uws file in dir with a pattern (headers kept). */
+static size_t damage_rules(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[512], junk[4096];
+		int fd;
+
+		if (!strstr(de->d_name, ".uws"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		fd = open(path, O_RDWR);
+		assert_true(fd >= 0);
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (char)(i % 64 < 8 ? 0 : 0x5a + i);   /* keys kept, rules garbled */
+		for (off_t at = 64; at < 1 << 20; at += sizeof(junk)) {
+			char cur[4096];
+
+			assert_int_equal(pread(fd, cur, sizeof(cur), at), (ssize_t)sizeof(cur));
+			for (size_t i = 0; i < sizeof(cur); i++)
+				if (i % 64 >= 8)
+					cur[i] = junk[i];
+			assert_int_equal(pwrite(fd, cur, sizeof(cur), at), (ssize_t)sizeof(cur));
+		}
+		close(fd);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void shared_walk(const char *dir, struct env *v, const struct snap *s, uint64_t *pcs,
+			struct unwind_result *res, struct unwind_stats *st)
+{
+	struct unwind_tables *t;
+	char why[256];
+
+	assert_int_equal(unwind_tables__new(0, &t), 0);
+	assert_int_equal(unwind_tables__share(t, dir, why, sizeof(why)), 0);
+	assert_int_equal(walk(t, v, &s->regs, pcs, UNWIND_MAX_FRAMES, res), 0);
+	unwind_tables__stats(t, st);
+	unwind_tables__free(t);
+}
+
+static NOINLINE void test_shared_rules_same_walk(void **state)
+{
+	static struct snap s;
+	static uint64_t want[UNWIND_MAX_FRAMES], got[UNWIND_MAX_FRAMES];   /* off the copied stack */
+	char base[] = "/tmp/aiprof-uwshare-XXXXXX", dir[128], why[256];
+	struct unwind_result rw, rg;
+	struct unwind_tables *t;
+	struct unwind_stats st;
+	struct env v;
+
+	(void)state;
+	uw_outer(&s, 24);
+	env_open(&v, &s);
+	assert_non_null(mkdtemp(base));
+	snprintf(dir, sizeof(dir), "%s/unwind", base);
+
+	assert_int_equal(unwind_tables__new(0, &t), 0);             /* unshared: the reference */
+	assert_int_equal(walk(t, &v, &s.regs, want, UNWIND_MAX_FRAMES, &rw), 0);
+	unwind_tables__free(t);
+	assert_int_equal(rw.end, UNWIND_END_ROOT);
+
+	/* cold: decoded here (from the images it makes of the modules' .eh_frame), shared */
+	shared_walk(dir, &v, &s, got, &rg, &st);
+	assert_int_equal(rg.n, rw.n);
+	assert_int_equal(rg.end, rw.end);
+	assert_memory_equal(got, want, rw.n * sizeof(*want));
+	assert_true(st.shared);
+	assert_int_equal(st.share.inserts, rw.n);
+	assert_true(st.share.images_built >= 2 && st.modules_from_image >= 2);
+
+	/* warm: every row from the shared file, no module's CFI read here */
+	shared_walk(dir, &v, &s, got, &rg, &st);
+	assert_int_equal(rg.n, rw.n);
+	assert_memory_equal(got, want, rw.n * sizeof(*want));
+	assert_int_equal(st.share.hits, rw.n);
+	assert_int_equal(st.modules_decoded, 0);
+	assert_int_equal(st.share.images_built, 0);
+
+	/* damaged rules read as misses: decoded again, the same walk */
+	assert_true(damage_rules(dir) >= 2);
+	shared_walk(dir, &v, &s, got, &rg, &st);
+	assert_int_equal(rg.n, rw.n);
+	assert_memory_equal(got, want, rw.n * sizeof(*want));
+	assert_int_equal(st.share.hits, 0);
+	assert_int_equal(st.share.rejected, rw.n);
+	assert_true(st.modules_decoded >= 2);
+	assert_int_equal(st.frames_cached, rw.n);   /* kept here: the damaged rows stay */
+
+	/* a directory someone else could write: refused, with what to do */
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_equal(unwind_tables__new(0, &t), 0);
+	assert_int_equal(unwind_tables__share(t, dir, why, sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "only it can write"));
+	assert_null(unwind_tables__share_dir(t));
+	unwind_tables__free(t);
+	assert_int_equal(chmod(dir, 0700), 0);
+
+	remove_tree(dir);
+	rmdir(base);
+	env_close(&v);
+}
+
+/* Files not opened for a week and unfinished ones from an hour ago go; recent ones stay. */
+static void test_shared_dir_garbage(void **state)
+{
+	char base[] = "/tmp/aiprof-uwgc-XXXXXX", path[256], why[256];
+	const char *names[] = { "old.uws", "old.cfi", "x.tmp.1", "new.uws", "notours.txt" };
+	struct timespec old[2] = { { .tv_sec = time(NULL) - 8 * 86400 },
+				   { .tv_sec = time(NULL) - 8 * 86400 } };
+	struct unwind_tables *t;
+
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	assert_int_equal(chmod(base, 0700), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%s", base, names[i]);
+		fd = open(path, O_CREAT | O_WRONLY, 0600);
+		assert_true(fd >= 0);
+		if (strncmp(names[i], "new", 3) != 0)
+			assert_int_equal(futimens(fd, old), 0);
+		close(fd);
+	}
+	assert_int_equal(unwind_tables__new(0, &t), 0);
+	assert_int_equal(unwind_tables__share(t, base, why, sizeof(why)), 0);
+	unwind_tables__free(t);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		bool gone = strncmp(names[i], "old", 3) == 0 || names[i][0] == 'x';
+
+		snprintf(path, sizeof(path), "%s/%s", base, names[i]);
+		assert_int_equal(access(path, F_OK) != 0, gone);
+	}
+	remove_tree(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walks_to_start),
 		cmocka_unit_test(test_jit_frame),
 		cmocka_unit_test(test_hostile_stacks),
+		cmocka_unit_test(test_shared_rules_same_walk),
+		cmocka_unit_test(test_shared_dir_garbage),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
