@@ -109,18 +109,23 @@ def skew_p50(tl, s, on_true_clock=False, host_ends=False):
 
 def check_skew(tl, s):
     """The reported skew is what the timeline shows. On the GPU kernel ends it meets the
-    target; on host ends (the fallback) it meets it unless scheduling noise alone (measured on
-    the true clock) already exceeds it, the offsets' own error (within 10 us here) adding at
-    most 15 us."""
+    target. On host ends (the fallback) the ranks' call ends carry their own scheduling noise
+    (measured on the true clock: the floor), and the offsets' error adds to it: the ranks run
+    on one clock here, so each offset is its own error, and a collective's spread grows by at
+    most the spread of the offsets (|x + d| <= |x| + |d|, for the median too). The offsets
+    themselves are checked against the target by the callers."""
     skew = s["alignment"]["residual_skew_us"]
     assert abs(skew_p50(tl, s) - skew["p50"]) <= 1.0, (skew_p50(tl, s), skew)
     floor = skew_p50(tl, s, on_true_clock=True, host_ends=True)
+    offs = [r["offset_us"] for r in s["ranks"] if r["aligned"]]
+    spread = max(offs) - min(offs)
     print(f"residual skew p50 {skew['p50']:.1f} us, max {skew['max']:.1f} us "
-          f"(basis {s['alignment']['basis']}); host call ends on the true clock {floor:.1f} us")
+          f"(basis {s['alignment']['basis']}); host call ends on the true clock {floor:.1f} us, "
+          f"offsets spread {spread:.1f} us")
     if s["alignment"]["basis"] == "gpu_kernel_end":
         assert skew["p50"] <= SKEW_TARGET_US, (skew, floor)
     else:
-        assert skew["p50"] <= max(SKEW_TARGET_US, floor + 15.0), (skew, floor)
+        assert skew["p50"] <= max(SKEW_TARGET_US, floor + spread + 1.0), (skew, floor, offs)
 
 
 def strip_kernels(src, dst):
