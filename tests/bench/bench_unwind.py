@@ -15,9 +15,9 @@ other load on the machine only ever makes a batch slower; the ratio to the idle 
 printed too). The cfi windows share their unwind rules through a cache directory of the
 run's own (cold in the first round, as for the first injector on a node, warm after). Then
 what the tables cost: summary.json's unwinding.tables of the last cfi window, aiprof's peak
-RSS with each method, and its private memory (Pss_Anon and Private_Dirty of
-/proc/PID/smaps_rollup, read 0.5 s before the window ends) with `--unwind-cache none`
-next to a warm cache directory: what each further injector on a node costs.
+RSS with each method, and its peak private memory (Pss_Anon and Private_Dirty of
+/proc/PID/smaps_rollup, read every 50 ms) with `--unwind-cache none` next to a warm cache
+directory: what each further injector on a node costs.
 
 Run as root: `/usr/bin/python3 tests/bench/bench_unwind.py [--rounds 4] [--window 3]`.
 """
@@ -79,17 +79,21 @@ def record(pid, mode, window, out):
 
 
 def private_memory(pid, window, extra, out):
-    """aiprof's Pss_Anon and Private_Dirty (KiB) 0.5 s before its window ends."""
+    """aiprof's peak Pss_Anon and Private_Dirty (KiB), read every 50 ms while it runs."""
     p = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", f"{window}s",
                           "--collectors", "cpu,offcpu,python", "-o", out, "-q"] + extra,
                          stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {0}))
-    time.sleep(window + 0.3)   # attach takes ~0.3-0.8 s: inside the window's last second
-    mem = {}
-    with open(f"/proc/{p.pid}/smaps_rollup") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("Pss_Anon", "Private_Dirty"):
-                mem[k] = int(v.split()[0])
+    mem = {"Pss_Anon": 0, "Private_Dirty": 0}
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/smaps_rollup") as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k in mem:
+                        mem[k] = max(mem[k], int(v.split()[0]))
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.05)
     assert p.wait() == 0
     return mem
 
@@ -153,7 +157,7 @@ def main():
           f"modules decoded {t['modules_decoded']}, of them from the shared images "
           f"{t['modules_from_shared_image']}")
     u, w = mem["unshared"], mem["shared"]
-    print(f"aiprof private memory in a cfi window: --unwind-cache none Pss_Anon "
+    print(f"aiprof peak private memory, cfi: --unwind-cache none Pss_Anon "
           f"{u['Pss_Anon'] / 1024:.1f} MiB, Private_Dirty {u['Private_Dirty'] / 1024:.1f} MiB; "
           f"warm shared cache Pss_Anon {w['Pss_Anon'] / 1024:.1f} MiB, Private_Dirty "
           f"{w['Private_Dirty'] / 1024:.1f} MiB (ratio {w['Pss_Anon'] / u['Pss_Anon']:.2f})")
