@@ -20,8 +20,9 @@
  *   bounded per thread: CFI walks take at most 1/CFI_SHARE of the thread's time (a
  *   burst of CFI_BURST_NS at first), beyond that new sites are walked by frame pointers
  *   and sites known by CFI keep their stack.
- *   Not used when the process has no libgcc_s loaded (a plain C program) or the injector
- *   asked for AIPROF_COLLECT_FP_STACKS (--unwind fp).
+ *   The library loads libgcc_s when recording starts if nothing did (callstack__load_
+ *   unwinder(); a plain C program); not used where that fails or the injector asked for
+ *   AIPROF_COLLECT_FP_STACKS (--unwind fp).
  * - by frame pointers: every load is inside the thread's own stack, whose bounds are read
  *   once per thread (pthread_getattr_np); a chain that leaves it, goes backwards or is
  *   misaligned ends the walk. Code without frame pointers ends the chain early or skips
@@ -95,8 +96,13 @@ static struct lazy_sym s_get_tstate = LAZY_SYM("PyGILState_GetThisThreadState");
 
 typedef _Unwind_Reason_Code (*backtrace_fn)(_Unwind_Trace_Fn, void *);
 typedef _Unwind_Ptr (*get_ip_fn)(struct _Unwind_Context *);
-static struct lazy_sym s_backtrace = LAZY_SYM("_Unwind_Backtrace");
-static struct lazy_sym s_get_ip = LAZY_SYM("_Unwind_GetIP");
+/*
+ * The process's unwinder, published by callstack__load_unwinder() once dlopen() returned
+ * (never looked up by the hooks themselves: a libgcc_s that another thread is loading at
+ * that moment is mapped before it is relocated).
+ */
+static backtrace_fn _Atomic g_backtrace;
+static get_ip_fn _Atomic g_get_ip;
 
 /* the stack being interned, for stack_text() (intern's callback takes only the key) */
 static __thread struct cur_stack t_cur;
@@ -207,13 +213,13 @@ static bool cfi_allowed(struct cur_stack *c, uint64_t now)
  */
 static size_t cfi_walk(struct cur_stack *c, uintptr_t *out, size_t max)
 {
-	backtrace_fn backtrace = (backtrace_fn)lazy_sym_get(&s_backtrace);
-	struct cfi_walk w = { .get_ip = (get_ip_fn)lazy_sym_get(&s_get_ip), .out = out,
-			      .max = max };
+	backtrace_fn backtrace = atomic_load_explicit(&g_backtrace, memory_order_acquire);
+	struct cfi_walk w = { .out = out, .max = max };
 	uint64_t t0;
 
-	if (!backtrace || !w.get_ip || !max)
+	if (!backtrace || !max)
 		return 0;
+	w.get_ip = atomic_load_explicit(&g_get_ip, memory_order_relaxed);
 	t0 = clk_mono_ns();
 	if (!cfi_allowed(c, t0))
 		return 0;
@@ -226,6 +232,8 @@ void callstack__load_unwinder(void)
 {
 	static bool done;
 	const char *how = "already loaded";
+	backtrace_fn bt;
+	get_ip_fn ip;
 	void *gcc;
 
 	if (done)
@@ -236,14 +244,18 @@ void callstack__load_unwinder(void)
 		gcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
 		how = "loaded now";
 	}
-	if (!gcc || !lazy_sym_get(&s_backtrace) || !lazy_sym_get(&s_get_ip)) {
+	bt = gcc ? (backtrace_fn)dlsym(gcc, "_Unwind_Backtrace") : NULL;
+	ip = gcc ? (get_ip_fn)dlsym(gcc, "_Unwind_GetIP") : NULL;
+	if (!bt || !ip) {
 		const char *err = gcc ? "no _Unwind_Backtrace in it" : dlerror();
 
 		lib_status("launch stacks by frame pointers only: libgcc_s.so.1: %s",
 			   err ? err : "not found");
 		return;
 	}
-	/* a reference of ours: it stays for the hooks that call into it */
+	/* loaded and relocated: the hooks may call it now (our reference keeps it loaded) */
+	atomic_store_explicit(&g_get_ip, ip, memory_order_relaxed);
+	atomic_store_explicit(&g_backtrace, bt, memory_order_release);
 	lib_status("launch stacks: new call sites unwound by CFI (libgcc_s.so.1 %s)", how);
 }
 
