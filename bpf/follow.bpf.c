@@ -3,7 +3,9 @@
  * Following the processes the targets start: sched_process_fork (every fork on the node;
  * a non-target's costs the filter lookup) puts a target's new child into the target
  * filter at once, in one of the free slots of its probe sequence; sched_process_exec of a
- * target is reported. At most max_followed children per window.
+ * target is reported. At most max_followed children per window. sched_process_exit of a
+ * target's last thread takes it out of the filter (EBPF_TARGET_GONE): the kernel may hand
+ * its pid to another process during the window, which is nobody this session follows.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -85,6 +87,32 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	if (!running || !is_target(tgid))
 		return 0;
 	report(FOLLOW_EXEC, tgid, p->pid, 0, p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(follow_exit, struct task_struct *p)
+{
+	__u32 tgid = p->tgid;
+
+	/* the process's last thread (the live count is dropped before this tracepoint) */
+	if (!running || p->signal->live.counter != 0 || !is_target(tgid))
+		return 0;
+	for (__u32 i = 0; i < EBPF_TARGET_PROBES; i++) {
+		__u32 slot = (tgid + i) & (EBPF_TARGET_SLOTS - 1);
+		struct ebpf_target *t = bpf_map_lookup_elem(&targets, &slot);
+
+		if (!t)
+			return 0;
+		if (t->tgid == tgid) {
+			/* the whole slot at once, as place() writes it: tgid is its low half */
+			__u64 was = (__u64)t->index << 32 | tgid;
+
+			__sync_val_compare_and_swap((__u64 *)t, was,
+						    (__u64)t->index << 32 | EBPF_TARGET_GONE);
+			return 0;
+		}
+	}
 	return 0;
 }
 

@@ -70,8 +70,11 @@ struct ebpf_stacks {
  * The target filter is an array (lookups the verifier inlines: no helper call on the path
  * every syscall and context switch of the machine takes) of EBPF_TARGET_SLOTS slots; a
  * target's tgid is in slot tgid % EBPF_TARGET_SLOTS or in one of the next
- * EBPF_TARGET_PROBES - 1 (open addressing, placed by user space). tgid 0 = empty.
+ * EBPF_TARGET_PROBES - 1 (open addressing, placed by user space). tgid 0 = empty;
+ * EBPF_TARGET_GONE: a target that exited (bpf/follow.bpf.c), a slot that matches no tgid
+ * again but keeps the probe sequences through it whole.
  */
+#define EBPF_TARGET_GONE 0xffffffffu
 struct ebpf_target {
 	__u32 tgid;
 	__u32 index;              /* position in the session's target list */

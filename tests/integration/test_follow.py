@@ -6,7 +6,9 @@ workers are forked anew every epoch, some before the window and some during it, 
 is planted slow (slow_fetch(): 40 ms per sample). Each worker's CPU samples and Python frames
 must be under its own process, linked to its parent; the DataLoaderStall finding must name a
 worker of the planted slow kind. A target that forks and execs a C program: the child's
-samples under the program's name, with its symbols. --no-follow: the target alone.
+samples under the program's name, with its symbols. --no-follow: the target alone. A
+followed child that exits gives up its place: a process the kernel hands its pid to during
+the window is not recorded.
 """
 import gzip
 import json
@@ -15,12 +17,13 @@ import textwrap
 
 import pytest
 
-from conftest import BUILD, ROOT, load_summary, require_root, run_aiprof
+from conftest import AIPROF, BUILD, ROOT, load_summary, require_root, run_aiprof
 from test_ebpf import folded
 
 PYTHON = "/usr/bin/python3"
 LOADER = os.path.join(ROOT, "tests", "workloads", "torch_loader.py")
 HOT = os.path.join(BUILD, "tests", "workloads", "hot_functions")
+BLOCKING = os.path.join(BUILD, "tests", "workloads", "blocking_io")
 
 
 def pid_of(line):
@@ -144,3 +147,59 @@ def test_fork_storm_is_bounded(procs, tmp_path):
     f = s["ebpf"]["follow"]
     assert f["processes"] == f["max"] == 256 and f["not_followed"] > 0, f
     assert p.poll() is None
+
+
+def test_pid_of_an_exited_child_given_to_another_process(procs, tmp_path):
+    """A target's child exits during the window; the test has the kernel hand its pid to a
+    program of its own that blocks in reads and sleeps (ns_last_pid): that program is nobody
+    the session follows, and the off-CPU and syscall collectors (global tracepoints,
+    filtered by pid) record none of it. (The CPU sampler could not: its events are the
+    targets' own, inherited by their children only.)"""
+    require_root()
+    import subprocess
+    import time
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, time
+        print("ready pid=%d" % os.getpid(), flush=True)
+        for line in sys.stdin:
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)          # reaped: the pid is free again
+            print("child=%d" % pid, flush=True)
+    """))
+    p, line = procs.start([PYTHON, "-u", str(script)], ready="ready", stdin=subprocess.PIPE)
+    pid = pid_of(line)
+    out = tmp_path / "prof"
+    prof = subprocess.Popen([AIPROF, "profile", "--pid", str(pid),
+                             "--duration", "5s", "--collectors", "offcpu,syscalls", "-o",
+                             str(out), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.procs.append(prof)
+    time.sleep(2.0)                     # attached, the window open
+    reused = None
+    for _ in range(20):
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        child = int(p.stdout.readline().split("child=")[1])
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(child - 1))
+        h = procs.start([BLOCKING, "--dir", str(tmp_path), "--seconds", "2"], ready="ready")[0]
+        if h.pid == child:
+            reused = h
+            break
+        h.kill()
+    assert reused, "the kernel never handed the child's pid out again (other forks raced)"
+    rc = prof.wait(timeout=60)
+    assert rc == 0, prof.stderr.read()
+    s = load_summary(str(out))
+    kids = [t for t in s["ebpf"]["targets"] if t.get("parent") == pid]
+    assert any(t["pid"] == child for t in kids), kids      # it was followed while it lived
+    stacks = roots(folded(out, "offcpu.folded"))
+    assert pid in stacks and child not in stacks, stacks.get(child, [])[:3]
+    assert not any(any(f in ("reader", "feeder", "syncer") for f in st)
+                   for st, _ in folded(out, "offcpu.folded"))
+    assert not [t for t in s["ebpf"]["targets"] if t["pid"] == child and t.get("comm") ==
+                "blocking_io"], s["ebpf"]["targets"]
+
