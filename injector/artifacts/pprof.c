@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profile.pb.gz: the eBPF collectors' stacks in pprof's profile.proto (github.com/google/
- * pprof, proto/profile.proto), what `go tool pprof`, Pyroscope/Grafana, Parca and the
- * OpenTelemetry profiles signal read. One sample per stack, with three values, weighted as
- * the flame graphs are: on-CPU samples (count), on-CPU time (samples x the sampling
- * period, nanoseconds) and off-CPU time (nanoseconds); the default is on-CPU time. Frames
+ * profile.pb.gz: the eBPF collectors' stacks and the GPU launches' call stacks in pprof's
+ * profile.proto (github.com/google/pprof, proto/profile.proto), what `go tool pprof`,
+ * Pyroscope/Grafana, Parca and the OpenTelemetry profiles signal read. One sample per stack,
+ * with four values, weighted as the flame graphs are: on-CPU samples (count), on-CPU time
+ * (samples x the sampling period, nanoseconds), off-CPU time (nanoseconds), and the GPU
+ * launches as gpu.folded weighs them (gpu_time/nanoseconds of their kernels with CUPTI, else
+ * gpu_launches/count); the default is on-CPU time, or the GPU's without eBPF stacks. Frames
  * as functions: Python frames with their file and line, kernel frames in "[kernel]", the
  * process as the outermost frame "comm-pid" (as in stacks.folded) and as the labels pid
  * and comm. The modules the stacks went through are its mappings, with their build-ids.
@@ -17,6 +19,7 @@
 #include <zlib.h>
 
 #include "collect/ebpf_internal.h"
+#include "launch_stacks.h"
 #include "membuf.h"
 #include "pprof.h"
 
@@ -174,126 +177,242 @@ static void split_frame(const char *f, struct frame_parts *p)
 	}
 }
 
-int pprof_write(const struct ebpf *e, const char *path, uint64_t start_realtime_ns,
-		uint64_t duration_ns)
+/* ---- the profile ------------------------------------------------------------------------ */
+
+#define NVALUES 4                 /* samples, cpu, off_cpu, gpu */
+#define FRAME_MAX 2048            /* a longer frame name is cut (folded text) */
+
+struct pp {
+	struct membuf prof, sub, sub2;
+	struct strtab st;
+	struct u64map fn_of_name;     /* string index of a frame's full name -> function id */
+	uint64_t nfn;
+};
+
+/* The function (= location) id of the frame named name[0..len), emitted when first met. */
+static uint64_t fn_id(struct pp *x, const char *name, size_t len)
 {
-	struct membuf prof = { 0 }, sub = { 0 }, sub2 = { 0 };
-	struct strtab st = { 0 };
-	const struct stack_store *ss;
-	size_t nframes, nstacks;
-	uint64_t period, *fn_of = NULL;  /* frame id -> function id (= location id); 0: none */
-	gzFile gz = NULL;
-	int r = -ENOMEM;
+	char buf[FRAME_MAX];
+	struct frame_parts p;
+	int64_t si = str_of(&x->st, name, len);
+	uint64_t id;
 
-	if (!e)
+	if (si < 0)
 		return 0;
-	ss = &e->stacks;
-	nframes = stack_store__nframes(ss);
-	nstacks = stack_store__nstacks(ss);
-	period = 1000000000ULL / (e->opts.frequency_hz ? e->opts.frequency_hz : 99);
-	fn_of = calloc(nframes + 1, sizeof(*fn_of));
-	if (!fn_of)
-		goto out;
-	str(&st, "");     /* index 0 is the empty string */
+	if (u64map_get(&x->fn_of_name, (uint64_t)si, &id))
+		return id;
+	id = ++x->nfn;
+	if (u64map_put(&x->fn_of_name, (uint64_t)si, id) < 0)
+		x->prof.failed = true;
+	if (len >= sizeof(buf))
+		len = sizeof(buf) - 1;
+	memcpy(buf, name, len);
+	buf[len] = 0;
+	split_frame(buf, &p);
+	/* Function: id, name, system_name, filename */
+	pb_int(&x->sub, 1, id);
+	pb_int(&x->sub, 2, (uint64_t)str_of(&x->st, p.name, p.name_len));
+	pb_int(&x->sub, 3, (uint64_t)str_of(&x->st, p.name, p.name_len));
+	if (p.file)
+		pb_int(&x->sub, 4, (uint64_t)str_of(&x->st, p.file, p.file_len));
+	pb_msg(&x->prof, 5, &x->sub);
+	/* Location: id, line { function_id, line } */
+	pb_int(&x->sub, 1, id);
+	pb_int(&x->sub2, 1, id);
+	pb_int(&x->sub2, 2, (uint64_t)p.line);
+	pb_msg(&x->sub, 4, &x->sub2);
+	pb_msg(&x->prof, 4, &x->sub);
+	return id;
+}
 
-	/* sample_type: samples/count, cpu/nanoseconds, off_cpu/nanoseconds */
-	{
-		static const char *const types[][2] = {
-			{ "samples", "count" }, { "cpu", "nanoseconds" }, { "off_cpu", "nanoseconds" },
-		};
+/* A sample: locations leaf first (ids[] is root first), the values, and the labels pid and
+ * comm from the root frame "comm-pid". */
+static void sample(struct pp *x, const uint64_t *ids, size_t n, const uint64_t v[NVALUES],
+		   const char *root, size_t root_len)
+{
+	const char *dash = NULL;
 
-		for (size_t i = 0; i < 3; i++) {
-			pb_int(&sub, 1, (uint64_t)str(&st, types[i][0]));
-			pb_int(&sub, 2, (uint64_t)str(&st, types[i][1]));
-			pb_msg(&prof, 1, &sub);
+	for (size_t i = n; i-- > 0;)
+		if (ids[i])
+			pb_varint(&x->sub2, ids[i]);
+	pb_msg(&x->sub, 1, &x->sub2);
+	for (size_t i = 0; i < NVALUES; i++)
+		pb_varint(&x->sub2, v[i]);
+	pb_msg(&x->sub, 2, &x->sub2);
+	for (size_t i = root_len; i-- > 0;)
+		if (root[i] == '-') {
+			dash = root + i;
+			break;
 		}
-	}
+	if (dash && (size_t)(dash - root) + 1 < root_len) {
+		struct membuf lab = { 0 };
+		char num[24];
+		size_t k = root_len - (size_t)(dash - root) - 1;
 
-	/* samples, with their functions and locations as first met */
+		if (k >= sizeof(num))
+			k = sizeof(num) - 1;
+		memcpy(num, dash + 1, k);
+		num[k] = 0;
+		pb_int(&lab, 1, (uint64_t)str(&x->st, "pid"));
+		pb_int(&lab, 3, strtoull(num, NULL, 10));
+		pb_msg(&x->sub, 3, &lab);
+		pb_int(&lab, 1, (uint64_t)str(&x->st, "comm"));
+		pb_int(&lab, 2, (uint64_t)str_of(&x->st, root, (size_t)(dash - root)));
+		pb_msg(&x->sub, 3, &lab);
+		if (lab.failed)
+			x->prof.failed = true;
+		membuf_free(&lab);
+	}
+	pb_msg(&x->prof, 2, &x->sub);
+}
+
+/* The eBPF collectors' stacks, one sample each. */
+static int cpu_samples(struct pp *x, const struct ebpf *e, uint64_t period)
+{
+	const struct stack_store *ss = &e->stacks;
+	size_t nframes = stack_store__nframes(ss), nstacks = stack_store__nstacks(ss);
+	uint64_t *fn_of = calloc(nframes + 1, sizeof(*fn_of));   /* frame id -> function id */
+	uint64_t *ids = NULL;
+	size_t cap = 0;
+
+	if (!fn_of)
+		return -ENOMEM;
 	for (uint32_t s = 0; s < nstacks; s++) {
 		uint64_t cpu = stack_store__weight(ss, s, STACK_CPU);
 		uint64_t off = stack_store__weight(ss, s, STACK_OFFCPU);
+		uint64_t v[NVALUES] = { cpu, cpu * period, off * 1000, 0 };
 		size_t n = 0;
 		const uint32_t *f = stack_store__stack_frames(ss, s, &n);
 		const char *root;
-		const char *dash;
 
 		if ((!cpu && !off) || !f || !n)
 			continue;
+		if (n > cap) {
+			uint64_t *ni = reallocarray(ids, n, sizeof(*ids));
+
+			if (!ni) {
+				free(ids);
+				free(fn_of);
+				return -ENOMEM;
+			}
+			ids = ni;
+			cap = n;
+		}
 		for (size_t i = 0; i < n; i++) {
-			struct frame_parts p;
+			const char *name;
 
-			if (f[i] >= nframes || fn_of[f[i]])
+			ids[i] = 0;
+			if (f[i] >= nframes)
 				continue;
-			fn_of[f[i]] = f[i] + 1;
-			split_frame(stack_store__frame_name(ss, f[i]), &p);
-			/* Function: id, name, system_name, filename */
-			pb_int(&sub, 1, fn_of[f[i]]);
-			pb_int(&sub, 2, (uint64_t)str_of(&st, p.name, p.name_len));
-			pb_int(&sub, 3, (uint64_t)str_of(&st, p.name, p.name_len));
-			if (p.file)
-				pb_int(&sub, 4, (uint64_t)str_of(&st, p.file, p.file_len));
-			pb_msg(&prof, 5, &sub);
-			/* Location: id, line { function_id, line } */
-			pb_int(&sub, 1, fn_of[f[i]]);
-			pb_int(&sub2, 1, fn_of[f[i]]);
-			pb_int(&sub2, 2, (uint64_t)p.line);
-			pb_msg(&sub, 4, &sub2);
-			pb_msg(&prof, 4, &sub);
+			if (!fn_of[f[i]]) {
+				name = stack_store__frame_name(ss, f[i]);
+				fn_of[f[i]] = fn_id(x, name, strlen(name));
+			}
+			ids[i] = fn_of[f[i]];
 		}
-		/* Sample: location ids leaf first (packed), values (packed), labels */
-		for (size_t i = n; i-- > 0;)
-			if (f[i] < nframes)
-				pb_varint(&sub2, fn_of[f[i]]);
-		pb_msg(&sub, 1, &sub2);
-		pb_varint(&sub2, cpu);
-		pb_varint(&sub2, cpu * period);
-		pb_varint(&sub2, off * 1000);
-		pb_msg(&sub, 2, &sub2);
-		/* the root frame is "comm-pid": labels pid (number) and comm */
 		root = stack_store__frame_name(ss, f[0]);
-		dash = strrchr(root, '-');
-		if (dash && dash[1]) {
-			struct membuf lab = { 0 };
-
-			pb_int(&lab, 1, (uint64_t)str(&st, "pid"));
-			pb_int(&lab, 3, strtoull(dash + 1, NULL, 10));
-			pb_msg(&sub, 3, &lab);
-			pb_int(&lab, 1, (uint64_t)str(&st, "comm"));
-			pb_int(&lab, 2, (uint64_t)str_of(&st, root, (size_t)(dash - root)));
-			pb_msg(&sub, 3, &lab);
-			membuf_free(&lab);
-		}
-		pb_msg(&prof, 2, &sub);
+		sample(x, ids, n, v, root, strlen(root));
 	}
+	free(ids);
+	free(fn_of);
+	return 0;
+}
 
-	/* mappings: the modules the targets' stacks went through, with their build-ids */
-	{
-		uint64_t id = 0;
+/* gpu.folded's lines ("comm-pid;...;api;kernel WEIGHT"), one sample each. */
+static void gpu_samples(struct pp *x, const struct membuf *folded)
+{
+	const char *p = folded->p, *end = folded->p + folded->len;
+	uint64_t ids[STACK_MAX_FRAMES + 8];
 
-		for (size_t t = 0; t < e->nt; t++) {
-			const struct psym_module *mods = NULL;
-			size_t nm = e->t[t].syms ? proc_symbolizer__modules(e->t[t].syms, &mods) : 0;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *sp, *f;
+		uint64_t v[NVALUES] = { 0 };
+		size_t n = 0;
 
-			for (size_t i = 0; i < nm; i++) {
-				pb_int(&sub, 1, ++id);
-				pb_int(&sub, 5, (uint64_t)str(&st, mods[i].path));
-				if (mods[i].build_id[0])
-					pb_int(&sub, 6, (uint64_t)str(&st, mods[i].build_id));
-				pb_int(&sub, 7, 1);   /* has_functions */
-				pb_msg(&prof, 3, &sub);
+		if (!nl)
+			nl = end;
+		for (sp = nl; sp > p && sp[-1] != ' '; sp--)
+			;
+		if (sp > p + 1) {
+			v[3] = strtoull(sp, NULL, 10);
+			for (f = p; f < sp - 1 && n < sizeof(ids) / sizeof(ids[0]);) {
+				const char *semi = memchr(f, ';', (size_t)(sp - 1 - f));
+				const char *fe = semi ? semi : sp - 1;
+
+				ids[n++] = fn_id(x, f, (size_t)(fe - f));
+				f = fe + 1;
+			}
+			if (n && v[3]) {
+				const char *re = memchr(p, ';', (size_t)(sp - 1 - p));
+
+				sample(x, ids, n, v, p, (size_t)((re ? re : sp - 1) - p));
 			}
 		}
+		p = nl + 1;
+	}
+}
+
+int pprof_write(const struct profile *prof, const struct ebpf *e, const char *path,
+		uint64_t start_realtime_ns, uint64_t duration_ns)
+{
+	struct pp x = { 0 };
+	struct membuf gpu = { 0 };
+	struct launch_stacks_stats gst = { 0 };
+	bool cpu = e && (ebpf__collectors(e) & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU));
+	uint64_t period = 1000000000ULL / (e && e->opts.frequency_hz ? e->opts.frequency_hz : 99);
+	const char *gpu_type;
+	gzFile gz = NULL;
+	int r = -ENOMEM;
+
+	if (prof && launch_stacks_folded(prof, &gpu, &gst) < 0)
+		goto out;
+	if (!cpu && !gpu.len)
+		return 0;     /* nothing to write: no stacks of either kind */
+	gpu_type = gst.by_gpu_time ? "gpu_time" : "gpu_launches";
+	str(&x.st, "");   /* index 0 is the empty string */
+
+	/* sample_type: samples/count, cpu/nanoseconds, off_cpu/nanoseconds, the GPU's */
+	{
+		const char *types[NVALUES][2] = {
+			{ "samples", "count" }, { "cpu", "nanoseconds" }, { "off_cpu", "nanoseconds" },
+			{ gpu_type, gst.by_gpu_time ? "nanoseconds" : "count" },
+		};
+
+		for (size_t i = 0; i < NVALUES; i++) {
+			pb_int(&x.sub, 1, (uint64_t)str(&x.st, types[i][0]));
+			pb_int(&x.sub, 2, (uint64_t)str(&x.st, types[i][1]));
+			pb_msg(&x.prof, 1, &x.sub);
+		}
+	}
+	if (cpu && cpu_samples(&x, e, period) < 0)
+		goto out;
+	gpu_samples(&x, &gpu);
+
+	/* mappings: the modules the targets' stacks went through, with their build-ids */
+	for (size_t t = 0, id = 0; e && t < e->nt; t++) {
+		const struct psym_module *mods = NULL;
+		size_t nm = e->t[t].syms ? proc_symbolizer__modules(e->t[t].syms, &mods) : 0;
+
+		for (size_t i = 0; i < nm; i++) {
+			pb_int(&x.sub, 1, ++id);
+			pb_int(&x.sub, 5, (uint64_t)str(&x.st, mods[i].path));
+			if (mods[i].build_id[0])
+				pb_int(&x.sub, 6, (uint64_t)str(&x.st, mods[i].build_id));
+			pb_int(&x.sub, 7, 1);   /* has_functions */
+			pb_msg(&x.prof, 3, &x.sub);
+		}
 	}
 
-	pb_int(&prof, 9, start_realtime_ns);
-	pb_int(&prof, 10, duration_ns);
-	pb_int(&sub, 1, (uint64_t)str(&st, "cpu"));
-	pb_int(&sub, 2, (uint64_t)str(&st, "nanoseconds"));
-	pb_msg(&prof, 11, &sub);
-	pb_int(&prof, 12, period);
-	pb_int(&prof, 14, (uint64_t)str(&st, "cpu"));
-	if (prof.failed || st.out.failed || sub.failed || sub2.failed)
+	pb_int(&x.prof, 9, start_realtime_ns);
+	pb_int(&x.prof, 10, duration_ns);
+	if (cpu) {
+		pb_int(&x.sub, 1, (uint64_t)str(&x.st, "cpu"));
+		pb_int(&x.sub, 2, (uint64_t)str(&x.st, "nanoseconds"));
+		pb_msg(&x.prof, 11, &x.sub);
+		pb_int(&x.prof, 12, period);
+	}
+	pb_int(&x.prof, 14, (uint64_t)str(&x.st, cpu ? "cpu" : gpu_type));
+	if (x.prof.failed || x.st.out.failed || x.sub.failed || x.sub2.failed)
 		goto out;
 
 	gz = gzopen(path, "wb6");
@@ -302,16 +421,17 @@ int pprof_write(const struct ebpf *e, const char *path, uint64_t start_realtime_
 		goto out;
 	}
 	r = 0;
-	if ((prof.len && gzwrite(gz, prof.p, (unsigned)prof.len) != (int)prof.len) ||
-	    (st.out.len && gzwrite(gz, st.out.p, (unsigned)st.out.len) != (int)st.out.len))
+	if ((x.prof.len && gzwrite(gz, x.prof.p, (unsigned)x.prof.len) != (int)x.prof.len) ||
+	    (x.st.out.len && gzwrite(gz, x.st.out.p, (unsigned)x.st.out.len) != (int)x.st.out.len))
 		r = -EIO;
 	if (gzclose(gz) != Z_OK && !r)
 		r = -EIO;
 out:
-	free(fn_of);
-	strtab_free(&st);
-	membuf_free(&prof);
-	membuf_free(&sub);
-	membuf_free(&sub2);
+	membuf_free(&gpu);
+	strtab_free(&x.st);
+	u64map_clear(&x.fn_of_name);
+	membuf_free(&x.prof);
+	membuf_free(&x.sub);
+	membuf_free(&x.sub2);
 	return r;
 }

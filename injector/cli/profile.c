@@ -881,13 +881,11 @@ static int write_artifacts(struct run *run)
 	if (r < 0)
 		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write the folded stacks into %s: %m",
 			    outdir);
-	if (run->ebpf && (ebpf__collectors(run->ebpf) & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU))) {
-		snprintf(path, len, "%s/profile.pb.gz", outdir);
-		r = pprof_write(run->ebpf, path, run->prof.start_realtime_ns,
-				run->prof.end_ns - run->prof.start_ns);
-		if (r < 0)
-			return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
-	}
+	snprintf(path, len, "%s/profile.pb.gz", outdir);
+	r = pprof_write(&run->prof, run->ebpf, path, run->prof.start_realtime_ns,
+			run->prof.end_ns - run->prof.start_ns);
+	if (r < 0)
+		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
 	if (run->threads_dumped) {
 		snprintf(path, len, "%s/stacks.json", outdir);
 		r = write_threads_dump(run, path);

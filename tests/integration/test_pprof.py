@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """profile.pb.gz, read by a real reader: Debian's Go toolchain's `go tool pprof` (issue 19).
 
-The same top functions with the same weights as stacks.folded (on-CPU samples) and
-offcpu.folded (off-CPU time); Python frames as functions with their files and lines; the
-modules as mappings with their build-ids.
+The same top functions with the same weights as stacks.folded (on-CPU samples),
+offcpu.folded (off-CPU time) and gpu.folded (the GPU launches, by their kernels' GPU time);
+Python frames as functions with their files and lines; the modules as mappings with their
+build-ids.
 """
 import os
 import re
@@ -12,7 +13,8 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT, require_root, run_aiprof
+from conftest import BUILD, ROOT, require_root, run_aiprof, start_trainer
+from test_artifacts import load_folded, profile_trainer_with_cupti
 from test_ebpf import folded
 
 HOT = os.path.join(BUILD, "tests", "workloads", "hot_functions")
@@ -30,7 +32,7 @@ def pprof(*args):
 
 def top(path, index):
     """{function: flat} from `go tool pprof -top -sample_index=INDEX -unit=...`."""
-    out = pprof("-top", "-nodecount=1000", f"-sample_index={index}",
+    out = pprof("-top", "-nodecount=1000", "-nodefraction=0", f"-sample_index={index}",
                 "-unit=" + ("minimum" if index == "samples" else "us"), path)
     rows = {}
     for line in out.splitlines():
@@ -90,3 +92,30 @@ def test_off_cpu_time_and_python_frames(procs, tmp_path):
     raw = pprof("-raw", str(tmp_path / "p" / "profile.pb.gz"))
     # a Python function with its file and line, as `go tool pprof -raw` lists locations
     assert re.search(r"\b\w+ " + re.escape(PYNESTED) + r":\d+", raw), raw[:3000]
+
+
+def test_gpu_launches_weighted_as_the_gpu_flame_graph(procs, tmp_path):
+    """The launches' call stacks, weighted by their kernels' GPU time (CUPTI): per kernel
+    (the leaf, as in gpu.folded) the same nanoseconds; with the library collectors alone
+    (no eBPF stacks) the file is still written, the GPU's sample type the default."""
+    out = tmp_path / "gpu"
+    profile_trainer_with_cupti(procs, out)
+    want = {}
+    for frames, w in load_folded(out / "gpu.folded"):
+        want[frames[-1]] = want.get(frames[-1], 0) + w      # ns
+    got = top(str(out / "profile.pb.gz"), "gpu_time")       # us
+    assert want and sum(want.values()) > 0
+    for kernel, ns in want.items():
+        assert abs(got.get(kernel, 0) * 1000 - ns) <= max(1000, 0.001 * ns), (kernel, got, want)
+    # the launches' callers are functions of the profile too, under the API call
+    raw = pprof("-raw", str(out / "profile.pb.gz"))
+    assert "gpu_time/nanoseconds" in raw and "cudaLaunchKernel" in raw, raw[:2000]
+
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "60", "--cupti")
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "--no-ebpf", "-o",
+                    str(tmp_path / "lib"), "-q"])
+    assert r.returncode == 0, r.stderr
+    raw = pprof("-raw", str(tmp_path / "lib" / "profile.pb.gz"))
+    kinds = raw.split("Samples:", 1)[1].splitlines()[1]
+    assert re.search(r"gpu_(time/nanoseconds|launches/count)\[dflt\]", kinds), kinds
+
