@@ -56,7 +56,8 @@ struct uws_image {
 	size_t len;
 };
 
-#define UWS_IMAGE_MAX (1ull << 30)      /* CFI sections larger than this are not copied */
+#define UWS_IMAGE_MAX (64ull << 20)     /* CFI sections larger than this are not copied
+					 * (libtorch's are 13 MiB) */
 
 struct uws_dir {
 	char *path;
@@ -65,6 +66,7 @@ struct uws_dir {
 	size_t nfiles, capfiles;
 	struct uws_image *images;
 	size_t nimages, capimages;
+	uint64_t image_written;   /* bytes of images this process wrote */
 	struct uws_stats st;
 };
 
@@ -83,6 +85,7 @@ static void set_why(char *why, size_t whylen, const char *fmt, const char *path,
 struct aged {
 	char name[96];
 	time_t mtime;
+	uint64_t bytes;           /* blocks in use (the rule files are sparse) */
 };
 
 static int by_mtime(const void *a, const void *b)
@@ -99,13 +102,15 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Removes what is too old, then the least recently opened beyond UWS_MAX_FILES. */
+/* Removes what is too old, then the least recently opened beyond UWS_MAX_FILES files or
+ * UWS_MAX_BYTES of disk. */
 static void collect_garbage(int dfd)
 {
 	int fd = dup(dfd);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	struct aged *keep = NULL;
 	size_t n = 0, cap = 0;
+	uint64_t total = 0;
 	time_t now = time(NULL);
 	struct dirent *de;
 
@@ -140,13 +145,16 @@ static void collect_garbage(int dfd)
 			cap = nc;
 		}
 		snprintf(keep[n].name, sizeof(keep[n].name), "%s", de->d_name);
-		keep[n++].mtime = st.st_mtime;
+		keep[n].mtime = st.st_mtime;
+		keep[n++].bytes = (uint64_t)st.st_blocks * 512;
 	}
 	closedir(dir);
-	if (n > UWS_MAX_FILES) {
-		qsort(keep, n, sizeof(*keep), by_mtime);
-		for (size_t i = 0; i < n - UWS_MAX_FILES; i++)
-			unlinkat(dfd, keep[i].name, 0);
+	qsort(keep, n, sizeof(*keep), by_mtime);
+	for (size_t i = 0; i < n; i++)
+		total += keep[i].bytes;
+	for (size_t i = 0; i < n && (n - i > UWS_MAX_FILES || total > UWS_MAX_BYTES); i++) {
+		unlinkat(dfd, keep[i].name, 0);
+		total -= keep[i].bytes;
 	}
 	free(keep);
 }
@@ -565,7 +573,8 @@ const void *uws_dir__image(struct uws_dir *d, const uint8_t digest[UWS_DIGEST_LE
 	memcpy(im->digest, digest, UWS_DIGEST_LEN);
 	for (size_t i = 0; i < n; i++)
 		total += secs[i].size;
-	if (!n || total > UWS_IMAGE_MAX / 2)
+	/* a target's own modules decide these sizes: a bound per image and per run */
+	if (!n || total > UWS_IMAGE_MAX - 4096 || d->image_written + total > UWS_WRITE_MAX)
 		return NULL;
 	hex_name(digest, name, ".cfi");
 	ifd = openat(d->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -582,6 +591,8 @@ const void *uws_dir__image(struct uws_dir *d, const uint8_t digest[UWS_DIGEST_LE
 	d->st.images++;
 	d->st.image_bytes += im->len;
 	d->st.images_built += built;
+	if (built)
+		d->image_written += im->len;
 	*ret_len = im->len;
 	return im->map;
 }

@@ -28,7 +28,8 @@
  *
  * Garbage collection, at every open of the directory: files not opened for UWS_MAX_AGE_S
  * (7 days) are removed, unfinished files after an hour, and beyond UWS_MAX_FILES (256)
- * the least recently opened go first. Opening a file marks it used. A file removed while
+ * or UWS_MAX_BYTES (1 GiB of disk) the least recently opened go first. An image is at most
+ * 64 MiB, and one process writes at most UWS_WRITE_MAX of them. Opening a file marks it used. A file removed while
  * mapped stays readable to whoever mapped it.
  */
 #ifndef AIPROF_UWSHARE_H
@@ -43,6 +44,9 @@
 #define UWS_NRULES (UWS_NREGS - 1)
 #define UWS_SLOTS 16384u          /* rows per module: 1 MiB (a profile needs hundreds) */
 #define UWS_MAX_FILES 256
+#define UWS_MAX_BYTES (1ull << 30)   /* disk the directory may use, garbage collection's bound */
+#define UWS_WRITE_MAX (256ull << 20) /* images one process may write (its targets' modules
+				      * decide their size: a hostile one could fill a disk) */
 #define UWS_MAX_AGE_S (7 * 86400)
 #define UWS_DIGEST_LEN 32
 
