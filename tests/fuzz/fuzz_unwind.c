@@ -4,8 +4,8 @@
  * files. Mode byte 0: hostile registers and stack over this program's own (real) CFI;
  * mode 1: a hostile ELF file as the module of every pc, walked over a hostile stack.
  * A walk must end, within its bounds, reading only what the callbacks give it.
- * FUZZ_SOURCES: injector/target/unwind.c common/u64map.c common/elfsym.c common/procmaps.c common/readfile.c
- * FUZZ_LIBS: -ldw -lelf -lz
+ * FUZZ_SOURCES: injector/target/unwind.c injector/target/uwshare.c common/u64map.c common/elfsym.c common/procmaps.c common/readfile.c common/digest.c
+ * FUZZ_LIBS: -ldw -lelf -lz -lcrypto
  * FUZZ_ARGS: -max_len=65536
  */
 #include <link.h>
