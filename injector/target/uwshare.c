@@ -149,7 +149,8 @@ static void collect_garbage(int dfd)
 		keep[n++].bytes = (uint64_t)st.st_blocks * 512;
 	}
 	closedir(dir);
-	qsort(keep, n, sizeof(*keep), by_mtime);
+	if (n)
+		qsort(keep, n, sizeof(*keep), by_mtime);
 	for (size_t i = 0; i < n; i++)
 		total += keep[i].bytes;
 	for (size_t i = 0; i < n && (n - i > UWS_MAX_FILES || total > UWS_MAX_BYTES); i++) {
@@ -337,13 +338,19 @@ struct uws_file *uws_dir__file(struct uws_dir *d, const uint8_t digest[UWS_DIGES
 	memcpy(f->digest, digest, UWS_DIGEST_LEN);
 	d->files[d->nfiles++] = f;      /* kept even when unusable: not tried again */
 	hex_name(digest, name, ".uws");
-	fd = openat(d->dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		fd = create_file(d, name, fill_rules, (void *)digest);
-	if (fd < 0)
-		return NULL;
-	f->map = map_file(fd, digest, &f->salt);
-	close(fd);
+	for (int tries = 0; tries < 2 && !f->map; tries++) {
+		fd = openat(d->dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			fd = create_file(d, name, fill_rules, (void *)digest);
+		if (fd < 0)
+			return NULL;
+		f->map = map_file(fd, digest, &f->salt);
+		close(fd);
+		/* another version's (or a damaged) file of ours: made anew once; who has the
+		 * old one mapped keeps it */
+		if (!f->map && tries == 0 && unlinkat(d->dfd, name, 0) < 0)
+			break;
+	}
 	if (!f->map)
 		return NULL;
 	f->slots = (struct uws_slot *)((char *)f->map + sizeof(struct uws_header));
@@ -577,15 +584,19 @@ const void *uws_dir__image(struct uws_dir *d, const uint8_t digest[UWS_DIGEST_LE
 	if (!n || total > UWS_IMAGE_MAX - 4096 || d->image_written + total > UWS_WRITE_MAX)
 		return NULL;
 	hex_name(digest, name, ".cfi");
-	ifd = openat(d->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (ifd < 0 && errno == ENOENT && fd >= 0) {
-		ifd = create_file(d, name, fill_image, &src);
-		built = ifd >= 0;
+	for (int tries = 0; tries < 2 && !im->map; tries++) {
+		ifd = openat(d->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (ifd < 0 && errno == ENOENT && fd >= 0) {
+			ifd = create_file(d, name, fill_image, &src);
+			built = ifd >= 0;
+		}
+		if (ifd < 0)
+			return NULL;
+		im->map = map_image(ifd, &im->len);
+		close(ifd);
+		if (!im->map && tries == 0 && unlinkat(d->dfd, name, 0) < 0)
+			break;
 	}
-	if (ifd < 0)
-		return NULL;
-	im->map = map_image(ifd, &im->len);
-	close(ifd);
 	if (!im->map)
 		return NULL;
 	d->st.images++;

@@ -378,6 +378,34 @@ static size_t damage_rules(const char *dir)
 	return n;
 }
 
+/* Bumps the version field of every .uws file's header in dir. */
+static size_t damage_headers(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[512];
+		uint32_t version = 0;
+		int fd;
+
+		if (!strstr(de->d_name, ".uws"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		fd = open(path, O_RDWR);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, &version, 4, 8), 4);
+		version += 100;
+		assert_int_equal(pwrite(fd, &version, 4, 8), 4);
+		close(fd);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 static void shared_walk(const char *dir, struct env *v, const struct snap *s, uint64_t *pcs,
 			struct unwind_result *res, struct unwind_stats *st)
 {
@@ -438,6 +466,16 @@ static NOINLINE void test_shared_rules_same_walk(void **state)
 	assert_int_equal(st.share.rejected, rw.n);
 	assert_true(st.modules_decoded >= 2);
 	assert_int_equal(st.frames_cached, rw.n);   /* kept here: the damaged rows stay */
+
+	/* files of another version (a header that does not match): made anew, then shared */
+	assert_true(damage_headers(dir) >= 2);
+	shared_walk(dir, &v, &s, got, &rg, &st);
+	assert_int_equal(rg.n, rw.n);
+	assert_memory_equal(got, want, rw.n * sizeof(*want));
+	assert_true(st.share.files >= 2);
+	assert_int_equal(st.share.inserts, rw.n);
+	shared_walk(dir, &v, &s, got, &rg, &st);
+	assert_int_equal(st.share.hits, rw.n);
 
 	/* a directory someone else could write: refused, with what to do */
 	assert_int_equal(chmod(dir, 0777), 0);
