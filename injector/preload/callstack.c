@@ -20,8 +20,9 @@
  *   bounded per thread: CFI walks take at most 1/CFI_SHARE of the thread's time (a
  *   burst of CFI_BURST_NS at first), beyond that new sites are walked by frame pointers
  *   and sites known by CFI keep their stack.
- *   The library loads libgcc_s when recording starts if nothing did (callstack__load_
- *   unwinder(); a plain C program); not used where that fails or the injector asked for
+ *   The library loads libgcc_s when it starts if nothing did (callstack__load_unwinder();
+ *   a plain C program); a launch before that is walked by frame pointers (its site is
+ *   walked again later); not used where loading fails or the injector asked for
  *   AIPROF_COLLECT_FP_STACKS (--unwind fp).
  * - by frame pointers: every load is inside the thread's own stack, whose bounds are read
  *   once per thread (pthread_getattr_np); a chain that leaves it, goes backwards or is

@@ -46,9 +46,6 @@ static void on_start(struct ctl_state *s, uint32_t gen, uint32_t collectors)
 	struct aiprof_ring_hdr *h = s->h;
 	int r;
 
-	if ((collectors & AIPROF_COLLECT_CUDA) &&
-	    !(collectors & (AIPROF_COLLECT_NO_STACKS | AIPROF_COLLECT_FP_STACKS)))
-		callstack__load_unwinder();
 	r = patch__rescan(true);
 	if (r < 0 && r != -EBUSY)
 		lib_status("rescan before recording: %s", strerror(-r));
@@ -123,6 +120,9 @@ static void *control_main(void *arg)
 	struct ctl_state s = { .h = arg };
 	struct timespec warmup = { 0, 60 * 1000 * 1000 };
 
+	/* the launch stacks' unwinder, ready before the first recording (a launch before it
+	 * is walked by frame pointers) */
+	callstack__load_unwinder();
 	nanosleep(&warmup, NULL);       /* first TSC calibration needs an interval */
 	for (;;) {
 		uint32_t ctl = atomic_load_explicit(&s.h->ctl, memory_order_acquire);

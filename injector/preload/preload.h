@@ -379,7 +379,8 @@ uint32_t callstack__id(struct aiprof_ring_hdr *h, struct tls *t, uintptr_t fp);
 /*
  * Makes sure the process has the CFI unwinder new call sites are walked with: loads
  * libgcc_s.so.1 (what glibc itself loads to cancel a thread) where nothing did yet, once,
- * and says which walker launch stacks get in a status line. Control thread only.
+ * and says which walker launch stacks get in a status line. Control thread only, when it
+ * starts.
  */
 void callstack__load_unwinder(void);
 
