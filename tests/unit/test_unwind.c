@@ -343,43 +343,8 @@ static void remove_tree(const char *dir)
 	rmdir(dir);
 }
 
-/* Overwrites the rules of every .uws file in dir with a pattern (headers kept). */
-static size_t damage_rules(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	size_t n = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		char path[512], junk[4096];
-		int fd;
-
-		if (!strstr(de->d_name, ".uws"))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		fd = open(path, O_RDWR);
-		assert_true(fd >= 0);
-		for (size_t i = 0; i < sizeof(junk); i++)
-			junk[i] = (char)(i % 64 < 8 ? 0 : 0x5a + i);   /* keys kept, rules garbled */
-		for (off_t at = 64; at < 1 << 20; at += sizeof(junk)) {
-			char cur[4096];
-
-			assert_int_equal(pread(fd, cur, sizeof(cur), at), (ssize_t)sizeof(cur));
-			for (size_t i = 0; i < sizeof(cur); i++)
-				if (i % 64 >= 8)
-					cur[i] = junk[i];
-			assert_int_equal(pwrite(fd, cur, sizeof(cur), at), (ssize_t)sizeof(cur));
-		}
-		close(fd);
-		n++;
-	}
-	closedir(d);
-	return n;
-}
-
-/* Bumps the version field of every .uws file's header in dir. */
-static size_t damage_headers(const char *dir)
+/* Calls damage(fd) on every .uws file in dir, opened read-write; returns how many. */
+static size_t each_rules_file(const char *dir, void (*damage)(int fd))
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -388,7 +353,6 @@ static size_t damage_headers(const char *dir)
 	assert_non_null(d);
 	while ((de = readdir(d))) {
 		char path[512];
-		uint32_t version = 0;
 		int fd;
 
 		if (!strstr(de->d_name, ".uws"))
@@ -396,14 +360,40 @@ static size_t damage_headers(const char *dir)
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		fd = open(path, O_RDWR);
 		assert_true(fd >= 0);
-		assert_int_equal(pread(fd, &version, 4, 8), 4);
-		version += 100;
-		assert_int_equal(pwrite(fd, &version, 4, 8), 4);
+		damage(fd);
 		close(fd);
 		n++;
 	}
 	closedir(d);
 	return n;
+}
+
+/* The rules overwritten with a pattern: keys and header kept, rules garbled. */
+static void garble_rules(int fd)
+{
+	char junk[4096];
+
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i % 64 < 8 ? 0 : 0x5a + i);
+	for (off_t at = 64; at < 1 << 20; at += sizeof(junk)) {
+		char cur[4096];
+
+		assert_int_equal(pread(fd, cur, sizeof(cur), at), (ssize_t)sizeof(cur));
+		for (size_t i = 0; i < sizeof(cur); i++)
+			if (i % 64 >= 8)
+				cur[i] = junk[i];
+		assert_int_equal(pwrite(fd, cur, sizeof(cur), at), (ssize_t)sizeof(cur));
+	}
+}
+
+/* The header's version field bumped: a file of another version. */
+static void bump_version(int fd)
+{
+	uint32_t version = 0;
+
+	assert_int_equal(pread(fd, &version, 4, 8), 4);
+	version += 100;
+	assert_int_equal(pwrite(fd, &version, 4, 8), 4);
 }
 
 static void shared_walk(const char *dir, struct env *v, const struct snap *s, uint64_t *pcs,
@@ -458,7 +448,7 @@ static NOINLINE void test_shared_rules_same_walk(void **state)
 	assert_int_equal(st.share.images_built, 0);
 
 	/* damaged rules read as misses: decoded again, the same walk */
-	assert_true(damage_rules(dir) >= 2);
+	assert_true(each_rules_file(dir, garble_rules) >= 2);
 	shared_walk(dir, &v, &s, got, &rg, &st);
 	assert_int_equal(rg.n, rw.n);
 	assert_memory_equal(got, want, rw.n * sizeof(*want));
@@ -468,7 +458,7 @@ static NOINLINE void test_shared_rules_same_walk(void **state)
 	assert_int_equal(st.frames_cached, rw.n);   /* kept here: the damaged rows stay */
 
 	/* files of another version (a header that does not match): made anew, then shared */
-	assert_true(damage_headers(dir) >= 2);
+	assert_true(each_rules_file(dir, bump_version) >= 2);
 	shared_walk(dir, &v, &s, got, &rg, &st);
 	assert_int_equal(rg.n, rw.n);
 	assert_memory_equal(got, want, rw.n * sizeof(*want));
