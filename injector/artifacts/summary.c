@@ -98,7 +98,7 @@ static void write_us(struct jsonw *w, const char *key, uint64_t ns)
 	jsonw_fixed3(w, ns);
 }
 
-static void write_target(struct jsonw *w, const struct target *t)
+static void write_target(struct jsonw *w, const struct profile *p, const struct target *t)
 {
 	static const char *const how[] = {
 		[INJECT_NONE] = "none", [INJECT_PTRACE] = "ptrace",
@@ -110,6 +110,11 @@ static void write_target(struct jsonw *w, const struct target *t)
 	jsonw_kv_str(w, "comm", t->comm);
 	jsonw_kv_str(w, "cmdline", t->cmdline);
 	jsonw_kv_str(w, "state", t->error ? "failed" : "profiled");
+	if (t->parent) {        /* started by a target, attached during the window */
+		jsonw_kv_int(w, "parent", t->parent);
+		jsonw_kv_uint(w, "started_after_ms", t->started_ns > p->start_ns ?
+			      (t->started_ns - p->start_ns) / 1000000 : 0);
+	}
 	if (t->error)
 		jsonw_kv_str(w, "message", t->message);
 	jsonw_kv_str(w, "method", t->uprobe_method ? "ebpf" : "ptrace");
@@ -384,7 +389,8 @@ static void write_event_budget(struct jsonw *w, const struct profile *p, const s
 	for (size_t i = 0; i < p->ntargets; i++) {
 		const struct event_store *st = &p->targets[i].store;
 
-		per_process = st->max_events ? st->max_events : EVENT_STORE_MAX_EVENTS;
+		if (i == 0)     /* a process chosen; the late ones share one such budget */
+			per_process = st->max_events ? st->max_events : EVENT_STORE_MAX_EVENTS;
 		if (st->over.events && (!first || st->over.first_ts < first))
 			first = st->over.first_ts;
 	}
@@ -405,6 +411,24 @@ static void write_event_budget(struct jsonw *w, const struct profile *p, const s
 	jsonw_obj_close(w);
 }
 
+/* The processes the targets started, attached during the window (targets[] lists them,
+ * with their parent). */
+static void write_late(struct jsonw *w, const struct late_stats *l)
+{
+	jsonw_key(w, "followed_attach");
+	jsonw_obj_open(w);
+	jsonw_kv_bool(w, "on", l->on);
+	jsonw_kv_uint(w, "processes", l->offered);
+	jsonw_kv_uint(w, "attached", l->attached);
+	jsonw_kv_uint(w, "failed", l->failed);
+	jsonw_kv_uint(w, "exited_before_attach", l->gone);
+	jsonw_kv_uint(w, "over_limit", l->over);
+	jsonw_kv_uint(w, "execd_after_attach", l->execd_after);
+	if (l->last_failure[0])
+		jsonw_kv_str(w, "last_failure", l->last_failure);
+	jsonw_obj_close(w);
+}
+
 static void write_document(struct jsonw *w, const struct profile *p, const struct totals *tot)
 {
 	jsonw_obj_open(w);
@@ -415,8 +439,9 @@ static void write_document(struct jsonw *w, const struct profile *p, const struc
 	jsonw_key(w, "targets");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < p->ntargets; i++)
-		write_target(w, &p->targets[i]);
+		write_target(w, p, &p->targets[i]);
 	jsonw_arr_close(w);
+	write_late(w, &p->late);
 
 	jsonw_kv_uint(w, "events", tot->events);
 	jsonw_kv_uint(w, "dropped_events", tot->drops);

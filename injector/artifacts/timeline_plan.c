@@ -658,14 +658,18 @@ static int links(struct tl_plan *pl, const struct target *t, bool flows)
 			hi = ranks[k].rank;
 	}
 	pl->first_rank = lo;
-	if (lo < 0)
-		snprintf(pl->process_label, sizeof(pl->process_label), "%s (pid %d)", t->comm, t->pid);
-	else if (lo == hi)
-		snprintf(pl->process_label, sizeof(pl->process_label), "%s (pid %d, rank %d)", t->comm,
-			 t->pid, lo);
-	else
-		snprintf(pl->process_label, sizeof(pl->process_label), "%s (pid %d, ranks %d-%d)",
-			 t->comm, t->pid, lo, hi);
+	{
+		char ranks_s[32] = "", by[32] = "";
+
+		if (lo >= 0 && lo == hi)
+			snprintf(ranks_s, sizeof(ranks_s), ", rank %d", lo);
+		else if (lo >= 0)
+			snprintf(ranks_s, sizeof(ranks_s), ", ranks %d-%d", lo, hi);
+		if (t->parent)  /* as the eBPF side names a followed process */
+			snprintf(by, sizeof(by), ", started by %d", t->parent);
+		snprintf(pl->process_label, sizeof(pl->process_label), "%s (pid %d%s%s)", t->comm,
+			 t->pid, ranks_s, by);
+	}
 	for (size_t i = 0; i < t->nthreads; i++) {
 		uint32_t tid = t->threads[i].host_tid ? t->threads[i].host_tid : t->threads[i].ns_tid;
 		char nm[96];

@@ -181,6 +181,17 @@ int session__open(pid_t pid, uint64_t wait_ns, struct session **ret)
 	}
 }
 
+bool session__live(pid_t pid)
+{
+	struct session *s = NULL;
+
+	if (find_ring(pid, &s) < 0)
+		return false;
+	munmap(s->hdr, s->map_len);
+	free(s);
+	return true;
+}
+
 const struct aiprof_ring_hdr *session__hdr(const struct session *s)
 {
 	return s->hdr;

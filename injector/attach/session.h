@@ -22,6 +22,11 @@ struct session;
  */
 int session__open(pid_t pid, uint64_t wait_ns, struct session **ret);
 void session__free(struct session *s);   /* stops recording if still on; NULL-safe */
+/*
+ * Has pid a live copy of the library: a ring of its own (not one inherited across fork(),
+ * whose copy went dormant in the child)? Looks once, without waiting.
+ */
+bool session__live(pid_t pid);
 
 /* Discards stale events, then turns recording on for `collectors` (AIPROF_COLLECT_*). */
 int session__start(struct session *s, uint32_t collectors);

@@ -22,6 +22,7 @@
 #include "procsyms.h"
 #include "timeutil.h"
 #include "model/profile.h"
+#include "target/container.h"
 #include "target/memlimit.h"
 #include "target/target.h"
 #include "attach/inject.h"
@@ -38,6 +39,7 @@
 #include "artifacts/timeline.h"
 #include "artifacts/upload.h"
 #include "cli.h"
+#include "late.h"
 
 #define MAX_TARGETS CLI_MAX_TARGETS
 
@@ -263,7 +265,7 @@ static int attach_target_uprobes(struct target *t, uint32_t collectors)
 	return 0;
 }
 
-static void free_targets(struct target *ts, size_t n)
+static void free_targets_in(struct target *ts, size_t n)
 {
 	for (size_t i = 0; ts && i < n; i++) {
 		uprobe_session__free(ts[i].uprobes);
@@ -274,7 +276,6 @@ static void free_targets(struct target *ts, size_t n)
 		if (ts[i].pidfd > 0)
 			close(ts[i].pidfd);
 	}
-	free(ts);
 }
 
 static void default_outdir(char *buf, size_t len)
@@ -370,8 +371,11 @@ struct profile_opts {
 struct run {
 	struct profile_opts *o;
 	struct cli_result *oc;
-	struct target *targets;         /* o->tg.npids of them */
-	size_t nok, n_exited;           /* recorded without error; of those, exited */
+	struct target *targets;         /* o->tg.npids chosen, then the late ones */
+	size_t ntargets;                /* o->tg.npids + those taken from late */
+	struct late *late;              /* attaches the processes the targets start */
+	size_t late_max_events;         /* the store of each of those */
+	size_t nok, n_exited;           /* chosen, recorded without error; of those, exited */
 	int first_err;                  /* the first target's error, for the exit code */
 	uint64_t mem_limit;
 	uint64_t cut_realtime_ns;       /* when every target had exited, cutting the window */
@@ -553,6 +557,31 @@ static int resolve_inputs(struct cli_result *oc, struct profile_opts *o)
 	return EXIT_OK;
 }
 
+/* Can processes the targets start be attached during the window? The follower names them,
+ * and the library's collectors are what attaching them is for. */
+static bool late_possible(const struct profile_opts *o)
+{
+	return o->collectors && !o->no_ebpf && !o->eo.no_follow &&
+	       (o->eo.collectors & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS));
+}
+
+/* Can t be profiled at all? A static binary gets the uprobe method where that may be
+ * chosen. 0, or a negative errno with the reason in msg. */
+static int preflight_one(struct target *t, const struct profile_opts *o, char *msg, size_t len)
+{
+	int r = target_preflight(t->pid, msg, len);
+
+	if (r == -ENOEXEC && (o->method == METHOD_EBPF ||
+			      (o->method == METHOD_AUTO && !o->no_ebpf))) {
+		/* static binary: nothing to dlopen into, but uprobes need nothing (and with
+		 * eBPF collectors only there is nothing to choose) */
+		if (o->method == METHOD_AUTO && o->collectors)
+			auto_chose_ebpf(t, msg);
+		r = 0;
+	}
+	return r;
+}
+
 /* Every target checked and held (pidfd, start time), the output folder made; an exit code. */
 static int prepare_targets(struct run *run)
 {
@@ -560,28 +589,26 @@ static int prepare_targets(struct run *run)
 	size_t max_events;
 	int r;
 
-	run->targets = calloc(o->tg.npids, sizeof(*run->targets));
+	/* room for the late ones from the start: the array never moves */
+	run->targets = calloc(o->tg.npids + LATE_MAX, sizeof(*run->targets));
 	if (!run->targets)
 		return cli_fail(run->oc, EXIT_FAILURE_, -ENOMEM, "out of memory");
-	max_events = events_budget(o->tg.npids, &run->mem_limit, &o->eo.max_events);
+	/* the late ones, if any can come, share one process's budget */
+	max_events = events_budget(o->tg.npids + late_possible(o), &run->mem_limit,
+				   &o->eo.max_events);
+	run->late_max_events = max_events / LATE_MAX < EVENTS_MIN / 4 ? EVENTS_MIN / 4 :
+			       max_events / LATE_MAX;
 	for (size_t i = 0; i < o->tg.npids; i++) {
 		struct target *t = &run->targets[i];
 		char msg[512];
 
 		t->store.max_events = max_events;
 		t->pid = o->tg.pids[i];
-		r = target_preflight(t->pid, msg, sizeof(msg));
-		if (r == -ENOEXEC && (o->method == METHOD_EBPF ||
-				      (o->method == METHOD_AUTO && !o->no_ebpf))) {
-			/* static binary: nothing to dlopen into, but uprobes need nothing (and
-			 * with eBPF collectors only there is nothing to choose) */
-			if (o->method == METHOD_AUTO && o->collectors)
-				auto_chose_ebpf(t, msg);
-			r = 0;
-		}
+		r = preflight_one(t, o, msg, sizeof(msg));
 		if (r < 0)
 			return cli_fail(run->oc, exit_code_for(r), 0, "%s", msg);
 		target_read_identity(t);
+		run->ntargets++;
 	}
 	r = mkdir_parents(o->outdir, 0755);
 	if (r < 0)
@@ -676,6 +703,40 @@ static int attach_all(struct run *run)
 	return run->nok ? EXIT_OK : exit_code_for(run->first_err);
 }
 
+/* On the late thread: a process a target started, attached as the targets were. */
+static int attach_late(struct target *t, void *ctx)
+{
+	const struct profile_opts *o = ctx;
+	pid_t ppid = 0;
+	unsigned long long start = 0;
+	int r;
+
+	/* still the child the follower saw, held by its pidfd: a pid freed and handed to
+	 * another process since is left alone */
+	target_read_identity(t);
+	if (container__parent_and_start("/proc", t->pid, &ppid, &start) < 0 ||
+	    ppid != t->parent || start != t->start_ticks) {
+		snprintf(t->message, sizeof(t->message), "it exited before it was attached%s",
+			 target_exited(t->pid) ? "" : " (its pid names another process now)");
+		return -ESRCH;
+	}
+	r = preflight_one(t, o, t->message, sizeof(t->message));
+	if (r < 0)
+		return r;
+	r = attach_one(t, o);
+	if (r == 0)
+		log_info("pid %d (%s, started by %d): attached during the window%s%s", t->pid,
+			 t->comm, t->parent, t->uprobe_method ? ", with uprobes" : "",
+			 t->inj.how == INJECT_ALREADY_LOADED ? " (its library was loaded already)" :
+			 "");
+	return r;
+}
+
+static void discard_late(struct target *t)
+{
+	free_targets_in(t, 1);
+}
+
 /* the eBPF collectors that attach programs of their own, for what they cost others */
 static const struct { const char *name; uint32_t flag; } ebpf_names[] = {
 	{ "cpu", EBPF_COLLECT_CPU }, { "offcpu", EBPF_COLLECT_OFFCPU },
@@ -745,20 +806,62 @@ static int start_ebpf(struct run *run)
 	return EXIT_OK;
 }
 
+/* What the library records (AIPROF_COLLECT_*). */
+static uint32_t lib_collectors(const struct profile_opts *o)
+{
+	return o->collectors | (o->eo.unwind_stack_bytes ? 0 : AIPROF_COLLECT_FP_STACKS);
+}
+
+/* The follower's news to the late thread; the processes it attached, into the window. */
+static void late_poll(struct run *run)
+{
+	struct ebpf_proc_note notes[32];
+	struct target t;
+	size_t n;
+
+	if (!run->late)
+		return;
+	while ((n = ebpf__follow_news(run->ebpf, notes, sizeof(notes) / sizeof(notes[0]))))
+		for (size_t i = 0; i < n; i++)
+			late__offer(run->late, notes[i].pid, notes[i].parent, notes[i].ns,
+				    notes[i].execd);
+	/* at most LATE_MAX come: the array has room for them */
+	while (late__take(run->late, &t)) {
+		struct target *nt = &run->targets[run->ntargets++];
+
+		*nt = t;
+		nt->store.max_events = run->late_max_events;
+		if (nt->session)
+			session__start(nt->session, lib_collectors(run->o));
+		target_refresh_threads(nt);
+	}
+}
+
 /* The window: drains every source until it ends, a signal stops it or every target exited. */
 static void record_window(struct run *run)
 {
 	const struct profile_opts *o = run->o;
 	uint64_t next_alive_check = 0;
+	int r;
 
 	run->prof.start_realtime_ns = now_realtime_ns();
 	run->prof.start_ns = now_monotonic_ns();
 	for (size_t i = 0; i < o->tg.npids; i++)
 		if (run->targets[i].session)
-			session__start(run->targets[i].session, o->collectors |
-				       (o->eo.unwind_stack_bytes ? 0 : AIPROF_COLLECT_FP_STACKS));
+			session__start(run->targets[i].session, lib_collectors(o));
 	if (run->ebpf)
 		ebpf__start(run->ebpf);
+	run->prof.late.on = run->ebpf && late_possible(o) &&
+			    (ebpf__collectors(run->ebpf) & EBPF_COLLECT_FOLLOW);
+	if (run->prof.late.on) {
+		r = late__new(attach_late, discard_late, run->o, &run->late);
+		if (r < 0) {
+			run->prof.late.on = false;
+			log_notice("the processes the targets start are followed by the eBPF "
+				   "collectors only: cannot start the thread that attaches them: %s",
+				   strerror(-r));
+		}
+	}
 	log_info("recording %zu process%s for %.3gs", run->nok, run->nok == 1 ? "" : "es",
 		 (double)o->duration / 1e9);
 	while (!stop_requested && now_monotonic_ns() - run->prof.start_ns < o->duration) {
@@ -772,7 +875,8 @@ static void record_window(struct run *run)
 				break;
 			}
 		}
-		for (size_t i = 0; i < o->tg.npids; i++) {
+		late_poll(run);
+		for (size_t i = 0; i < run->ntargets; i++) {
 			struct target *t = &run->targets[i];
 
 			if (t->uprobes)
@@ -794,11 +898,20 @@ static void stop_window(struct run *run)
 {
 	const struct profile_opts *o = run->o;
 
+	/* an attach in flight ends first, and what was attached is recorded to the end */
+	late__stop(run->late);
+	late_poll(run);
+	if (run->late) {
+		bool on = run->prof.late.on;
+
+		late__stats(run->late, &run->prof.late);
+		run->prof.late.on = on;
+	}
 	ebpf__stop(run->ebpf);
 	/* every thread's stacks as the window closes: stacks.json, what `aiprof merge` groups
 	 * the ranks by */
 	run->threads_dumped = run->ebpf && ebpf__threads(run->ebpf) >= 0;
-	for (size_t i = 0; i < o->tg.npids; i++) {
+	for (size_t i = 0; i < run->ntargets; i++) {
 		struct target *t = &run->targets[i];
 
 		if (t->uprobes) {
@@ -814,7 +927,7 @@ static void stop_window(struct run *run)
 		target_refresh_threads(t);
 		target_name_launches(t);
 	}
-	for (size_t i = 0; i < o->tg.npids; i++)
+	for (size_t i = 0; i < run->ntargets; i++)
 		event_store__demangle(&run->targets[i].store);
 	run->prof.end_ns = now_monotonic_ns();
 	if (stop_requested)
@@ -827,7 +940,7 @@ static void stop_window(struct run *run)
 	else
 		run->n_exited = count_exited(run->targets, o->tg.npids);
 	run->prof.targets = run->targets;
-	run->prof.ntargets = o->tg.npids;
+	run->prof.ntargets = run->ntargets;
 	run->prof.requested_ns = o->duration;
 	run->prof.outdir = o->outdir;
 	run->prof.ebpf = run->ebpf;
@@ -916,7 +1029,7 @@ static void report_results(struct run *run)
 			termlog_count(term, "findings_omitted", d->findings->n - TERM_MAX_FINDINGS);
 	}
 	log_notice("report: %s", run->report);
-	for (size_t i = 0; i < run->o->tg.npids; i++) {
+	for (size_t i = 0; i < run->ntargets; i++) {
 		const struct target *t = &run->targets[i];
 
 		if (t->error)
@@ -948,6 +1061,9 @@ static void report_results(struct run *run)
 			termlog_count(term, "processes_ebpf_method", by_uprobes);
 	}
 	termlog_count(term, "processes_failed", run->o->tg.npids - run->nok);
+	/* started by the targets, and attached during the window */
+	if (run->ntargets > run->o->tg.npids)
+		termlog_count(term, "processes_followed", run->ntargets - run->o->tg.npids);
 	termlog_count(term, "events", events);
 	termlog_count(term, "dropped", dropped);
 	termlog_count(term, "findings", d ? d->findings->n : 0);
@@ -1028,8 +1144,10 @@ static int profile_run(int argc, char **argv, struct cli_result *oc)
 	rc = run_window(&run);
 out:
 	diagnosis__free(run.prof.diag);
+	late__free(run.late);
 	ebpf__free(run.ebpf);
-	free_targets(run.targets, o->tg.npids);
+	free_targets_in(run.targets, run.ntargets);
+	free(run.targets);
 	free(o);
 	return rc;
 }

@@ -152,6 +152,7 @@ static int add_children(struct ebpf *e, size_t ngiven)
 					goto out;
 				e->nt++;
 				td->parent = parent;
+				ebpf_follow_note(e, (pid_t)pid, parent, now_monotonic_ns(), false);
 				break;
 			}
 	}
@@ -489,6 +490,17 @@ const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len)
 	return buf;
 }
 
+size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max)
+{
+	size_t n = 0;
+
+	while (e && n < max && e->news_read < e->nnews)
+		out[n++] = e->news[e->news_read++];
+	if (e && e->news_read == e->nnews)
+		e->news_read = e->nnews = 0;
+	return n;
+}
+
 void ebpf__free(struct ebpf *e)
 {
 	if (!e)
@@ -513,6 +525,7 @@ void ebpf__free(struct ebpf *e)
 		free(td->threads);
 	}
 	free(e->t);
+	free(e->news);
 	free(e->tstates);
 	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++)
 		if (e->shared_fd[i] >= 0)
@@ -542,5 +555,10 @@ void ebpf__poll(struct ebpf *e) { (void)e; }
 void ebpf__stop(struct ebpf *e) { (void)e; }
 void ebpf__free(struct ebpf *e) { (void)e; }
 int ebpf__threads(struct ebpf *e) { (void)e; return -ENOTSUP; }
+size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max)
+{
+	(void)e; (void)out; (void)max;
+	return 0;
+}
 
 #endif

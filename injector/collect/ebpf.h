@@ -91,5 +91,18 @@ const char *ebpf__scope(const struct ebpf *e, uint32_t collector);
 /* What runs, in words ("cpu at 99 Hz, offcpu from 1ms, python 3.11.2 in pid 42"). */
 const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len);
 
+/* A process the follower took in (a target's child: forked in the window, or already
+ * there when it began), or the exec of one. */
+struct ebpf_proc_note {
+	pid_t pid;
+	pid_t parent;                     /* the target that started it */
+	uint64_t ns;                      /* when (CLOCK_MONOTONIC) */
+	bool execd;                       /* it exec'd: a new program in that pid */
+};
+
+/* The notes since the last call, oldest first, up to max of them; the rest stay for the
+ * next call. */
+size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max);
+
 
 #endif

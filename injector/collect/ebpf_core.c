@@ -35,6 +35,18 @@ struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid)
 	return NULL;
 }
 
+void ebpf_follow_note(struct ebpf *e, pid_t pid, pid_t parent, uint64_t ns, bool execd)
+{
+	if (!e->news) {
+		e->news = calloc(EBPF_FOLLOW_NEWS_MAX, sizeof(*e->news));
+		if (!e->news)
+			return;
+	}
+	if (e->nnews < EBPF_FOLLOW_NEWS_MAX)
+		e->news[e->nnews++] = (struct ebpf_proc_note){ .pid = pid, .parent = parent,
+							       .ns = ns, .execd = execd };
+}
+
 void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
 {
 	for (size_t i = td->ntids; i-- > 0;)
@@ -639,6 +651,8 @@ void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
 	size_t n = 0, pos = 0;
 	uint64_t k, v;
 
+	if (!td->py)    /* no CPython (any more: it exec'd another program) */
+		return;
 	if (!e->tstates)
 		e->tstates = calloc(PY_THREADS_PER_TICK, sizeof(*e->tstates));
 	ts = e->tstates;

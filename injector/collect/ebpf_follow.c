@@ -94,6 +94,7 @@ static void followed(struct ebpf *e, const struct follow_event *f)
 	e->nt++;
 	td->parent = (pid_t)f->parent;
 	td->started_ns = f->hdr.ts;
+	ebpf_follow_note(e, td->pid, td->parent, f->hdr.ts, false);
 	if (!td->py && parent && parent->py)
 		snprintf(td->py_why, sizeof(td->py_why), "%s", "its CPython was not found after the fork");
 	if (td->py && pfd >= 0 &&
@@ -112,6 +113,8 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 	int id;
 
 	td->execd = true;
+	if (td->parent)
+		ebpf_follow_note(e, td->pid, td->parent, f->hdr.ts, true);
 	snprintf(td->comm, sizeof(td->comm), "%s", f->hdr.comm);
 	snprintf(root, sizeof(root), "%s-%d", td->comm, (int)td->pid);
 	id = stack_store__frame(&e->stacks, root);
@@ -121,6 +124,7 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 	u64map_clear(&td->pycache);
 	py_proc__free(td->py);
 	td->py = NULL;
+	td->py_soon_ns = 0;             /* the fork's interpreter is gone */
 	if (pfd >= 0)
 		bpf_map_delete_elem(pfd, &key);
 	/* the same view, its maps read anew: an exec loop does not pile up views */

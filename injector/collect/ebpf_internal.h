@@ -29,6 +29,7 @@ struct follow_bpf;
 enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC_FOLLOW, EC__N };
 
 #define EBPF_MAX_FOLLOWED 256     /* processes the targets start that one window follows */
+#define EBPF_FOLLOW_NEWS_MAX (2 * EBPF_MAX_FOLLOWED)
 /* a forked CPython gives its thread its new id in its after-fork handlers: look again soon */
 #define FOLLOW_PY_AGAIN_NS (15 * 1000 * 1000)
 
@@ -165,6 +166,8 @@ struct ebpf {
 	size_t nt, capt;                  /* capt: the given targets + EBPF_MAX_FOLLOWED */
 	struct follow_bpf *follow;
 	uint64_t follow_full;             /* children not followed: the limit was reached */
+	struct ebpf_proc_note *news;      /* follow notes not yet taken (ebpf__follow_news) */
+	size_t nnews, news_read;
 	struct py_tstate *tstates;        /* scratch for reading Python thread lists */
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
@@ -187,6 +190,9 @@ struct ebpf {
 
 /* ebpf_core.c */
 struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);
+/* Keeps a follow note for ebpf__follow_news(); past EBPF_FOLLOW_NEWS_MAX untaken notes
+ * new ones are dropped. */
+void ebpf_follow_note(struct ebpf *e, pid_t pid, pid_t parent, uint64_t ns, bool execd);
 void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 /*
  * Turns a kernel-side stacks block into a stack id of the store (frames root first:

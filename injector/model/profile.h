@@ -26,6 +26,9 @@ struct tid_name {
 
 struct target {
 	pid_t pid;                      /* host pid */
+	pid_t parent;                   /* started by this target during the window (the
+					 * follower's news), 0 for a process chosen */
+	uint64_t started_ns;            /* then: when the follower saw it (its fork) */
 	int pidfd;                      /* held from the moment it was chosen; -1 without pidfds */
 	unsigned long long start_ticks; /* its start time (/proc/PID/stat), with pidfd its identity */
 	char comm[16];
@@ -48,6 +51,18 @@ struct target {
 	char message[512];
 };
 
+/* The processes the targets started, attached during the window (cli/late.h). */
+struct late_stats {
+	bool on;                        /* attaching them was possible in this window */
+	unsigned offered;               /* processes named by the follower */
+	unsigned attached, failed;
+	unsigned gone;                  /* exited before they were attached */
+	unsigned over;                  /* not attached: LATE_MAX was reached */
+	unsigned execd_after;           /* exec'd after they were attached: what they ran
+					 * after the exec is the eBPF collectors' only */
+	char last_failure[640];         /* "pid N: why" of the last that failed */
+};
+
 struct profile {
 	struct target *targets;
 	size_t ntargets;
@@ -59,6 +74,7 @@ struct profile {
 	char ebpf_reason[256];          /* why not, when ebpf is NULL */
 	struct diagnosis *diag;         /* analysis + findings (diagnosis.h); NULL if not computed */
 	struct timeline_stats *timeline; /* when set, timeline_write() reports its size here */
+	struct late_stats late;
 };
 
 /* The host tid of a library tid (pid namespace); ns_tid itself when it is not known. */

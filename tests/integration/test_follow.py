@@ -13,17 +13,21 @@ the window is not recorded.
 import gzip
 import json
 import os
+import subprocess
 import textwrap
+import time
 
 import pytest
 
-from conftest import AIPROF, BUILD, ROOT, load_summary, require_root, run_aiprof
+from conftest import (AIPROF, BUILD, ROOT, TRAINER, checksum_of, events, load_summary,
+                      load_timeline, require_root, run_aiprof)
 from test_ebpf import folded
 
 PYTHON = "/usr/bin/python3"
 LOADER = os.path.join(ROOT, "tests", "workloads", "torch_loader.py")
 HOT = os.path.join(BUILD, "tests", "workloads", "hot_functions")
 BLOCKING = os.path.join(BUILD, "tests", "workloads", "blocking_io")
+PY_LAUNCH = os.path.join(ROOT, "tests", "workloads", "py_launch.py")
 
 
 def pid_of(line):
@@ -101,12 +105,19 @@ def test_fork_exec_followed_and_no_follow(procs, tmp_path):
         import os, subprocess, sys, time
         print("ready pid=%d" % os.getpid(), flush=True)
         while True:
+            for i in range(3):
+                k = os.fork()           # a forked interpreter, then another program
+                if k == 0:
+                    os.execv({HOT!r}, [{HOT!r}, "--seconds", "0.2"])
+                os.waitpid(k, 0)
             p = subprocess.Popen([{HOT!r}, "--seconds", "1"], stdout=subprocess.DEVNULL)
             p.wait()
     """))
     _, line = procs.start([PYTHON, "-u", str(script)], ready="ready")
     pid = pid_of(line)
-    s = profile(pid, tmp_path / "on", duration="2s", collectors="cpu")
+    # python too: os.fork()'s child is an interpreter until its exec, whose CPython is
+    # read again for a while (an exec of another program left that pending: a crash)
+    s = profile(pid, tmp_path / "on", duration="2s", collectors="cpu,python")
     eb = s["ebpf"]
     kids = [t for t in eb["targets"] if t.get("parent") == pid]
     assert kids and all(t["comm"] == "hot_functions" for t in kids), kids
@@ -156,8 +167,6 @@ def test_pid_of_an_exited_child_given_to_another_process(procs, tmp_path):
     filtered by pid) record none of it. (The CPU sampler could not: its events are the
     targets' own, inherited by their children only.)"""
     require_root()
-    import subprocess
-    import time
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent("""
         import os, sys, time
@@ -203,3 +212,138 @@ def test_pid_of_an_exited_child_given_to_another_process(procs, tmp_path):
     assert not [t for t in s["ebpf"]["targets"] if t["pid"] == child and t.get("comm") ==
                 "blocking_io"], s["ebpf"]["targets"]
 
+
+
+def launch_events(tl, pid, name):
+    return [e for e in events(tl, "cuda_api", name) if e["pid"] == pid]
+
+
+def start_in_window(procs, p, pid, out, duration, *extra):
+    """Profiles pid while it starts its processes: p waits for a line on its stdin, prints
+    "<word> PID..." of what it started, then "done" once they ended. Returns those pids."""
+    prof = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", duration,
+                             "-o", str(out), "-q"] + list(extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.procs.append(prof)
+    time.sleep(1.0)                     # attached, the window open
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    started = [int(x) for x in p.stdout.readline().split()[1:]]
+    assert p.stdout.readline().strip() == "done"
+    _, err = prof.communicate(timeout=120)
+    assert prof.returncode == 0, err
+    return started
+
+
+def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
+    """A launcher (as torchrun is) starts two trainer ranks, one process each, after the
+    window opened. Each rank is attached during the window: libaiprof.so loaded into it by
+    ptrace once its loader is done, its kernels and all-reduces recorded under its own pid
+    and track, linked to the launcher; the ranks' checksums are those of an unprofiled run.
+    --no-follow attaches nothing but the launcher."""
+    require_root()
+    rank_args = ["--world", "2", "--steps", "60", "--batch-bytes", "256K"]
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    refs = [subprocess.Popen([TRAINER, "--rank", str(r), "--nccl-id-file", str(ref / "id")]
+                             + rank_args, stdout=subprocess.PIPE, text=True) for r in range(2)]
+    want = {checksum_of(p.communicate(timeout=120)[0]) for p in refs}
+    assert len(want) == 1
+    script = tmp_path / "launcher.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        print("ready pid=%d" % os.getpid(), flush=True)
+        sys.stdin.readline()
+        run = sys.argv[1]
+        ps = [subprocess.Popen([{TRAINER!r}, "--rank", str(r), "--nccl-id-file",
+                                run + "/id"] + {rank_args!r},
+                               stdout=open(run + "/rank%d.out" % r, "w")) for r in range(2)]
+        print("ranks " + " ".join(str(p.pid) for p in ps), flush=True)
+        for p in ps:
+            p.wait()
+        print("done", flush=True)
+        time.sleep(120)
+    """))
+
+    for follow in (True, False):
+        run = tmp_path / ("run-follow" if follow else "run-nofollow")
+        run.mkdir()
+        p, line = procs.start([PYTHON, "-u", str(script), str(run)], ready="ready",
+                              stdin=subprocess.PIPE)
+        pid = pid_of(line)
+        out = tmp_path / ("on" if follow else "off")
+        ranks = start_in_window(procs, p, pid, out, "5s", *([] if follow else ["--no-follow"]))
+        for r in range(2):
+            assert checksum_of((run / ("rank%d.out" % r)).read_text()) in want
+        s = load_summary(str(out))
+        tl = load_timeline(str(out))
+        late = [t for t in s["targets"] if t.get("parent") == pid]
+        if not follow:
+            assert not late and not s["followed_attach"]["on"], s["followed_attach"]
+            assert not [e for e in events(tl) if e["pid"] in ranks]
+            continue
+        fa = s["followed_attach"]
+        assert fa["on"] and fa["attached"] == 2 and fa["failed"] == 0, fa
+        assert sorted(t["pid"] for t in late) == sorted(ranks), (late, ranks)
+        for t in late:
+            assert t["state"] == "profiled" and t["injection"] == "ptrace", t
+            assert t["comm"] == "trainer" and t["started_after_ms"] > 0, t
+        seen_ranks = set()
+        for rpid in ranks:
+            names = {e["args"]["kernel"] for e in launch_events(tl, rpid, "cudaLaunchKernel")}
+            assert {"sgemm_fwd_kernel", "adam_update_kernel"} <= names, (rpid, names)
+            coll = [e for e in events(tl, "nccl", "ncclAllReduce") if e["pid"] == rpid]
+            assert len(coll) >= 20, (rpid, len(coll))
+            assert len({e["args"]["rank"] for e in coll}) == 1, rpid
+            seen_ranks |= {e["args"]["rank"] for e in coll}
+            label = [e["args"]["name"] for e in tl["traceEvents"]
+                     if e.get("ph") == "M" and e.get("name") == "process_name"
+                     and e["pid"] == rpid]
+            assert label and all(f"started by {pid}" in x for x in label), label
+        assert seen_ranks == {0, 1}
+        # nothing of the ranks is under the launcher
+        assert not launch_events(tl, pid, "cudaLaunchKernel")
+
+
+def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
+    """A target with the library loaded forks workers that launch kernels: a forked child's
+    inherited copy is dormant (the ring is its parent's), so the child gets a fresh copy,
+    which takes the GOT slots over; its launches are recorded under its own pid."""
+    require_root()
+    script = tmp_path / "forker.py"
+    script.write_text(textwrap.dedent(f"""
+        import ctypes, os, sys, time
+        sys.path.insert(0, {os.path.dirname(PY_LAUNCH)!r})
+        import py_launch
+        lib = ctypes.CDLL(py_launch.LIB)
+        assert lib.pl_init(0) == 0
+        print("ready pid=%d" % os.getpid(), flush=True)
+        sys.stdin.readline()
+        kids = []
+        for i in range(2):
+            k = os.fork()
+            if k == 0:
+                py_launch.train(lib, 2.0)
+                os._exit(0)
+            kids.append(k)
+        print("kids " + " ".join(map(str, kids)), flush=True)
+        for k in kids:
+            os.waitpid(k, 0)
+        print("done", flush=True)
+        time.sleep(120)
+    """))
+    p, line = procs.start([PYTHON, "-u", str(script)], ready="ready", stdin=subprocess.PIPE)
+    pid = pid_of(line)
+    out = tmp_path / "prof"
+    kids = start_in_window(procs, p, pid, out, "4s")
+    assert p.poll() is None
+    s = load_summary(str(out))
+    tl = load_timeline(str(out))
+    late = {t["pid"]: t for t in s["targets"] if t.get("parent") == pid}
+    assert sorted(late) == sorted(kids), (late, kids, s["followed_attach"])
+    for k in kids:
+        # a new copy, not the parent's dormant one
+        assert late[k]["injection"] == "ptrace" and late[k]["hooks_patched"] > 0, late[k]
+        names = {e["args"]["kernel"] for e in launch_events(tl, k, "cudaLaunchKernel")}
+        assert "py_matmul_kernel" in names, (k, names)
+    assert not launch_events(tl, pid, "cudaLaunchKernel")

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "timeutil.h"
+#include "late.h"
+
+enum late_state { LATE_QUEUED, LATE_BUSY, LATE_DONE, LATE_TAKEN, LATE_FAILED };
+
+struct late_item {
+	enum late_state state;
+	uint64_t ready_ns;              /* attached from then on */
+	uint64_t attach_ns;             /* when its attach began */
+	struct target t;
+};
+
+struct late {
+	late_attach_fn attach;
+	late_discard_fn discard;
+	void *ctx;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t thread;
+	bool started, stopping;
+	struct late_item items[LATE_MAX];
+	size_t n;
+	struct late_stats stats;
+};
+
+static struct late_item *item_of(struct late *l, pid_t pid)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->items[i].t.pid == pid)
+			return &l->items[i];
+	return NULL;
+}
+
+/* The queued item due first, or NULL. */
+static struct late_item *next_due(struct late *l)
+{
+	struct late_item *best = NULL;
+
+	for (size_t i = 0; i < l->n; i++)
+		if (l->items[i].state == LATE_QUEUED &&
+		    (!best || l->items[i].ready_ns < best->ready_ns))
+			best = &l->items[i];
+	return best;
+}
+
+static void wait_until(struct late *l, uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / NSEC_PER_SEC),
+			       .tv_nsec = (long)(ns % NSEC_PER_SEC) };
+
+	(void)pthread_cond_timedwait(&l->wake, &l->lock, &ts);
+}
+
+static void *late_main(void *arg)
+{
+	struct late *l = arg;
+
+	pthread_mutex_lock(&l->lock);
+	while (!l->stopping) {
+		struct late_item *it = next_due(l);
+		uint64_t now = now_monotonic_ns();
+		int r;
+
+		if (!it || it->ready_ns > now) {
+			wait_until(l, it ? it->ready_ns : now + 100 * NSEC_PER_MSEC);
+			continue;
+		}
+		it->state = LATE_BUSY;
+		it->attach_ns = now;
+		pthread_mutex_unlock(&l->lock);
+		r = l->attach(&it->t, l->ctx);
+		pthread_mutex_lock(&l->lock);
+		if (r == -ESRCH) {
+			it->state = LATE_FAILED;
+			l->stats.gone++;        /* exited first: nothing failed */
+		} else if (r < 0) {
+			it->state = LATE_FAILED;
+			l->stats.failed++;
+			snprintf(l->stats.last_failure, sizeof(l->stats.last_failure), "pid %d: %s",
+				 it->t.pid, it->t.message);
+		} else {
+			it->state = LATE_DONE;
+			l->stats.attached++;
+		}
+	}
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+int late__new(late_attach_fn attach, late_discard_fn discard, void *ctx, struct late **ret)
+{
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	struct late *l;
+	int r;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->attach = attach;
+	l->discard = discard;
+	l->ctx = ctx;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);    /* now_monotonic_ns()'s clock */
+	pthread_cond_init(&l->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	/* signals (^C, the tracees' SIGCHLD) stay the main thread's: the late thread polls */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&l->thread, NULL, late_main, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		late__free(l);
+		return r;
+	}
+	l->started = true;
+	*ret = l;
+	return 0;
+}
+
+void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool execd)
+{
+	struct late_item *it;
+
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	it = item_of(l, pid);
+	if (!it && !l->stopping) {
+		if (!execd)
+			l->stats.offered++;
+		if (l->n == LATE_MAX) {
+			l->stats.over += !execd;
+		} else {
+			it = &l->items[l->n++];
+			memset(it, 0, sizeof(*it));
+			it->state = LATE_QUEUED;
+			it->ready_ns = ns + LATE_SETTLE_NS;
+			it->t.pid = pid;
+			it->t.parent = parent;
+			it->t.started_ns = ns;
+			it->t.pidfd = -1;
+			pthread_cond_signal(&l->wake);
+		}
+	} else if (it && execd) {
+		if (it->state == LATE_QUEUED)
+			it->ready_ns = ns + LATE_SETTLE_NS;   /* the new program, once loaded */
+		else if (it->state != LATE_FAILED && ns > it->attach_ns)
+			l->stats.execd_after++;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+bool late__take(struct late *l, struct target *t)
+{
+	bool found = false;
+
+	if (!l)
+		return false;
+	pthread_mutex_lock(&l->lock);
+	for (size_t i = 0; i < l->n && !found; i++)
+		if (l->items[i].state == LATE_DONE) {
+			*t = l->items[i].t;
+			l->items[i].state = LATE_TAKEN;
+			found = true;
+		}
+	pthread_mutex_unlock(&l->lock);
+	return found;
+}
+
+void late__stop(struct late *l)
+{
+	if (!l || !l->started)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->stopping = true;
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->thread, NULL);
+	l->started = false;
+}
+
+void late__stats(const struct late *l, struct late_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (l)
+		*ret = l->stats;   /* after late__stop(): nothing writes them any more */
+}
+
+void late__free(struct late *l)
+{
+	if (!l)
+		return;
+	late__stop(l);
+	for (size_t i = 0; i < l->n; i++)
+		if (l->items[i].state == LATE_DONE || l->items[i].state == LATE_FAILED)
+			l->discard(&l->items[i].t);
+	pthread_cond_destroy(&l->wake);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The processes the targets start during the window, attached the way the targets were
+ * (libaiprof.so by ptrace injection, or uprobes): torchrun's ranks, a job's helpers. The
+ * eBPF follower names them (ebpf__follow_news()); each is attached on a thread of its
+ * own, so that the window goes on draining the rings while an injection waits for a safe
+ * point. A child is attached LATE_SETTLE_NS after its fork or its exec, whichever came
+ * last: a fork followed at once by an exec is attached once, in the new program, with its
+ * loader done.
+ */
+#ifndef AIPROF_LATE_H
+#define AIPROF_LATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "model/profile.h"
+
+#define LATE_MAX 16                              /* processes attached in one window */
+#define LATE_SETTLE_NS (50ull * 1000 * 1000)
+
+/* Attaches t (pid, parent, started_ns set): 0, or a negative errno with t->message set;
+ * called on the late thread. */
+typedef int (*late_attach_fn)(struct target *t, void *ctx);
+/* (struct late_stats: model/profile.h, for the summary) */
+
+/* Lets go of what an attach that was never taken holds. */
+typedef void (*late_discard_fn)(struct target *t);
+
+struct late;
+
+int late__new(late_attach_fn attach, late_discard_fn discard, void *ctx, struct late **ret);
+/* A note of the follower: a new child (execd false) or the exec of one. */
+void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool execd);
+/* Moves a process attached since the last call into *t (recording not yet started). */
+bool late__take(struct late *l, struct target *t);
+/* No more attaches: waits for the one in flight (it can still be taken). */
+void late__stop(struct late *l);
+/* Discards what was not taken; NULL-safe. */
+void late__free(struct late *l);
+void late__stats(const struct late *l, struct late_stats *ret);
+
+#endif

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * injector/cli/late.c: the processes the targets start, attached on a thread of their own.
+ * The attach function here records what it was given and when; what the window does with
+ * an attached process is the integration tests' (tests/integration/test_follow.py).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "timeutil.h"
+#include "cli/late.h"
+
+struct seen {
+	pid_t pid[64], parent[64];
+	uint64_t at[64];
+	int n;
+	int result;                     /* what attach returns */
+	int discarded;
+};
+
+static int fake_attach(struct target *t, void *ctx)
+{
+	struct seen *s = ctx;
+	int r = __atomic_load_n(&s->result, __ATOMIC_ACQUIRE);
+
+	if (s->n < 64) {
+		s->pid[s->n] = t->pid;
+		s->parent[s->n] = t->parent;
+		s->at[s->n] = now_monotonic_ns();
+	}
+	__atomic_add_fetch(&s->n, 1, __ATOMIC_RELEASE);
+	if (r < 0)
+		snprintf(t->message, sizeof(t->message), "refused by the test");
+	return r;
+}
+
+static struct seen *g_seen;
+
+static void fake_discard(struct target *t)
+{
+	(void)t;
+	g_seen->discarded++;
+}
+
+/* Takes what is attached until want were, or 2 s passed. */
+static int take_all(struct late *l, struct target *got, int want)
+{
+	uint64_t end = now_monotonic_ns() + 2 * NSEC_PER_SEC;
+	int n = 0;
+
+	while (n < want && now_monotonic_ns() < end) {
+		if (late__take(l, &got[n]))
+			n++;
+		else
+			sleep_ns(1 * NSEC_PER_MSEC);
+	}
+	return n;
+}
+
+static void test_fork_then_exec_is_attached_once_after_the_exec(void **state)
+{
+	struct seen s = { 0 };
+	struct late_stats st;
+	struct target got[2];
+	struct late *l;
+	uint64_t t0 = now_monotonic_ns();
+
+	(void)state;
+	g_seen = &s;
+	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
+	late__offer(l, 100, 7, t0, false);
+	sleep_ns(20 * NSEC_PER_MSEC);
+	late__offer(l, 100, 7, t0 + 20 * NSEC_PER_MSEC, true);   /* the exec, before it is due */
+	assert_int_equal(take_all(l, got, 1), 1);
+	assert_int_equal(got[0].pid, 100);
+	assert_int_equal(got[0].parent, 7);
+	assert_int_equal(got[0].started_ns, t0);
+	assert_int_equal(s.n, 1);
+	/* not before the exec's settle time */
+	assert_true(s.at[0] >= t0 + 20 * NSEC_PER_MSEC + LATE_SETTLE_NS);
+	/* an exec after the attach is counted: the new program has no library */
+	late__offer(l, 100, 7, now_monotonic_ns(), true);
+	late__stop(l);
+	late__stats(l, &st);
+	assert_int_equal(st.offered, 1);
+	assert_int_equal(st.attached, 1);
+	assert_int_equal(st.execd_after, 1);
+	assert_int_equal(take_all(l, got, 1), 0);
+	late__free(l);
+	assert_int_equal(s.discarded, 0);
+}
+
+static void test_bounded_and_failures_counted(void **state)
+{
+	struct seen s = { .result = -EIO };
+	struct late_stats st;
+	struct target got[LATE_MAX];
+	struct late *l;
+	uint64_t now = now_monotonic_ns() - LATE_SETTLE_NS;
+
+	(void)state;
+	g_seen = &s;
+	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
+	for (int i = 0; i < LATE_MAX + 3; i++)
+		late__offer(l, 200 + i, 7, now, false);
+	late__offer(l, 200, 7, now, false);             /* named twice: once */
+	for (uint64_t end = now_monotonic_ns() + 2 * NSEC_PER_SEC;
+	     __atomic_load_n(&s.n, __ATOMIC_ACQUIRE) < LATE_MAX && now_monotonic_ns() < end;)
+		sleep_ns(1 * NSEC_PER_MSEC);
+	late__stop(l);
+	late__stats(l, &st);
+	assert_int_equal(s.n, LATE_MAX);
+	assert_int_equal(st.offered, LATE_MAX + 3);
+	assert_int_equal(st.over, 3);
+	assert_int_equal(st.failed, LATE_MAX);
+	assert_int_equal(st.attached, 0);
+	assert_non_null(strstr(st.last_failure, "refused by the test"));
+	assert_int_equal(take_all(l, got, 1), 0);      /* a failure is never handed out */
+	late__offer(l, 999, 7, now, false);            /* after the stop: nothing */
+	late__stats(l, &st);
+	assert_int_equal(st.offered, LATE_MAX + 3);
+	late__free(l);
+	assert_int_equal(s.discarded, LATE_MAX);       /* each failure's hold let go */
+}
+
+static void test_gone_and_untaken(void **state)
+{
+	struct seen s = { .result = -ESRCH };
+	struct late_stats st;
+	struct late *l;
+	uint64_t now = now_monotonic_ns() - LATE_SETTLE_NS;
+
+	(void)state;
+	g_seen = &s;
+	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
+	late__offer(l, 300, 7, now, false);
+	while (__atomic_load_n(&s.n, __ATOMIC_ACQUIRE) < 1)
+		sleep_ns(1 * NSEC_PER_MSEC);
+	__atomic_store_n(&s.result, 0, __ATOMIC_RELEASE);
+	late__offer(l, 301, 7, now, false);
+	late__offer(l, 302, 7, now, false);
+	late__stop(l);          /* waits for an attach in flight, starts no other */
+	late__stats(l, &st);
+	assert_int_equal(st.gone, 1);
+	assert_int_equal(st.failed, 0);
+	assert_true(st.attached <= 2);
+	late__free(l);          /* the attached, never taken, are let go */
+	assert_int_equal(s.discarded, 1 + (int)st.attached);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fork_then_exec_is_attached_once_after_the_exec),
+		cmocka_unit_test(test_bounded_and_failures_counted),
+		cmocka_unit_test(test_gone_and_untaken),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
