@@ -238,7 +238,8 @@ def start_in_window(procs, p, pid, out, duration, *extra):
 def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
     """A launcher (as torchrun is) starts two trainer ranks, one process each, after the
     window opened. Each rank is attached during the window: libaiprof.so loaded into it by
-    ptrace once its loader is done, its kernels and all-reduces recorded under its own pid
+    ptrace once its loader is done (uprobes with --method ebpf), its kernels and all-reduces
+    recorded under its own pid
     and track, linked to the launcher; the ranks' checksums are those of an unprofiled run.
     --no-follow attaches nothing but the launcher."""
     require_root()
@@ -265,14 +266,17 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
         time.sleep(120)
     """))
 
-    for follow in (True, False):
-        run = tmp_path / ("run-follow" if follow else "run-nofollow")
+    for mode in ("ptrace", "ebpf", "no-follow"):
+        follow = mode != "no-follow"
+        run = tmp_path / ("run-" + mode)
         run.mkdir()
         p, line = procs.start([PYTHON, "-u", str(script), str(run)], ready="ready",
                               stdin=subprocess.PIPE)
         pid = pid_of(line)
-        out = tmp_path / ("on" if follow else "off")
-        ranks = start_in_window(procs, p, pid, out, "5s", *([] if follow else ["--no-follow"]))
+        out = tmp_path / mode
+        ranks = start_in_window(procs, p, pid, out, "5s",
+                                *{"ptrace": [], "ebpf": ["--method", "ebpf"],
+                                  "no-follow": ["--no-follow"]}[mode])
         for r in range(2):
             assert checksum_of((run / ("rank%d.out" % r)).read_text()) in want
         s = load_summary(str(out))
@@ -286,7 +290,8 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
         assert fa["on"] and fa["attached"] == 2 and fa["failed"] == 0, fa
         assert sorted(t["pid"] for t in late) == sorted(ranks), (late, ranks)
         for t in late:
-            assert t["state"] == "profiled" and t["injection"] == "ptrace", t
+            assert t["state"] == "profiled" and t["method"] == mode, t
+            assert t["injection"] == ("ptrace" if mode == "ptrace" else "none"), t
             assert t["comm"] == "trainer" and t["started_after_ms"] > 0, t
         seen_ranks = set()
         for rpid in ranks:
@@ -300,7 +305,8 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
                      if e.get("ph") == "M" and e.get("name") == "process_name"
                      and e["pid"] == rpid]
             assert label and all(f"started by {pid}" in x for x in label), label
-        assert seen_ranks == {0, 1}
+        if mode == "ptrace":    # uprobes see the calls, not the communicator's rank
+            assert seen_ranks == {0, 1}
         # nothing of the ranks is under the launcher
         assert not launch_events(tl, pid, "cudaLaunchKernel")
 
