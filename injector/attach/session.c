@@ -25,6 +25,7 @@ struct session {
 	uint32_t nslots;        /* the ring's geometry, checked once when it was mapped */
 	uint64_t tail;          /* the consumer's position: ours, not the header's */
 	bool recording;
+	bool orphan;            /* the process exec'd: no library answers any more */
 };
 
 /* ---- finding and mapping the ring --------------------------------------------------- */
@@ -181,6 +182,11 @@ int session__open(pid_t pid, uint64_t wait_ns, struct session **ret)
 	}
 }
 
+void session__orphan(struct session *s)
+{
+	s->orphan = true;
+}
+
 bool session__live(pid_t pid)
 {
 	struct session *s = NULL;
@@ -288,8 +294,10 @@ void session__stop(struct session *s, struct event_store *store)
 	 * (CUPTI); a producer that saw enabled=1 just before may still be writing its slot.
 	 */
 	deadline = now_monotonic_ns() + 1000 * NSEC_PER_MSEC;
-	/* an exited process never answers: what it left in the ring is drained below */
-	while (atomic_load_explicit(&s->hdr->lib_state, memory_order_acquire) != AIPROF_LIB_IDLE &&
+	/* an exited process never answers, nor one that exec'd: what it left in the ring is
+	 * drained below */
+	while (!s->orphan &&
+	       atomic_load_explicit(&s->hdr->lib_state, memory_order_acquire) != AIPROF_LIB_IDLE &&
 	       now_monotonic_ns() < deadline && !target_exited(s->pid)) {
 		if (store)
 			session__drain(s, store);

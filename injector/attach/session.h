@@ -34,6 +34,9 @@ int session__start(struct session *s, uint32_t collectors);
 void session__heartbeat(struct session *s);
 /* Moves committed events into the store; returns how many. */
 size_t session__drain(struct session *s, struct event_store *store);
+/* The process exec'd: the library behind the ring went with the old program, so
+ * session__stop() does not wait for its answer. */
+void session__orphan(struct session *s);
 /* Turns recording off and drains what producers were still writing. */
 void session__stop(struct session *s, struct event_store *store);
 

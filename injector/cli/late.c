@@ -32,12 +32,32 @@ struct late {
 	struct late_stats stats;
 };
 
+/* The newest item of pid (an exec after an attach gives the pid a second one), or NULL. */
 static struct late_item *item_of(struct late *l, pid_t pid)
 {
-	for (size_t i = 0; i < l->n; i++)
+	for (size_t i = l->n; i-- > 0;)
 		if (l->items[i].t.pid == pid)
 			return &l->items[i];
 	return NULL;
+}
+
+static struct late_item *queue(struct late *l, pid_t pid, pid_t parent, uint64_t ns,
+			       uint64_t started_ns)
+{
+	struct late_item *it;
+
+	if (l->n == LATE_MAX)
+		return NULL;
+	it = &l->items[l->n++];
+	memset(it, 0, sizeof(*it));
+	it->state = LATE_QUEUED;
+	it->ready_ns = ns + LATE_SETTLE_NS;
+	it->t.pid = pid;
+	it->t.parent = parent;
+	it->t.started_ns = started_ns;
+	it->t.pidfd = -1;
+	pthread_cond_signal(&l->wake);
+	return it;
 }
 
 /* The queued item due first, or NULL. */
@@ -136,27 +156,21 @@ void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool exec
 		return;
 	pthread_mutex_lock(&l->lock);
 	it = item_of(l, pid);
-	if (!it && !l->stopping) {
+	if (l->stopping) {
+		;
+	} else if (!it) {
 		if (!execd)
 			l->stats.offered++;
-		if (l->n == LATE_MAX) {
+		if (!queue(l, pid, parent, ns, ns))
 			l->stats.over += !execd;
-		} else {
-			it = &l->items[l->n++];
-			memset(it, 0, sizeof(*it));
-			it->state = LATE_QUEUED;
-			it->ready_ns = ns + LATE_SETTLE_NS;
-			it->t.pid = pid;
-			it->t.parent = parent;
-			it->t.started_ns = ns;
-			it->t.pidfd = -1;
-			pthread_cond_signal(&l->wake);
-		}
-	} else if (it && execd) {
-		if (it->state == LATE_QUEUED)
-			it->ready_ns = ns + LATE_SETTLE_NS;   /* the new program, once loaded */
-		else if (it->state != LATE_FAILED && ns > it->attach_ns)
-			l->stats.execd_after++;
+	} else if (execd && it->state == LATE_QUEUED) {
+		it->ready_ns = ns + LATE_SETTLE_NS;     /* the new program, once loaded */
+	} else if (execd && ns > it->attach_ns) {
+		/* it exec'd since its attach began: what was loaded is gone with the old
+		 * program, so the new one is attached anew */
+		l->stats.execd_after++;
+		if (!queue(l, pid, parent, ns, it->t.started_ns))
+			l->stats.over++;
 	}
 	pthread_mutex_unlock(&l->lock);
 }

@@ -6,7 +6,8 @@
  * own, so that the window goes on draining the rings while an injection waits for a safe
  * point. A child is attached LATE_SETTLE_NS after its fork or its exec, whichever came
  * last: a fork followed at once by an exec is attached once, in the new program, with its
- * loader done.
+ * loader done. One that execs after its attach began is attached again (the library went
+ * with the old program): the same pid then has two entries, the newer one last.
  */
 #ifndef AIPROF_LATE_H
 #define AIPROF_LATE_H

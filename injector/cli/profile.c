@@ -827,8 +827,17 @@ static void late_poll(struct run *run)
 				    notes[i].execd);
 	/* at most LATE_MAX come: the array has room for them */
 	while (late__take(run->late, &t)) {
-		struct target *nt = &run->targets[run->ntargets++];
+		struct target *nt = &run->targets[run->ntargets];
 
+		/* the pid's earlier entry recorded the program it exec'd away from: its ring has
+		 * no library any more, and its launches are not named after the new program */
+		for (size_t i = run->o->tg.npids; i < run->ntargets; i++)
+			if (run->targets[i].pid == t.pid && !run->targets[i].execd_after_attach) {
+				run->targets[i].execd_after_attach = true;
+				if (run->targets[i].session)
+					session__orphan(run->targets[i].session);
+			}
+		run->ntargets++;
 		*nt = t;
 		nt->store.max_events = run->late_max_events;
 		if (nt->session)
@@ -885,7 +894,7 @@ static void record_window(struct run *run)
 				session__drain(t->session, &t->store);
 				session__heartbeat(t->session);
 			}
-			if (t->uprobes || t->session)
+			if ((t->uprobes || t->session) && !t->execd_after_attach)
 				target_name_launches(t);
 		}
 		ebpf__poll(run->ebpf);
@@ -924,6 +933,8 @@ static void stop_window(struct run *run)
 				target_refresh_threads(t);
 			continue;
 		}
+		if (t->execd_after_attach)
+			continue;       /* its threads and maps are the new program's now */
 		target_refresh_threads(t);
 		target_name_launches(t);
 	}

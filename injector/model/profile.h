@@ -29,6 +29,8 @@ struct target {
 	pid_t parent;                   /* started by this target during the window (the
 					 * follower's news), 0 for a process chosen */
 	uint64_t started_ns;            /* then: when the follower saw it (its fork) */
+	bool execd_after_attach;        /* then: it exec'd, and a later entry of the same pid
+					 * records the new program */
 	int pidfd;                      /* held from the moment it was chosen; -1 without pidfds */
 	unsigned long long start_ticks; /* its start time (/proc/PID/stat), with pidfd its identity */
 	char comm[16];
@@ -58,8 +60,7 @@ struct late_stats {
 	unsigned attached, failed;
 	unsigned gone;                  /* exited before they were attached */
 	unsigned over;                  /* not attached: LATE_MAX was reached */
-	unsigned execd_after;           /* exec'd after they were attached: what they ran
-					 * after the exec is the eBPF collectors' only */
+	unsigned execd_after;           /* exec'd after they were attached: attached again */
 	char last_failure[640];         /* "pid N: why" of the last that failed */
 };
 

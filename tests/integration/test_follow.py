@@ -314,7 +314,9 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
 def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
     """A target with the library loaded forks workers that launch kernels: a forked child's
     inherited copy is dormant (the ring is its parent's), so the child gets a fresh copy,
-    which takes the GOT slots over; its launches are recorded under its own pid."""
+    which takes the GOT slots over; its launches are recorded under its own pid. The second
+    worker then execs a trainer: the library went with the old program, so the new one is
+    attached again (a second entry of the same pid) and its kernels are recorded too."""
     require_root()
     script = tmp_path / "forker.py"
     script.write_text(textwrap.dedent(f"""
@@ -329,7 +331,10 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
         for i in range(2):
             k = os.fork()
             if k == 0:
-                py_launch.train(lib, 2.0)
+                py_launch.train(lib, 1.5)
+                if i == 1:
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+                    os.execv({TRAINER!r}, [{TRAINER!r}, "--ranks", "1", "--steps", "40"])
                 os._exit(0)
             kids.append(k)
         print("kids " + " ".join(map(str, kids)), flush=True)
@@ -341,15 +346,22 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
     p, line = procs.start([PYTHON, "-u", str(script)], ready="ready", stdin=subprocess.PIPE)
     pid = pid_of(line)
     out = tmp_path / "prof"
-    kids = start_in_window(procs, p, pid, out, "4s")
+    kids = start_in_window(procs, p, pid, out, "6s")
     assert p.poll() is None
     s = load_summary(str(out))
     tl = load_timeline(str(out))
-    late = {t["pid"]: t for t in s["targets"] if t.get("parent") == pid}
-    assert sorted(late) == sorted(kids), (late, kids, s["followed_attach"])
-    for k in kids:
+    late = [t for t in s["targets"] if t.get("parent") == pid]
+    assert sorted(t["pid"] for t in late) == sorted(kids + kids[1:]), (late, kids)
+    for t in late:
         # a new copy, not the parent's dormant one
-        assert late[k]["injection"] == "ptrace" and late[k]["hooks_patched"] > 0, late[k]
+        assert t["injection"] == "ptrace" and t["hooks_patched"] > 0, t
+    for k in kids:
         names = {e["args"]["kernel"] for e in launch_events(tl, k, "cudaLaunchKernel")}
         assert "py_matmul_kernel" in names, (k, names)
+    before, after = [t for t in late if t["pid"] == kids[1]]
+    assert before.get("execd_after_attach") and before["comm"] == "python3", before
+    assert not after.get("execd_after_attach") and after["comm"] == "trainer", after
+    assert s["followed_attach"]["execd_after_attach"] == 1, s["followed_attach"]
+    names = {e["args"]["kernel"] for e in launch_events(tl, kids[1], "cudaLaunchKernel")}
+    assert {"sgemm_fwd_kernel", "adam_update_kernel"} <= names, names
     assert not launch_events(tl, pid, "cudaLaunchKernel")
