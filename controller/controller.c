@@ -533,8 +533,8 @@ static void scan_pod(void *ctx, void *obj)
 		return;
 	if (kpod__session_uid(p)[0]) {
 		/* the session's own (in its namespace or the injector namespace): a look-alike
-		 * is not stopped */
-		if (reconcile__pod_of(sc->inj, sc->s, p)) {
+		 * is not stopped, nor one that took the name of a pod the status recorded */
+		if (reconcile__pod_of(sc->inj, sc->s, p) && !reconcile__pod_replaced(sc->s, p)) {
 			struct gather *g = sc->g;
 
 			if (g->n_all_inj == g->cap_all_inj) {
@@ -1016,11 +1016,23 @@ static int do_add_ephemeral(struct controller *c, struct kube_client *kc,
 	return r;
 }
 
-static int do_delete(struct kube_client *kc, const char *path, struct kube_status *st)
+/* DELETE path; with uid, only the object that has it (a precondition: an object made under
+ * the name since is not deleted, and that counts as done). */
+static int do_delete(struct kube_client *kc, const char *path, const char *uid,
+		     struct kube_status *st)
 {
-	int r = kube_client__request(kc, "DELETE", path, NULL, NULL, 0, NULL, NULL, st);
+	char body[200];
+	int r;
 
-	return r == -ENOENT ? 0 : r;
+	if (uid && uid[0]) {
+		snprintf(body, sizeof(body), "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\","
+			 "\"preconditions\":{\"uid\":\"%.64s\"}}", uid);
+		r = kube_client__request(kc, "DELETE", path, "application/json", body,
+					 strlen(body), NULL, NULL, st);
+	} else {
+		r = kube_client__request(kc, "DELETE", path, NULL, NULL, 0, NULL, NULL, st);
+	}
+	return r == -ENOENT || (uid && uid[0] && st->code == 409) ? 0 : r;
 }
 
 /* Adds or removes SESSION_FINALIZER; a conflict re-reads the session. Returns 1 after an
@@ -1192,17 +1204,21 @@ static int do_action(struct controller *c, struct kube_client *kc, struct sessio
 	case ACT_DELETE_POD:
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
 			 own_pod_ns(c, *s, ps, a->name), a->name);
-		r = do_delete(kc, path, &st);
+		r = do_delete(kc, path, a->uid, &st);
 		if (r < 0) {
 			ctl_log(c, 1, "session %s: cannot delete injector pod %s: %s", (*s)->key,
 				a->name, st.message);
 			return r;
 		}
-		ctl_log(c, 3, "session %s: deleted injector pod %s", (*s)->key, a->name);
+		if (st.code == 409)
+			ctl_log(c, 2, "session %s: pod %s is not the one planned for deletion any "
+				"more (another UID): left alone", (*s)->key, a->name);
+		else
+			ctl_log(c, 3, "session %s: deleted injector pod %s", (*s)->key, a->name);
 		return 0;
 	case ACT_DELETE_SESSION:
 		session_path(*s, path, sizeof(path), NULL);
-		r = do_delete(kc, path, &st);
+		r = do_delete(kc, path, (*s)->uid, &st);
 		if (r < 0)
 			return r;
 		ctl_log(c, 3, "session %s: deleted %lds after it finished "
@@ -1337,7 +1353,7 @@ static int delete_orphans(struct controller *c, struct kube_client *kc, const ch
 	store__foreach(informer__store(pod_informer(c, ns)), scan_orphan, &o);
 	for (size_t i = 0; i < o.n && r == 0; i++) {
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, o.names[i]);
-		r = do_delete(kc, path, &st);
+		r = do_delete(kc, path, NULL, &st);
 		if (r < 0)
 			ctl_log(c, 1, "session %s is gone: cannot delete its pod %s/%s: %s", key, ns,
 				o.names[i], st.message);

@@ -80,6 +80,17 @@ static int add_action(struct reconcile_plan *p, enum action_kind kind, size_t ta
 	return 0;
 }
 
+/* Deletes pod (in the plan's input), with its UID as the delete's precondition. */
+static int add_delete(struct reconcile_plan *p, size_t target, const struct kpod *pod)
+{
+	int r = add_action(p, ACT_DELETE_POD, target, kpod__name(pod), NULL);
+
+	if (r == 0)
+		snprintf(p->actions[p->n_actions - 1].uid, sizeof(p->actions[0].uid), "%s",
+			 kpod__uid(pod));
+	return r;
+}
+
 __attribute__((format(printf, 4, 5)))
 static void add_event(struct reconcile_plan *p, bool warning, const char *reason,
 		      const char *fmt, ...)
@@ -688,7 +699,7 @@ static int stop_running(const struct reconcile_input *in, struct reconcile_plan 
 				   strcmp(p->actions[a].name, kpod__name(inj)) == 0;
 		if (planned || injector_done(inj) || (except && !strcmp(kpod__name(inj), except)))
 			continue;
-		if (add_action(p, ACT_DELETE_POD, 0, kpod__name(inj), NULL))
+		if (add_delete(p, 0, inj))
 			return -ENOMEM;
 	}
 	return 0;
@@ -706,7 +717,7 @@ static int plan_terminal(const struct reconcile_input *in, struct reconcile_plan
 
 		if (injector_done(inj))
 			continue;
-		r = add_action(p, ACT_DELETE_POD, 0, kpod__name(inj), NULL);
+		r = add_delete(p, 0, inj);
 		if (r < 0)
 			return r;
 	}
@@ -825,7 +836,7 @@ static int eval_merge(const struct reconcile_input *in, const struct tres *res, 
 	if (in->now_ns >= limit) {
 		tset(m, PHASE_FAILED, "MergeDeadlineExceeded", "no merge result within %ds of the "
 		     "deadline", MERGE_DEADLINE_S);
-		return add_action(p, ACT_DELETE_POD, 0, m->injector, NULL);
+		return add_delete(p, 0, mp);
 	}
 	tset(m, PHASE_UPLOADING, "Merging", "merging %zu ranks in pod %s", n_ok, m->injector);
 	requeue_at(p, limit);
@@ -840,7 +851,7 @@ static int plan_deletion(const struct reconcile_input *in, struct reconcile_plan
 	for (size_t i = 0; i < in->n_injectors; i++) {
 		if (in->injectors[i]->deleting)
 			continue;
-		if (add_action(p, ACT_DELETE_POD, 0, kpod__name(in->injectors[i]), NULL) < 0)
+		if (add_delete(p, 0, in->injectors[i]) < 0)
 			return -ENOMEM;
 	}
 	if (in->s->has_finalizer)
@@ -874,6 +885,24 @@ bool reconcile__pod_of(const struct injector_config *cfg, const struct session *
 	/* no ownerReference crosses namespaces: there, only the controller (and the cluster's
 	 * admin) makes pods, and the label names the session's namespace */
 	return cfg->ns && strcmp(ns, cfg->ns) == 0 && strcmp(kpod__session_ns(p), s->ns) == 0;
+}
+
+bool reconcile__pod_replaced(const struct session *s, const struct kpod *p)
+{
+	const json_t *ts = json_object_get(s->status, "targets"), *e;
+	char merge[INJECTOR_POD_NAME_MAX + 1];
+	const char *uid = kpod__uid(p), *seen;
+	size_t i;
+
+	json_array_foreach(ts, i, e) {
+		seen = kj_str(e, "injectorUID");
+		if (seen && kj_str(e, "injector") && strcmp(kj_str(e, "injector"), kpod__name(p)) == 0 &&
+		    strcmp(seen, uid) != 0)
+			return true;
+	}
+	injspec__merge_pod_name(s, merge);
+	seen = kj_str(s->status, "mergeUID");
+	return seen && strcmp(merge, kpod__name(p)) == 0 && strcmp(seen, uid) != 0;
 }
 
 static bool pod_ours(const struct injector_config *cfg, const struct session *s,
@@ -1164,7 +1193,7 @@ static int record_target(const struct reconcile_input *in, struct reconcile_plan
 		t->delete_injector = o->injector && !o->injector->deleting;
 	}
 	if (t->delete_injector && o->injector &&
-	    add_action(p, ACT_DELETE_POD, i, kpod__name(o->injector), NULL))
+	    add_delete(p, i, o->injector))
 		return -ENOMEM;
 	e = target_entry(s, o, t);
 	if (!e || json_array_append_new(b->targets, e) ||

@@ -67,6 +67,13 @@ bool reconcile__injector_ours(const struct injector_config *cfg, const struct se
 bool reconcile__merge_ours(const struct injector_config *cfg, const struct session *s,
 			   const struct kpod *p);
 
+/*
+ * Whether the status recorded another pod under p's name (an injector's targets[].injectorUID,
+ * the merge pod's status.mergeUID): p then replaced the session's own, carrying its labels
+ * and ownerReference, and is left alone: never stopped, never deleted.
+ */
+bool reconcile__pod_replaced(const struct session *s, const struct kpod *p);
+
 /* Whether ns is one of list's (','-separated names; NULL or "" names none). */
 bool reconcile__namespace_denied(const char *list, const char *ns);
 
@@ -105,6 +112,8 @@ struct reconcile_input {
  * max_running_per_ns counts. */
 bool reconcile__session_running(const struct session *s);
 
+/* An action on a pod names it, and the UID it had when planned: the delete is made with
+ * that precondition, so a pod put under the name since is not deleted. */
 enum action_kind {
 	ACT_ADD_FINALIZER,
 	ACT_REMOVE_FINALIZER,
@@ -119,6 +128,7 @@ struct action {
 	enum action_kind kind;
 	size_t target;              /* index in input targets (CREATE_POD, ADD_EPHEMERAL) */
 	char name[254];
+	char uid[64];               /* DELETE_POD: the pod's UID when planned ("": not known) */
 	json_t *body;               /* owned */
 };
 

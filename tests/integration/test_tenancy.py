@@ -148,7 +148,7 @@ def test_forged_injector_pod_is_not_accepted(env):
     controller is down (restarted), so that it cannot tell from the deletion: it recorded
     the UID of the injector it saw, so the look-alike is not accepted — the target fails
     InjectorNameTaken, the forged artifact never reaches the status, and the look-alike is
-    left alone."""
+    left alone: not stopped with the failed session's injectors while it runs."""
     h = tenant(env)
     kube, ns = env["kube"], env["ns"]
     c = env["controller"]()
@@ -174,13 +174,18 @@ def test_forged_injector_pod_is_not_accepted(env):
     assert r.status == 201, r
     env["ctl"].kubelet("run", ns, name)
     env["controller"]()
-    terminate(env, name, {"artifacts": [result("timeline.json.gz", "s3://evil/forged/timeline.json.gz")]})
     st = wait_phase(env, "Failed", timeout=15)["status"]
     t = st["targets"][0]
     assert t["reason"] == "InjectorNameTaken", t
     assert "not this session's injector" in t["message"], t
-    assert not [a for a in st.get("artifacts") or [] if "forged" in a["url"]], st["artifacts"]
+    # a failed session stops its injectors that still run: not the look-alike, which runs
     time.sleep(1)
+    assert kube.get(f"/api/v1/namespaces/{ns}/pods/{name}").json["metadata"]["uid"] == r.json["metadata"]["uid"]
+    terminate(env, name, {"artifacts": [result("timeline.json.gz", "s3://evil/forged/timeline.json.gz")]})
+    time.sleep(1)
+    st = get_session(env)["status"]
+    assert st["phase"] == "Failed" and st["targets"][0]["reason"] == "InjectorNameTaken", st
+    assert not [a for a in st.get("artifacts") or [] if "forged" in a["url"]], st["artifacts"]
     assert kube.get(f"/api/v1/namespaces/{ns}/pods/{name}").json["metadata"]["uid"] == r.json["metadata"]["uid"]
 
 

@@ -558,6 +558,16 @@ static void test_injector_ours(void **state)
 	ok = pod_owned("u-1234", "u-1234", "pod-1-replaced");
 	assert_false(reconcile__injector_ours(&cfg.inj, rec, "trainer-0", ok));
 	assert_true(reconcile__injector_ours(&cfg.inj, rec, "trainer-1", ok));  /* nothing recorded */
+	/* gathered for stopping only if no pod of another UID was recorded under its name */
+	assert_false(reconcile__pod_replaced(rec, ok));        /* the entry names no injector */
+	st = json_pack("{s:[{s:s,s:s,s:s}]}", "targets", "pod", "trainer-0", "injector",
+		       kpod__name(ok), "injectorUID", "pod-1");
+	rec = with_status(rec, st);
+	json_decref(st);
+	assert_true(reconcile__pod_replaced(rec, ok));
+	kpod__unref(ok);
+	ok = pod_owned("u-1234", "u-1234", "pod-1");
+	assert_false(reconcile__pod_replaced(rec, ok));
 	kpod__unref(ok);
 	kpod__unref(no_owner);
 	kpod__unref(no_label);
@@ -1135,6 +1145,9 @@ static void test_deadline(void **state)
 	assert_int_equal(p.n_actions, 1);
 	assert_int_equal(p.actions[0].kind, ACT_DELETE_POD);
 	assert_string_equal(p.actions[0].name, kpod__name(inj));
+	/* deleted only if still that pod: its UID is the delete's precondition */
+	assert_true(kpod__uid(inj)[0]);
+	assert_string_equal(p.actions[0].uid, kpod__uid(inj));
 	reconcile_plan__release(&p);
 	kpod__unref(inj);
 	kpod__unref(target);
