@@ -134,7 +134,28 @@ def make_env(api, request):
     for c in started:
         if c.p.poll() is None:
             c.kill()
+    release_namespace(kube, ns)
+    for c in started:
         assert SECRET_KEY not in c.text() and SECRET_ID not in c.text(), "a credential in the log"
+
+
+def release_namespace(kube, ns):
+    """What a test left in its namespace, gone once its controllers stopped: a controller
+    that watches every namespace (the chart's, in test_realk8s) would act on it later.
+    Sessions and policies lose their finalizers (nobody is left to honour them), pods go at
+    once (played nodes have no kubelet to confirm a graceful deletion), then the namespace."""
+    for plural in ("profilingsessions", "profilingpolicies"):
+        r = kube.get(f"{GROUP}/namespaces/{ns}/{plural}")
+        for o in (r.json or {}).get("items", []) if r.status == 200 else []:
+            if o["metadata"].get("finalizers"):
+                kube.patch(f"{GROUP}/namespaces/{ns}/{plural}/{o['metadata']['name']}",
+                           {"metadata": {"finalizers": None}})
+            kube.delete(f"{GROUP}/namespaces/{ns}/{plural}/{o['metadata']['name']}")
+    now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    kube.delete(f"/api/v1/namespaces/{ns}/pods", now)
+    kube.delete("/api/v1/namespaces/aiprof-system/pods?labelSelector=aiprof.io%2Fsession-namespace%3D"
+                + ns, now)
+    kube.delete(f"/api/v1/namespaces/{ns}")
 
 
 def make_pod(e, name="trainer-0", node="node-1", run=True, labels=None, runtime_class=None):

@@ -117,6 +117,7 @@ def make_env(api, request):
     for c in started:
         if c.p.poll() is None:
             c.kill()
+    tc.release_namespace(kube, ns)
 
 
 def make_policy(e, name="hourly", duration="10m", **spec):

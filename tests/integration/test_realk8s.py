@@ -425,7 +425,8 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     reqs, _ = k8s.audit(user, since)
     assert reqs, "no request as the chart's service account in the audit log"
     refused = sorted({(e["verb"], e["objectRef"].get("apiGroup", ""), e["objectRef"].get("resource"),
-                       e["objectRef"].get("subresource", ""), e["responseStatus"].get("code"))
+                       e["objectRef"].get("subresource", ""), e["responseStatus"].get("code"),
+                       e["objectRef"].get("namespace"), e["objectRef"].get("name"))
                       for e in reqs if e["responseStatus"].get("code") in (401, 403)}, key=str)
     assert not refused, f"the real authorizer refused calls the controller made under the chart's RBAC: {refused}"
     warned = sorted({w for e in reqs for w in (e.get("annotations") or {}).values() if "unknown field" in w})
