@@ -114,10 +114,13 @@ static void write_target(struct jsonw *w, const struct profile *p, const struct 
 		jsonw_kv_int(w, "parent", t->parent);
 		jsonw_kv_uint(w, "started_after_ms", t->started_ns > p->start_ns ?
 			      (t->started_ns - p->start_ns) / 1000000 : 0);
-		/* the program it exec'd is recorded by a later entry of the same pid */
-		if (t->execd_after_attach)
-			jsonw_kv_bool(w, "execd_after_attach", true);
+	} else if (t->started_ns) {     /* a target chosen, attached again after its exec */
+		jsonw_kv_uint(w, "execd_after_ms", t->started_ns > p->start_ns ?
+			      (t->started_ns - p->start_ns) / 1000000 : 0);
 	}
+	/* the program it exec'd is recorded by a later entry of the same pid */
+	if (t->execd_after_attach)
+		jsonw_kv_bool(w, "execd_after_attach", true);
 	if (t->error)
 		jsonw_kv_str(w, "message", t->message);
 	jsonw_kv_str(w, "method", t->uprobe_method ? "ebpf" : "ptrace");

@@ -42,7 +42,7 @@ static struct late_item *item_of(struct late *l, pid_t pid)
 }
 
 static struct late_item *queue(struct late *l, pid_t pid, pid_t parent, uint64_t ns,
-			       uint64_t started_ns)
+			       uint64_t started_ns, unsigned long long start_ticks)
 {
 	struct late_item *it;
 
@@ -55,6 +55,7 @@ static struct late_item *queue(struct late *l, pid_t pid, pid_t parent, uint64_t
 	it->t.pid = pid;
 	it->t.parent = parent;
 	it->t.started_ns = started_ns;
+	it->t.start_ticks = start_ticks;
 	it->t.pidfd = -1;
 	pthread_cond_signal(&l->wake);
 	return it;
@@ -148,7 +149,8 @@ int late__new(late_attach_fn attach, late_discard_fn discard, void *ctx, struct 
 	return 0;
 }
 
-void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool execd)
+void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool execd,
+		 unsigned long long start_ticks)
 {
 	struct late_item *it;
 
@@ -161,7 +163,7 @@ void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool exec
 	} else if (!it) {
 		if (!execd)
 			l->stats.offered++;
-		if (!queue(l, pid, parent, ns, ns))
+		if (!queue(l, pid, parent, ns, ns, start_ticks))
 			l->stats.over += !execd;
 	} else if (execd && it->state == LATE_QUEUED) {
 		it->ready_ns = ns + LATE_SETTLE_NS;     /* the new program, once loaded */
@@ -169,7 +171,7 @@ void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool exec
 		/* it exec'd since its attach began: what was loaded is gone with the old
 		 * program, so the new one is attached anew */
 		l->stats.execd_after++;
-		if (!queue(l, pid, parent, ns, it->t.started_ns))
+		if (!queue(l, pid, parent, ns, it->t.started_ns, it->t.start_ticks))
 			l->stats.over++;
 	}
 	pthread_mutex_unlock(&l->lock);

@@ -24,6 +24,7 @@
 /* Attaches t (pid, parent, started_ns set): 0, or a negative errno with t->message set;
  * called on the late thread. */
 typedef int (*late_attach_fn)(struct target *t, void *ctx);
+/* (t->start_ticks, when set before the call, is the start time the process must have) */
 /* (struct late_stats: model/profile.h, for the summary) */
 
 /* Lets go of what an attach that was never taken holds. */
@@ -32,8 +33,13 @@ typedef void (*late_discard_fn)(struct target *t);
 struct late;
 
 int late__new(late_attach_fn attach, late_discard_fn discard, void *ctx, struct late **ret);
-/* A note of the follower: a new child (execd false) or the exec of one. */
-void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool execd);
+/*
+ * A note of the follower: a new child (execd false) or the exec of one. The exec of a
+ * target chosen (parent 0) is attached anew like a child's: start_ticks is the identity
+ * it must still have (its start time, which an exec keeps); 0 for children.
+ */
+void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool execd,
+		 unsigned long long start_ticks);
 /* Moves a process attached since the last call into *t (recording not yet started). */
 bool late__take(struct late *l, struct target *t);
 /* No more attaches: waits for the one in flight (it can still be taken). */

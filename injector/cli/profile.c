@@ -707,15 +707,17 @@ static int attach_all(struct run *run)
 static int attach_late(struct target *t, void *ctx)
 {
 	const struct profile_opts *o = ctx;
+	unsigned long long want = t->start_ticks, start = 0;
 	pid_t ppid = 0;
-	unsigned long long start = 0;
 	int r;
 
-	/* still the child the follower saw, held by its pidfd: a pid freed and handed to
+	/* still the process the follower saw, held by its pidfd: a child of its parent, or
+	 * the target chosen that exec'd (its start time kept); a pid freed and handed to
 	 * another process since is left alone */
 	target_read_identity(t);
 	if (container__parent_and_start("/proc", t->pid, &ppid, &start) < 0 ||
-	    ppid != t->parent || start != t->start_ticks) {
+	    (t->parent && ppid != t->parent) || start != t->start_ticks ||
+	    (want && start != want)) {
 		snprintf(t->message, sizeof(t->message), "it exited before it was attached%s",
 			 target_exited(t->pid) ? "" : " (its pid names another process now)");
 		return -ESRCH;
@@ -724,11 +726,14 @@ static int attach_late(struct target *t, void *ctx)
 	if (r < 0)
 		return r;
 	r = attach_one(t, o);
-	if (r == 0)
+	if (r == 0 && t->parent)
 		log_info("pid %d (%s, started by %d): attached during the window%s%s", t->pid,
 			 t->comm, t->parent, t->uprobe_method ? ", with uprobes" : "",
 			 t->inj.how == INJECT_ALREADY_LOADED ? " (its library was loaded already)" :
 			 "");
+	else if (r == 0)
+		log_info("pid %d exec'd %s: attached again%s", t->pid, t->comm,
+			 t->uprobe_method ? ", with uprobes" : "");
 	return r;
 }
 
@@ -822,16 +827,25 @@ static void late_poll(struct run *run)
 	if (!run->late)
 		return;
 	while ((n = ebpf__follow_news(run->ebpf, notes, sizeof(notes) / sizeof(notes[0]))))
-		for (size_t i = 0; i < n; i++)
-			late__offer(run->late, notes[i].pid, notes[i].parent, notes[i].ns,
-				    notes[i].execd);
+		for (size_t i = 0; i < n; i++) {
+			unsigned long long start = 0;
+
+			/* a target chosen that exec'd: attached anew if it was attached at all */
+			for (size_t k = 0; !notes[i].parent && k < run->o->tg.npids; k++)
+				if (run->targets[k].pid == notes[i].pid && !run->targets[k].error &&
+				    (run->targets[k].session || run->targets[k].uprobes))
+					start = run->targets[k].start_ticks;
+			if (notes[i].parent || start)
+				late__offer(run->late, notes[i].pid, notes[i].parent, notes[i].ns,
+					    notes[i].execd, start);
+		}
 	/* at most LATE_MAX come: the array has room for them */
 	while (late__take(run->late, &t)) {
 		struct target *nt = &run->targets[run->ntargets];
 
 		/* the pid's earlier entry recorded the program it exec'd away from: its ring has
 		 * no library any more, and its launches are not named after the new program */
-		for (size_t i = run->o->tg.npids; i < run->ntargets; i++)
+		for (size_t i = 0; i < run->ntargets; i++)
 			if (run->targets[i].pid == t.pid && !run->targets[i].execd_after_attach) {
 				run->targets[i].execd_after_attach = true;
 				if (run->targets[i].session)

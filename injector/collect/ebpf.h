@@ -95,7 +95,8 @@ const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len);
  * there when it began), or the exec of one. */
 struct ebpf_proc_note {
 	pid_t pid;
-	pid_t parent;                     /* the target that started it */
+	pid_t parent;                     /* the target that started it; 0: a given target
+					   * (only its exec is noted) */
 	uint64_t ns;                      /* when (CLOCK_MONOTONIC) */
 	bool execd;                       /* it exec'd: a new program in that pid */
 };

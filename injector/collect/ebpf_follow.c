@@ -113,8 +113,7 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 	int id;
 
 	td->execd = true;
-	if (td->parent)
-		ebpf_follow_note(e, td->pid, td->parent, f->hdr.ts, true);
+	ebpf_follow_note(e, td->pid, td->parent, f->hdr.ts, true);
 	snprintf(td->comm, sizeof(td->comm), "%s", f->hdr.comm);
 	snprintf(root, sizeof(root), "%s-%d", td->comm, (int)td->pid);
 	id = stack_store__frame(&e->stacks, root);

@@ -28,7 +28,8 @@ struct target {
 	pid_t pid;                      /* host pid */
 	pid_t parent;                   /* started by this target during the window (the
 					 * follower's news), 0 for a process chosen */
-	uint64_t started_ns;            /* then: when the follower saw it (its fork) */
+	uint64_t started_ns;            /* then: when the follower saw it (its fork); for a
+					 * target chosen attached again: its exec */
 	bool execd_after_attach;        /* then: it exec'd, and a later entry of the same pid
 					 * records the new program */
 	int pidfd;                      /* held from the moment it was chosen; -1 without pidfds */

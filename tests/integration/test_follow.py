@@ -214,6 +214,19 @@ def test_pid_of_an_exited_child_given_to_another_process(procs, tmp_path):
 
 
 
+# a Python process that launches kernels through ctypes (py_launch.py), ready, then waiting
+# for a line on its stdin
+LAUNCHER_PRELUDE = textwrap.dedent(f"""
+    import ctypes, os, sys, time
+    sys.path.insert(0, {os.path.dirname(PY_LAUNCH)!r})
+    import py_launch
+    lib = ctypes.CDLL(py_launch.LIB)
+    assert lib.pl_init(0) == 0
+    print("ready pid=%d" % os.getpid(), flush=True)
+    sys.stdin.readline()
+""")
+
+
 def launch_events(tl, pid, name):
     return [e for e in events(tl, "cuda_api", name) if e["pid"] == pid]
 
@@ -319,14 +332,7 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
     attached again (a second entry of the same pid) and its kernels are recorded too."""
     require_root()
     script = tmp_path / "forker.py"
-    script.write_text(textwrap.dedent(f"""
-        import ctypes, os, sys, time
-        sys.path.insert(0, {os.path.dirname(PY_LAUNCH)!r})
-        import py_launch
-        lib = ctypes.CDLL(py_launch.LIB)
-        assert lib.pl_init(0) == 0
-        print("ready pid=%d" % os.getpid(), flush=True)
-        sys.stdin.readline()
+    script.write_text(LAUNCHER_PRELUDE + textwrap.dedent(f"""
         kids = []
         for i in range(2):
             k = os.fork()
@@ -365,3 +371,39 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
     names = {e["args"]["kernel"] for e in launch_events(tl, kids[1], "cudaLaunchKernel")}
     assert {"sgemm_fwd_kernel", "adam_update_kernel"} <= names, names
     assert not launch_events(tl, pid, "cudaLaunchKernel")
+
+
+def test_target_that_execs_is_attached_again(procs, tmp_path):
+    """The process chosen launches kernels from Python, then execs a trainer (as a wrapper
+    that execs the real job does): its library went with the old program, so the pid is
+    attached again, and the kernels of both programs are recorded under it."""
+    require_root()
+    script = tmp_path / "wrapper.py"
+    script.write_text(LAUNCHER_PRELUDE + textwrap.dedent(f"""
+        py_launch.train(lib, 1.0)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.execv({TRAINER!r}, [{TRAINER!r}, "--ranks", "1", "--steps", "40"])
+    """))
+    p, line = procs.start([PYTHON, "-u", str(script)], ready="ready", stdin=subprocess.PIPE)
+    pid = pid_of(line)
+    out = tmp_path / "prof"
+    prof = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", "8s",
+                             "-o", str(out), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.procs.append(prof)
+    time.sleep(1.0)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    assert p.wait(timeout=60) == 0
+    _, err = prof.communicate(timeout=120)
+    assert prof.returncode == 0, err
+    s = load_summary(str(out))
+    tl = load_timeline(str(out))
+    mine = [t for t in s["targets"] if t["pid"] == pid]
+    assert len(mine) == 2, (mine, s["followed_attach"])
+    before, after = mine
+    assert before.get("execd_after_attach") and before["comm"] == "python3", before
+    assert after["comm"] == "trainer" and after["execd_after_ms"] > 0, after
+    assert after["injection"] == "ptrace" and after["hooks_patched"] > 0, after
+    names = {e["args"]["kernel"] for e in launch_events(tl, pid, "cudaLaunchKernel")}
+    assert {"py_matmul_kernel", "sgemm_fwd_kernel"} <= names, names

@@ -74,9 +74,9 @@ static void test_fork_then_exec_is_attached_once_after_the_exec(void **state)
 	(void)state;
 	g_seen = &s;
 	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
-	late__offer(l, 100, 7, t0, false);
+	late__offer(l, 100, 7, t0, false, 0);
 	sleep_ns(20 * NSEC_PER_MSEC);
-	late__offer(l, 100, 7, t0 + 20 * NSEC_PER_MSEC, true);   /* the exec, before it is due */
+	late__offer(l, 100, 7, t0 + 20 * NSEC_PER_MSEC, true, 0);   /* the exec, before it is due */
 	assert_int_equal(take_all(l, got, 1), 1);
 	assert_int_equal(got[0].pid, 100);
 	assert_int_equal(got[0].parent, 7);
@@ -86,7 +86,7 @@ static void test_fork_then_exec_is_attached_once_after_the_exec(void **state)
 	assert_true(s.at[0] >= t0 + 20 * NSEC_PER_MSEC + LATE_SETTLE_NS);
 	/* an exec after the attach: the library went with the old program, so the new one
 	 * is attached again, a second entry of the same pid */
-	late__offer(l, 100, 7, now_monotonic_ns(), true);
+	late__offer(l, 100, 7, now_monotonic_ns(), true, 0);
 	assert_int_equal(take_all(l, got, 1), 1);
 	assert_int_equal(got[0].pid, 100);
 	assert_int_equal(got[0].started_ns, t0);        /* still when it was forked */
@@ -112,8 +112,8 @@ static void test_bounded_and_failures_counted(void **state)
 	g_seen = &s;
 	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
 	for (int i = 0; i < LATE_MAX + 3; i++)
-		late__offer(l, 200 + i, 7, now, false);
-	late__offer(l, 200, 7, now, false);             /* named twice: once */
+		late__offer(l, 200 + i, 7, now, false, 0);
+	late__offer(l, 200, 7, now, false, 0);             /* named twice: once */
 	for (uint64_t end = now_monotonic_ns() + 2 * NSEC_PER_SEC;
 	     __atomic_load_n(&s.n, __ATOMIC_ACQUIRE) < LATE_MAX && now_monotonic_ns() < end;)
 		sleep_ns(1 * NSEC_PER_MSEC);
@@ -126,7 +126,7 @@ static void test_bounded_and_failures_counted(void **state)
 	assert_int_equal(st.attached, 0);
 	assert_non_null(strstr(st.last_failure, "refused by the test"));
 	assert_int_equal(take_all(l, got, 1), 0);      /* a failure is never handed out */
-	late__offer(l, 999, 7, now, false);            /* after the stop: nothing */
+	late__offer(l, 999, 7, now, false, 0);            /* after the stop: nothing */
 	late__stats(l, &st);
 	assert_int_equal(st.offered, LATE_MAX + 3);
 	late__free(l);
@@ -143,12 +143,12 @@ static void test_gone_and_untaken(void **state)
 	(void)state;
 	g_seen = &s;
 	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
-	late__offer(l, 300, 7, now, false);
+	late__offer(l, 300, 7, now, false, 0);
 	while (__atomic_load_n(&s.n, __ATOMIC_ACQUIRE) < 1)
 		sleep_ns(1 * NSEC_PER_MSEC);
 	__atomic_store_n(&s.result, 0, __ATOMIC_RELEASE);
-	late__offer(l, 301, 7, now, false);
-	late__offer(l, 302, 7, now, false);
+	late__offer(l, 301, 7, now, false, 0);
+	late__offer(l, 302, 7, now, false, 0);
 	late__stop(l);          /* waits for an attach in flight, starts no other */
 	late__stats(l, &st);
 	assert_int_equal(st.gone, 1);
@@ -158,12 +158,36 @@ static void test_gone_and_untaken(void **state)
 	assert_int_equal(s.discarded, 1 + (int)st.attached);
 }
 
+/* A target chosen that exec'd: attached anew, with the start time it must still have. */
+static void test_exec_of_a_chosen_target(void **state)
+{
+	struct seen s = { 0 };
+	struct late_stats st;
+	struct target got[1];
+	struct late *l;
+
+	(void)state;
+	g_seen = &s;
+	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
+	late__offer(l, 500, 0, now_monotonic_ns() - LATE_SETTLE_NS, true, 4242);
+	assert_int_equal(take_all(l, got, 1), 1);
+	assert_int_equal(got[0].pid, 500);
+	assert_int_equal(got[0].parent, 0);
+	assert_int_equal(got[0].start_ticks, 4242);
+	late__stop(l);
+	late__stats(l, &st);
+	assert_int_equal(st.offered, 0);        /* no new process */
+	assert_int_equal(st.attached, 1);
+	late__free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_then_exec_is_attached_once_after_the_exec),
 		cmocka_unit_test(test_bounded_and_failures_counted),
 		cmocka_unit_test(test_gone_and_untaken),
+		cmocka_unit_test(test_exec_of_a_chosen_target),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
