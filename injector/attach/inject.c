@@ -370,7 +370,6 @@ struct tracee {
 	bool in_cave_call;             /* registers are a call's: going home is the path's job */
 	bool boost_calls;              /* SCHED_FIFO while a call runs */
 	bool released;                 /* let go inside a call: no more calls, no detach */
-	unsigned copies;               /* copies of the library mapped already (dormant ones) */
 };
 
 static int read_mem(struct tracee *t, uint64_t addr, void *buf, size_t len)
@@ -397,33 +396,6 @@ static bool in_ranges(const struct target_funcs *f, uint64_t a)
 		if (a >= f->locked[i].start && a < f->locked[i].end)
 			return true;
 	return false;
-}
-
-/* How many copies of the library loaded from a memfd pid maps (told apart by inode). */
-static unsigned memfd_copies(pid_t pid)
-{
-	uint64_t seen[64];
-	struct maps *m = NULL;
-	unsigned n = 0;
-
-	if (maps__read(pid, &m) < 0)
-		return 0;
-	for (size_t i = 0; i < m->n; i++) {
-		const char *p = m->v[i].path;
-		bool known = false;
-
-		if (!p || !strstr(p, "/memfd:" AIPROF_LIB_MEMFD))
-			continue;
-		for (unsigned k = 0; k < n && k < 64; k++)
-			known |= seen[k] == m->v[i].inode;
-		if (!known) {
-			if (n < 64)
-				seen[n] = m->v[i].inode;
-			n++;
-		}
-	}
-	maps__free(m);
-	return n;
 }
 
 bool inject_is_loaded(pid_t pid)
@@ -1263,18 +1235,7 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 	sd.spin = 5000;                 /* x 1 ms: how long the stub waits for our ack */
 	sd.ts.sec = 0;
 	sd.ts.nsec = 1000000;
-	/*
-	 * The loader knows an object by the name it was opened with before it looks at the
-	 * file: a forked child's dormant copy was loaded as /proc/self/fd/N too, maybe with
-	 * this N, and dlopen() would return it. One more slash for each copy mapped already
-	 * makes the name new (to the kernel repeated slashes are one).
-	 */
-	{
-		int pad = (int)(t->copies < 32 ? t->copies : 32);
-
-		snprintf(sd.path, sizeof(sd.path), "/proc/self/fd/%.*s%d", pad,
-			 "////////////////////////////////", (int)fd);
-	}
+	snprintf(sd.path, sizeof(sd.path), "/proc/self/fd/%d", (int)fd);
 	r = write_mem(t, data, &sd, sizeof(sd));
 	if (r >= 0)
 		r = write_mem(t, base, aiprof_worker_stub, stub_len);
@@ -1467,7 +1428,6 @@ static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "/proc/%d/mem", j->pid);
-	j->t.copies = memfd_copies(j->pid);
 	j->t.mem_fd = open(path, O_RDWR | O_CLOEXEC);
 	if (j->t.mem_fd < 0) {
 		r = -errno;
@@ -1589,11 +1549,21 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 	r = remote_call_timeout(&j.t.call_timeout_ns, rep->message, sizeof(rep->message));
 	if (r < 0)
 		return r;
-	/* a live copy is reused; a forked child's dormant copy is not live, and a new copy
-	 * loaded beside it takes its GOT slots over (preload/lib.c) */
-	if (inject_is_loaded(pid) && session__live(pid)) {
-		rep->how = INJECT_ALREADY_LOADED;
-		return 0;
+	/*
+	 * A live copy is reused. A forked child's copy is dormant (its ring was the parent's):
+	 * a second copy loaded beside it crashed its control thread in tests, so none is
+	 * loaded (--method auto records such a child with uprobes).
+	 */
+	if (inject_is_loaded(pid)) {
+		if (session__live(pid)) {
+			rep->how = INJECT_ALREADY_LOADED;
+			return 0;
+		}
+		snprintf(rep->message, sizeof(rep->message), "pid %d has a dormant copy of "
+			 "libaiprof.so, inherited across fork() from a process that was profiled; a "
+			 "second copy is not loaded into it (not supported yet): profile it with "
+			 "--method ebpf", pid);
+		return -EEXIST;
 	}
 	r = prepare_job(&j, opts);
 	if (r < 0)

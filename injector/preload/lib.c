@@ -8,8 +8,8 @@
  * One instance per process: a second copy (the injector loads the library from a fresh
  * memfd each time, so the loader sees a new object) finds the live ring through
  * /proc/self/fd, says so in a LIB_STATUS event and stays inert. After fork() the child's
- * copy goes dormant (idle, no ring, no patching); an injector that later attaches to the
- * child loads a new copy, which takes the GOT slots over.
+ * copy goes dormant (idle, no ring, no patching); the injector loads no second copy into
+ * such a child (attach/inject.c), it records it with uprobes instead.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -268,8 +268,7 @@ static bool ring_fd_is_ours(int fd)
  * Runs in the child with only the forking thread alive; async-signal-safe calls only.
  * The parent's ring is replaced, at the same address, by private zeroed memory, so a
  * hook that was mid-event on this thread finishes into memory nobody reads (a zeroed
- * header still yields an in-bounds slot). The child stays idle and never patches; an
- * injector that attaches to it later loads a new copy, which takes the GOT slots over.
+ * header still yields an in-bounds slot). The child stays idle and never patches.
  */
 static void atfork_child(void)
 {

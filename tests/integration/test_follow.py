@@ -120,7 +120,8 @@ def test_fork_exec_followed_and_no_follow(procs, tmp_path):
     s = profile(pid, tmp_path / "on", duration="2s", collectors="cpu,python")
     eb = s["ebpf"]
     kids = [t for t in eb["targets"] if t.get("parent") == pid]
-    assert kids and all(t["comm"] == "hot_functions" for t in kids), kids
+    # (a child forked from Python as the window closed may not have exec'd yet)
+    assert kids and sum(t["comm"] != "hot_functions" for t in kids) <= 1, kids
     assert any(t.get("execd") for t in kids), kids
     stacks = roots(folded(tmp_path / "on"))
     hot = [(st, c) for k in kids for st, c in stacks.get(k["pid"], [])]
@@ -231,20 +232,30 @@ def launch_events(tl, pid, name):
     return [e for e in events(tl, "cuda_api", name) if e["pid"] == pid]
 
 
+def open_window(procs, pid, out, duration, *extra):
+    """aiprof profile on pid, returned once its window is open (it says "recording")."""
+    prof = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", duration,
+                             "-o", str(out)] + list(extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.procs.append(prof)
+    said = []
+    while not said or "recording" not in said[-1]:
+        said.append(prof.stderr.readline())
+        assert said[-1], "aiprof ended before its window opened: " + "".join(said)
+    return prof
+
+
 def start_in_window(procs, p, pid, out, duration, *extra):
     """Profiles pid while it starts its processes: p waits for a line on its stdin, prints
     "<word> PID..." of what it started, then "done" once they ended. Returns those pids."""
-    prof = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", duration,
-                             "-o", str(out), "-q"] + list(extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs.procs.append(prof)
-    time.sleep(1.0)                     # attached, the window open
+    prof = open_window(procs, pid, out, duration, *extra)
     p.stdin.write("go\n")
     p.stdin.flush()
     started = [int(x) for x in p.stdout.readline().split()[1:]]
     assert p.stdout.readline().strip() == "done"
     _, err = prof.communicate(timeout=120)
     assert prof.returncode == 0, err
+    start_in_window.said = err          # for a failure's message
     return started
 
 
@@ -305,7 +316,7 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
         for t in late:
             assert t["state"] == "profiled" and t["method"] == mode, t
             assert t["injection"] == ("ptrace" if mode == "ptrace" else "none"), t
-            assert t["comm"] == "trainer" and t["started_after_ms"] > 0, t
+            assert t["comm"] == "trainer" and t["started_after_ms"] >= 0, t
         seen_ranks = set()
         for rpid in ranks:
             names = {e["args"]["kernel"] for e in launch_events(tl, rpid, "cudaLaunchKernel")}
@@ -326,10 +337,11 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
 
 def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
     """A target with the library loaded forks workers that launch kernels: a forked child's
-    inherited copy is dormant (the ring is its parent's), so the child gets a fresh copy,
-    which takes the GOT slots over; its launches are recorded under its own pid. The second
-    worker then execs a trainer: the library went with the old program, so the new one is
-    attached again (a second entry of the same pid) and its kernels are recorded too."""
+    inherited copy is dormant (the ring is its parent's), and no second copy is loaded
+    beside it, so --method auto records the child with uprobes, saying why; its launches
+    are under its own pid, and it lives on. The second worker then execs a trainer: the
+    dormant copy went with the old program, so the new one gets the library by ptrace (a
+    second entry of the same pid) and its kernels are recorded too."""
     require_root()
     script = tmp_path / "forker.py"
     script.write_text(LAUNCHER_PRELUDE + textwrap.dedent(f"""
@@ -338,6 +350,7 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
             k = os.fork()
             if k == 0:
                 py_launch.train(lib, 1.5)
+                sys.stdout.flush()
                 if i == 1:
                     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
                     os.execv({TRAINER!r}, [{TRAINER!r}, "--ranks", "1", "--steps", "40"])
@@ -345,7 +358,7 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
             kids.append(k)
         print("kids " + " ".join(map(str, kids)), flush=True)
         for k in kids:
-            os.waitpid(k, 0)
+            assert os.waitpid(k, 0)[1] == 0, k     # the workers live on
         print("done", flush=True)
         time.sleep(120)
     """))
@@ -358,15 +371,17 @@ def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
     tl = load_timeline(str(out))
     late = [t for t in s["targets"] if t.get("parent") == pid]
     assert sorted(t["pid"] for t in late) == sorted(kids + kids[1:]), (late, kids)
-    for t in late:
-        # a new copy, not the parent's dormant one
-        assert t["injection"] == "ptrace" and t["hooks_patched"] > 0, t
+    for t in late[:2]:
+        # the parent's copy is dormant in them: uprobes instead, and why
+        assert t["method"] == "ebpf" and t["injection"] == "none", t
+        assert "dormant copy" in t["method_reason"], t
     for k in kids:
         names = {e["args"]["kernel"] for e in launch_events(tl, k, "cudaLaunchKernel")}
-        assert "py_matmul_kernel" in names, (k, names)
+        assert "py_matmul_kernel" in names, (k, names, late, start_in_window.said)
     before, after = [t for t in late if t["pid"] == kids[1]]
     assert before.get("execd_after_attach") and before["comm"] == "python3", before
     assert not after.get("execd_after_attach") and after["comm"] == "trainer", after
+    assert after["injection"] == "ptrace" and after["hooks_patched"] > 0, after
     assert s["followed_attach"]["execd_after_attach"] == 1, s["followed_attach"]
     names = {e["args"]["kernel"] for e in launch_events(tl, kids[1], "cudaLaunchKernel")}
     assert {"sgemm_fwd_kernel", "adam_update_kernel"} <= names, names
@@ -387,11 +402,7 @@ def test_target_that_execs_is_attached_again(procs, tmp_path):
     p, line = procs.start([PYTHON, "-u", str(script)], ready="ready", stdin=subprocess.PIPE)
     pid = pid_of(line)
     out = tmp_path / "prof"
-    prof = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "--duration", "8s",
-                             "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs.procs.append(prof)
-    time.sleep(1.0)
+    prof = open_window(procs, pid, out, "8s")
     p.stdin.write("go\n")
     p.stdin.flush()
     assert p.wait(timeout=60) == 0
