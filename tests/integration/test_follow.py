@@ -335,7 +335,7 @@ def test_ranks_started_in_the_window_get_the_library(procs, tmp_path):
         assert not launch_events(tl, pid, "cudaLaunchKernel")
 
 
-def test_forked_child_gets_a_library_of_its_own(procs, tmp_path):
+def test_forked_children_get_uprobes_and_their_exec_the_library(procs, tmp_path):
     """A target with the library loaded forks workers that launch kernels: a forked child's
     inherited copy is dormant (the ring is its parent's), and no second copy is loaded
     beside it, so --method auto records the child with uprobes, saying why; its launches
