@@ -110,14 +110,13 @@ static void write_target(struct jsonw *w, const struct profile *p, const struct 
 	jsonw_kv_str(w, "comm", t->comm);
 	jsonw_kv_str(w, "cmdline", t->cmdline);
 	jsonw_kv_str(w, "state", t->error ? "failed" : "profiled");
-	if (t->parent) {        /* started by a target, attached during the window */
+	/* started by a target, attached during the window; or a target chosen, attached
+	 * again after its exec */
+	if (t->parent)
 		jsonw_kv_int(w, "parent", t->parent);
-		jsonw_kv_uint(w, "started_after_ms", t->started_ns > p->start_ns ?
-			      (t->started_ns - p->start_ns) / 1000000 : 0);
-	} else if (t->started_ns) {     /* a target chosen, attached again after its exec */
-		jsonw_kv_uint(w, "execd_after_ms", t->started_ns > p->start_ns ?
-			      (t->started_ns - p->start_ns) / 1000000 : 0);
-	}
+	if (t->parent || t->started_ns)
+		jsonw_kv_uint(w, t->parent ? "started_after_ms" : "execd_after_ms",
+			      t->started_ns > p->start_ns ? (t->started_ns - p->start_ns) / 1000000 : 0);
 	/* the program it exec'd is recorded by a later entry of the same pid */
 	if (t->execd_after_attach)
 		jsonw_kv_bool(w, "execd_after_attach", true);
