@@ -41,6 +41,11 @@ ALLOC_BYTES = 8 << 20           # gpu_train --alloc-bytes
 COMMS = 2
 WINDOW_S = 4
 MAX_STEP_RATIO = 1.5            # step time while recording / before: the overhead allowed
+MAX_AFTER_RATIO = 1.2           # step time after the detach / before: what the detach must give back
+# On the doubles the simulated GPU computes its kernels on this host's CPU, and a plain spin loop
+# here runs from 11 to 21 ms per pass from one second to the next with nothing else running: a
+# step's time follows the host, not aiprof. There only a gross slowdown is judged.
+DOUBLES_MAX_RATIO = 2.5
 CUPTI_MULTIPLE_SUBSCRIBERS = 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
 KILLS = 10                      # fresh processes whose injection aiprof is killed in
 
@@ -346,10 +351,10 @@ def run_main(build, out_dir, env):
                               "after": round(median_ms(after), 4), "steps": [len(before), len(inside), len(after)]}
         figures["step_ratio_recording"] = round(ratio, 3)
         figures["step_ratio_after"] = round(after_ratio, 3)
-        check("overhead", ratio <= MAX_STEP_RATIO and after_ratio <= 1.2,
+        check("overhead", ratio <= MAX_STEP_RATIO and after_ratio <= MAX_AFTER_RATIO,
               f"median step {median_ms(before):.3f} ms before, {median_ms(inside):.3f} recording "
               f"(ratio {ratio:.2f}, allowed {MAX_STEP_RATIO}), {median_ms(after):.3f} after detach "
-              f"(ratio {after_ratio:.2f})")
+              f"(ratio {after_ratio:.2f}, allowed {MAX_AFTER_RATIO}); steps {len(before)}/{len(inside)}/{len(after)}")
 
         s2 = os.path.join(out_dir, "session2")
         r2, summary2, tl2, _ = profile(build, w.pid, s2, "2s")
@@ -490,6 +495,8 @@ def run(build, out_dir, work, doubles):
         dd = os.path.join(build, "tests", "doubles")
         os.environ["LD_LIBRARY_PATH"] = f"{dd}:{dd}/cupti"
         WORKLOAD_ARGS.append("--no-verify")
+        global MAX_STEP_RATIO, MAX_AFTER_RATIO
+        MAX_STEP_RATIO = MAX_AFTER_RATIO = DOUBLES_MAX_RATIO
         print("gpu_check: on the test doubles: this checks the check, not aiprof on a GPU", flush=True)
         dev, why = probe_driver(os.path.join(dd, "libcuda.so.1"))
     else:
