@@ -808,9 +808,9 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
 	return 0;
 }
 
-static enum s3_net net_of(CURLcode rc)
+enum s3_net s3_net_of_curl(int code)
 {
-	switch (rc) {
+	switch ((CURLcode)code) {
 	case CURLE_OK: return S3_NET_OK;
 	case CURLE_COULDNT_CONNECT: return S3_NET_CONNECT;
 	case CURLE_COULDNT_RESOLVE_HOST: return S3_NET_DNS;
@@ -1019,7 +1019,7 @@ static int request_once(struct s3_client *c, CURL *h, const struct req *r, struc
 		snprintf(a->detail, sizeof(a->detail), "no data moved for %s",
 			 format_duration(d, sizeof(d), c->o.stall_timeout_ns));
 	} else if (rc != CURLE_OK && !(status >= 300 && out->body.len > 0)) {
-		a->net = net_of(rc);
+		a->net = s3_net_of_curl(rc);
 		snprintf(a->detail, sizeof(a->detail), "%s", errbuf[0] ? errbuf :
 			 curl_easy_strerror(rc));
 	} else {

@@ -82,6 +82,9 @@ enum s3_net {
 	S3_NET_OTHER,
 };
 
+/* The kind of transport failure a libcurl result code (CURLcode) is. */
+enum s3_net s3_net_of_curl(int curl_code);
+
 /* What one try of a request ended with. */
 struct s3_attempt {
 	long status;            /* HTTP status; 0 if no response */

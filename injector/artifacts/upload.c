@@ -19,6 +19,7 @@
 #include "log.h"
 #include "s3.h"
 #include "s3url.h"
+#include "storeput.h"
 #include "strbuf.h"
 #include "timeutil.h"
 #include "termlog.h"
@@ -360,19 +361,11 @@ static int sink_strbuf(void *ctx, const char *buf, size_t len)
 	return strbuf_err(b);
 }
 
-static char *object_url(const struct s3_location *loc, const char *key)
-{
-	struct strbuf b = STRBUF_INIT;
-
-	strbuf_addf(&b, "s3://%s/%s", loc->bucket, key);
-	return strbuf__steal(&b);
-}
-
-static int build_manifest(const struct s3_location *loc, const struct artifacts *a,
-			  struct strbuf *out)
+/* location ends in '/'; an artifact's URL is location + its name */
+static int build_manifest(const char *location, const struct artifacts *a, struct strbuf *out)
 {
 	struct jsonw *w = jsonw__new(sink_strbuf, out);
-	char created[32], *url;
+	char created[32];
 	time_t now = time(NULL);
 	struct tm tm;
 	uint64_t total = 0;
@@ -385,29 +378,24 @@ static int build_manifest(const struct s3_location *loc, const struct artifacts 
 	jsonw_obj_open(w);
 	jsonw_kv_str(w, "schema", "aiprof.manifest/v1");
 	jsonw_kv_str(w, "created", created);
-	{
-		struct strbuf l = STRBUF_INIT;
-
-		strbuf_addf(&l, "s3://%s/%s%s", loc->bucket, loc->prefix, loc->prefix[0] ? "/" : "");
-		jsonw_kv_str(w, "location", l.s ? l.s : "");
-		strbuf__release(&l);
-	}
+	jsonw_kv_str(w, "location", location);
 	jsonw_key(w, "artifacts");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < a->n; i++) {
 		const struct artifact *f = &a->v[i];
+		struct strbuf url = STRBUF_INIT;
 
-		url = object_url(loc, f->key);
+		strbuf_addf(&url, "%s%s", location, f->rel);
 		jsonw_newline(w);
 		jsonw_obj_open(w);
 		jsonw_kv_str(w, "name", f->rel);
 		jsonw_kv_str(w, "key", f->key);
-		jsonw_kv_str(w, "url", url ? url : "");
+		jsonw_kv_str(w, "url", url.s ? url.s : "");
 		jsonw_kv_uint(w, "size", f->size);
 		jsonw_kv_str(w, "sha256", f->sha256);
 		jsonw_kv_str(w, "content_type", content_type_for(f->rel));
 		jsonw_obj_close(w);
-		free(url);
+		strbuf__release(&url);
 		total += f->size;
 	}
 	jsonw_arr_close(w);
@@ -528,12 +516,16 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len)
 struct upload_job {
 	const char *dir;
 	const struct upload_opts *o;
+	bool store;                     /* -o http(s)://: the in-cluster store, else S3 */
+	struct store_dest dest;
+	char location[1200];            /* where they go, ending in '/' */
 	struct s3_location loc;
 	struct s3_config cfg;
 	struct artifacts arts;
 	struct strbuf manifest;
 	char manifest_key[S3_KEY_MAX + 1], manifest_sha[SHA256_HEX_LEN + 1];
 	struct s3_client *client;
+	struct s3_hooks hooks;
 	uint64_t total;                 /* bytes of the artifacts */
 	unsigned sent, skipped;
 	bool nothing_to_resume;         /* a failure that a retry of the same command won't fix */
@@ -553,6 +545,8 @@ static int check_job(struct upload_job *j)
 		j->nothing_to_resume = true;
 		return err;
 	}
+	if (j->store)
+		return 0;
 	err = s3_config__load(&j->cfg, &j->o->s3, cmsg, sizeof(cmsg));
 	if (err < 0) {
 		snprintf(j->what, sizeof(j->what), "S3 configuration: %s", cmsg);
@@ -573,7 +567,7 @@ static int check_job(struct upload_job *j)
 /* Every file's key and SHA-256, and manifest.json written into the folder. */
 static int prepare_manifest(struct upload_job *j)
 {
-	const char *prefix = j->loc.prefix, *slash = prefix[0] ? "/" : "";
+	const char *prefix = j->store ? "" : j->loc.prefix, *slash = prefix[0] ? "/" : "";
 	uint8_t d[SHA256_LEN];
 	int err;
 
@@ -600,6 +594,12 @@ static int prepare_manifest(struct upload_job *j)
 			snprintf(j->what, sizeof(j->what), "out of memory");
 			return -ENOMEM;
 		}
+		if (j->store && !store_name_ok(f->key)) {
+			snprintf(j->what, sizeof(j->what), "%s is not a name the store takes (at "
+				 "most %d of A-Z a-z 0-9 . _ - /)", f->rel, STORE_NAME_MAX);
+			j->nothing_to_resume = true;
+			return -EINVAL;
+		}
 		if (strlen(f->key) > S3_KEY_MAX) {
 			snprintf(j->what, sizeof(j->what), "object key for %s is longer than %d bytes",
 				 f->rel, S3_KEY_MAX);
@@ -614,7 +614,7 @@ static int prepare_manifest(struct upload_job *j)
 		j->total += f->size;
 	}
 	snprintf(j->manifest_key, sizeof(j->manifest_key), "%s%s" MANIFEST, prefix, slash);
-	err = build_manifest(&j->loc, &j->arts, &j->manifest);
+	err = build_manifest(j->location, &j->arts, &j->manifest);
 	if (err == 0)
 		err = write_manifest(j->dir, &j->manifest);
 	if (err < 0) {
@@ -663,13 +663,20 @@ static int send_one(struct upload_job *j, const struct artifact *f)
 			 strerror(-err));
 		return err;
 	}
-	err = s3_client__put_file(j->client, j->loc.bucket, f->key, fd, f->size, &meta, &stats,
-				  &e);
-	if (err < 0)
-		s3_error__describe(&e, &j->cfg, j->what, sizeof(j->what));
+	if (j->store) {
+		err = store_put(&j->dest, f->key, fd, NULL, f->size, f->sha256,
+				&j->o->client.retry, &j->hooks, &e);
+		if (err < 0)
+			store_error__describe(&e, err, j->what, sizeof(j->what));
+	} else {
+		err = s3_client__put_file(j->client, j->loc.bucket, f->key, fd, f->size, &meta,
+					  &stats, &e);
+		if (err < 0)
+			s3_error__describe(&e, &j->cfg, j->what, sizeof(j->what));
+	}
 	/* the manifest must describe what was sent */
-	else if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != f->size ||
-		 st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
+	if (err == 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_size != f->size ||
+		 st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec)) {
 		err = -ESTALE;
 		snprintf(j->what, sizeof(j->what), "%s/%s changed during the upload", j->dir, f->rel);
 	}
@@ -694,28 +701,26 @@ static int send_one(struct upload_job *j, const struct artifact *f)
 static int send_all(struct upload_job *j)
 {
 	struct s3_object_meta meta = { "application/json", j->manifest_sha };
-	struct s3_hooks hooks = { 0 };
 	struct s3_error e;
 	char hb[32];
 	int err;
 
 	if (j->o->hooks)
-		hooks = *j->o->hooks;
-	if (!hooks.notify)
-		hooks.notify = notify_log;
-	j->client = s3_client__new(&j->cfg, &j->o->client, &hooks);
-	if (!j->client) {
+		j->hooks = *j->o->hooks;
+	if (!j->hooks.notify)
+		j->hooks.notify = notify_log;
+	j->client = j->store ? NULL : s3_client__new(&j->cfg, &j->o->client, &j->hooks);
+	if (!j->store && !j->client) {
 		snprintf(j->what, sizeof(j->what), "cannot start the HTTP client (libcurl)");
 		return -ENOMEM;
 	}
 	if (!j->o->quiet)
-		log_info("uploading %zu files (%s) from %s to s3://%s/%s%s", j->arts.n,
-			 human_bytes(j->total, hb, sizeof(hb)), j->dir, j->loc.bucket,
-			 j->loc.prefix, j->loc.prefix[0] ? "/" : "");
+		log_info("uploading %zu files (%s) from %s to %s", j->arts.n,
+			 human_bytes(j->total, hb, sizeof(hb)), j->dir, j->location);
 	for (size_t i = 0; i < j->arts.n; i++) {
 		const struct artifact *f = &j->arts.v[i];
 
-		err = j->o->skip_existing ? already_there(j, f) : 0;
+		err = j->o->skip_existing && !j->store ? already_there(j, f) : 0;
 		if (err > 0) {
 			if (!j->o->quiet)
 				log_info("  %s: already there with the same SHA-256", f->rel);
@@ -727,6 +732,13 @@ static int send_all(struct upload_job *j)
 		if (err < 0)
 			return err;
 		j->sent++;
+	}
+	if (j->store) {
+		err = store_put(&j->dest, MANIFEST, -1, j->manifest.s, j->manifest.len,
+				j->manifest_sha, &j->o->client.retry, &j->hooks, &e);
+		if (err < 0)
+			store_error__describe(&e, err, j->what, sizeof(j->what));
+		return err;
 	}
 	err = s3_client__put_buffer(j->client, j->loc.bucket, j->manifest_key, j->manifest.s,
 				    j->manifest.len, &meta, &e);
@@ -750,6 +762,18 @@ int upload_artifacts(const char *dir, const char *s3url, const struct upload_opt
 	}
 	j.o = o;
 	msg[0] = '\0';
+	j.store = store_url_is_store(s3url);
+	if (j.store) {
+		char why[400];
+
+		err = store_dest__parse(s3url, &j.dest, why, sizeof(why));
+		if (err < 0) {
+			snprintf(msg, msglen, "%s", err == -ENOMEM ? "out of memory" : why);
+			return err;
+		}
+		snprintf(j.location, sizeof(j.location), "%s/", j.dest.base);
+		goto checked;
+	}
 	err = s3_location__parse(s3url, &j.loc);
 	if (err < 0) {
 		snprintf(msg, msglen, "'%s' is not s3://bucket[/prefix] (bucket: 3-255 of a-z 0-9 . "
@@ -757,6 +781,9 @@ int upload_artifacts(const char *dir, const char *s3url, const struct upload_opt
 			 s3url ? s3url : "");
 		return err == -ENOMEM ? err : -EINVAL;
 	}
+	snprintf(j.location, sizeof(j.location), "s3://%s/%s%s", j.loc.bucket, j.loc.prefix,
+		 j.loc.prefix[0] ? "/" : "");
+checked:
 	err = check_job(&j);
 	if (err == 0)
 		err = prepare_manifest(&j);
@@ -774,10 +801,10 @@ int upload_artifacts(const char *dir, const char *s3url, const struct upload_opt
 		if (o->delete_after)
 			delete_local(dir, &j.arts);
 		snprintf(msg, msglen, "uploaded %u of %zu files (%s%s) and " MANIFEST " to "
-			 "s3://%s/%s%s in %.2fs%s", j.sent, j.arts.n,
+			 "%s in %.2fs%s", j.sent, j.arts.n,
 			 human_bytes(j.total, hb, sizeof(hb)),
-			 j.skipped ? ", the rest already there" : "", j.loc.bucket, j.loc.prefix,
-			 j.loc.prefix[0] ? "/" : "", (double)(now_monotonic_ns() - t0) / 1e9,
+			 j.skipped ? ", the rest already there" : "", j.location,
+			 (double)(now_monotonic_ns() - t0) / 1e9,
 			 o->delete_after ? "; local copies removed" : "");
 	}
 	s3_client__free(j.client);
@@ -785,5 +812,6 @@ int upload_artifacts(const char *dir, const char *s3url, const struct upload_opt
 	artifacts__clear(&j.arts);
 	s3_config__clear(&j.cfg);
 	s3_location__clear(&j.loc);
+	store_dest__clear(&j.dest);
 	return err;
 }

@@ -38,6 +38,7 @@
 #include "artifacts/threads_dump.h"
 #include "artifacts/timeline.h"
 #include "artifacts/upload.h"
+#include "artifacts/storeput.h"
 #include "cli.h"
 #include "late.h"
 
@@ -73,10 +74,11 @@ static void usage(FILE *out)
 		"      --termination-log PATH write the result for Kubernetes (aiprof.termination/v1:\n"
 		"                             artifacts, counts, findings, error) on every exit\n"
 		"  -d, --duration DURATION    window length: 5s (default), 500ms, 2m\n"
-		"  -o, --output DIR|s3://BUCKET/PREFIX\n"
+		"  -o, --output DIR|s3://BUCKET/PREFIX|http(s)://CONTROLLER/v1/artifacts/NS/S/POD\n"
 		"                             artifact folder (default ./aiprof-out/<UTC time>/);\n"
 		"                             with s3:// they are built there, then uploaded\n"
-		"                             (manifest.json last; see 'aiprof upload --help')\n"
+		"                             (manifest.json last; see 'aiprof upload --help');\n"
+		"                             http(s):// is the controller's in-cluster store\n"
 		"      --collectors LIST      cuda,nccl,rdma,cupti (library) and cpu,offcpu,\n"
 		"                             syscalls,python (eBPF), or all (default all);\n"
 		"                             no-launch-stacks: launches without call stacks\n"
@@ -533,7 +535,7 @@ static int resolve_inputs(struct cli_result *oc, struct profile_opts *o)
 
 	if (rc != EXIT_OK)
 		return rc;
-	if (strncmp(o->outdir, "s3://", 5) == 0) {
+	if (strncmp(o->outdir, "s3://", 5) == 0 || store_url_is_store(o->outdir)) {
 		/* artifacts are built in a local staging folder, kept until the upload is confirmed */
 		snprintf(o->s3url, sizeof(o->s3url), "%s", o->outdir);
 		o->outdir[0] = 0;

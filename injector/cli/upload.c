@@ -8,11 +8,13 @@
 #include "log.h"
 #include "artifacts/upload.h"
 #include "cli.h"
+#include "artifacts/storeput.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: aiprof upload DIR s3://BUCKET[/PREFIX] [OPTIONS]\n\n"
+		"Usage: aiprof upload DIR s3://BUCKET[/PREFIX] [OPTIONS]\n"
+		"       aiprof upload DIR http(s)://CONTROLLER/v1/artifacts/NAMESPACE/SESSION/POD\n\n"
 		"Uploads an artifact folder (written by 'aiprof profile -o DIR') to S3-compatible\n"
 		"storage: every file, then manifest.json with each file's size and SHA-256; the\n"
 		"manifest's presence in the bucket means the upload is complete. Run it again after\n"
@@ -20,7 +22,11 @@ static void usage(FILE *f)
 		"Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY [, AWS_SESSION_TOKEN], or\n"
 		"files of those names in --secret-dir. Other settings: AWS_REGION /\n"
 		"AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_CA_BUNDLE,\n"
-		"AIPROF_S3_ADDRESSING. Flags win over the environment.\n\nOptions:\n%s"
+		"AIPROF_S3_ADDRESSING. Flags win over the environment.\n\n"
+		"http(s):// is aiprof-controller's in-cluster store (no S3): each file is PUT with\n"
+		"its SHA-256 and the service-account token in AIPROF_STORE_TOKEN_FILE (default\n"
+		"" STORE_TOKEN_FILE_DEFAULT "); AIPROF_STORE_CA_FILE for https.\n\n"
+		"Options:\n%s"
 		"  -v, --verbose            more detail\n"
 		"  -q, --quiet              only errors and retries\n"
 		"  -h, --help               this help\n\n"
@@ -72,7 +78,8 @@ int cmd_upload(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 2) {
-		log_error("upload needs DIR and s3://BUCKET[/PREFIX]; see 'aiprof upload --help'");
+		log_error("upload needs DIR and s3://BUCKET[/PREFIX] (or the store's http(s):// "
+			  "URL); see 'aiprof upload --help'");
 		return EXIT_USAGE;
 	}
 	r = upload_artifacts(argv[optind], argv[optind + 1], &o, msg, sizeof(msg));
