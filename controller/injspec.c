@@ -73,11 +73,24 @@ static json_t *pod_metadata(const struct injector_config *cfg, const struct sess
 	return m;
 }
 
-int injspec__output_url(const struct session *s, const char *target_pod, char **ret)
+int injspec__output_url(const struct injector_config *cfg, const struct session *s,
+			const char *target_pod, char **ret)
 {
 	const struct session_s3 *o = &s->spec.s3;
 	char *u;
 
+	if (s->spec.in_cluster) {
+		const char *b = cfg->store_url ? cfg->store_url : "";
+		size_t n = strlen(b);
+
+		while (n && b[n - 1] == '/')
+			n--;
+		if (asprintf(&u, "%.*s/v1/artifacts/%s/%s/%s", (int)n, b, s->ns, s->name,
+			     target_pod) < 0)
+			return -ENOMEM;
+		*ret = u;
+		return 0;
+	}
 	/* the UID too: a session made again under the same name writes beside the last run */
 	if (asprintf(&u, "s3://%s/%s%s%s/%s/%s/%s", o->bucket, o->prefix ? o->prefix : "",
 		     o->prefix && o->prefix[0] ? "/" : "", s->ns, s->name, s->uid, target_pod) < 0)
@@ -100,7 +113,8 @@ static int add_str(json_t *arr, const char *s)
 	return json_array_append_new(arr, json_string(s));
 }
 
-static json_t *injector_args(const struct injector_target *t, bool ephemeral)
+static json_t *injector_args(const struct injector_config *cfg,
+			     const struct injector_target *t, bool ephemeral)
 {
 	const struct session_spec *sp = &t->s->spec;
 	json_t *a = json_array();
@@ -108,7 +122,7 @@ static json_t *injector_args(const struct injector_target *t, bool ephemeral)
 	char hz[16];
 	int r = 0;
 
-	if (!a || injspec__output_url(t->s, kpod__name(t->pod), &url) < 0)
+	if (!a || injspec__output_url(cfg, t->s, kpod__name(t->pod), &url) < 0)
 		goto fail;
 	r |= add_str(a, "profile");
 	if (ephemeral) {
@@ -215,7 +229,7 @@ static json_t *security_context(const struct injector_target *t)
 static json_t *container(const struct injector_config *cfg, const struct injector_target *t,
 			 const char *name, bool ephemeral)
 {
-	json_t *args = injector_args(t, ephemeral), *env = injector_env(t, ephemeral);
+	json_t *args = injector_args(cfg, t, ephemeral), *env = injector_env(t, ephemeral);
 	json_t *sc = security_context(t), *c = NULL;
 
 	if (!args || !env || !sc)
@@ -245,6 +259,11 @@ static json_t *container(const struct injector_config *cfg, const struct injecto
 		    json_array_insert_new(mounts, 0, json_pack("{s:s,s:s,s:b}", "name",
 							       "s3-credentials", "mountPath",
 							       INJECTOR_SECRET_DIR, "readOnly", 1)))
+			goto fail;
+		if (t->s->spec.in_cluster &&
+		    json_array_insert_new(mounts, 0, json_pack("{s:s,s:s,s:b}", "name",
+							       STORE_TOKEN_VOLUME, "mountPath",
+							       STORE_TOKEN_DIR, "readOnly", 1)))
 			goto fail;
 	}
 	json_decref(args);
@@ -326,6 +345,15 @@ json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct 
 	    json_object_set_new(spec, "priorityClassName", json_string(cfg->priority_class)))
 		goto fail;
 	vols = o->secret_name ? secret_volumes(o) : json_array();
+	/* the store's proof of who uploads: a token bound to this pod, for the store alone */
+	if (vols && s->spec.in_cluster &&
+	    json_array_append_new(vols, json_pack("{s:s,s:{s:[{s:{s:s,s:I,s:s}}],s:I}}", "name",
+						  STORE_TOKEN_VOLUME, "projected", "sources",
+						  "serviceAccountToken", "audience",
+						  STORE_TOKEN_AUDIENCE, "expirationSeconds",
+						  (json_int_t)STORE_TOKEN_SECONDS, "path", "token",
+						  "defaultMode", (json_int_t)0400)))
+		goto fail;
 	if (!vols || json_object_set_new(spec, "volumes", vols) ||
 	    json_array_append_new(vols, json_pack("{s:s,s:{s:s,s:s}}", "name", "unwind-cache",
 						  "hostPath", "path", INJECTOR_UNWIND_CACHE,
@@ -346,7 +374,7 @@ json_t *injspec__merge_pod(const struct injector_config *cfg, const struct sessi
 	int r = 0;
 
 	injspec__merge_pod_name(s, name);
-	if (injspec__output_url(s, MERGE_TARGET, &url) < 0)
+	if (injspec__output_url(cfg, s, MERGE_TARGET, &url) < 0)
 		return NULL;
 	args = json_pack("[sssss]", "merge", "-o", url, "--termination-log", "/dev/termination-log");
 	free(url);

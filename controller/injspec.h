@@ -56,7 +56,18 @@ struct injector_config {
 	 * every taint): a nodeSelector object and a tolerations array, or NULL */
 	json_t *merge_node_selector;
 	json_t *merge_tolerations;
+	/* --store-url: how injector pods reach this controller's in-cluster artifact store
+	 * (docs/artifact-store.md), for sessions with no S3; NULL: no store */
+	const char *store_url;
 };
+
+/* The in-cluster store's token: a projected service-account token of the injector pod
+ * (audience STORE_TOKEN_AUDIENCE) at STORE_TOKEN_DIR/token, where the injector reads it
+ * (common/storeurl.h STORE_TOKEN_FILE_DEFAULT). */
+#define STORE_TOKEN_VOLUME "aiprof-store-token"
+#define STORE_TOKEN_DIR "/var/run/secrets/aiprof.io/artifacts"
+#define STORE_TOKEN_AUDIENCE "aiprof.io/artifacts"
+#define STORE_TOKEN_SECONDS 600
 
 /*
  * --merge-node-selector KEY=VALUE into the object sel; --merge-toleration
@@ -91,8 +102,10 @@ void injspec__ephemeral_name(const struct session *s, char out[32]);
  */
 const char *injspec__pods_namespace(const struct injector_config *cfg, const struct session *s);
 
-/* "s3://bucket/prefix/namespace/session/uid/pod": where one target's artifacts go. */
-int injspec__output_url(const struct session *s, const char *target_pod, char **ret);
+/* Where one target's artifacts go: "s3://bucket/prefix/namespace/session/uid/pod", or for
+ * the in-cluster store "STORE_URL/v1/artifacts/namespace/session/pod". */
+int injspec__output_url(const struct injector_config *cfg, const struct session *s,
+			const char *target_pod, char **ret);
 
 /*
  * The merge pod of a multi-rank session: once every target is done and at least two

@@ -438,10 +438,18 @@ static int create_injector(const struct reconcile_input *in, size_t idx, struct 
 		.s = in->s, .pod = o->pod, .container = t->container,
 		.container_id = tc->container_id, .need_sys_admin = o->need_sys_admin,
 	};
-	json_t *body = ephemeral ? injspec__ephemeral_container(&in->cfg->inj, &it) :
-				   injspec__node_agent_pod(&in->cfg->inj, &it);
+	json_t *body;
 	int r;
 
+	if (ephemeral && in->s->spec.in_cluster) {
+		/* an ephemeral container cannot mount the token the store checks */
+		tset(t, PHASE_FAILED, "OutputNotSupported", "pod %s runs in a sandbox (%s) that "
+		     "needs an ephemeral-container injector, which cannot send artifacts to the "
+		     "in-cluster store: give the session spec.output (S3)", o->name, t->runtime);
+		return 0;
+	}
+	body = ephemeral ? injspec__ephemeral_container(&in->cfg->inj, &it) :
+			   injspec__node_agent_pod(&in->cfg->inj, &it);
 	if (!body)
 		return -ENOMEM;
 	r = add_action(p, ephemeral ? ACT_ADD_EPHEMERAL : ACT_CREATE_POD, idx,
@@ -810,7 +818,7 @@ static int eval_merge(const struct reconcile_input *in, const struct tres *res, 
 
 			if (res[i].state != PHASE_SUCCEEDED || n == n_ok)
 				continue;
-			r = injspec__output_url(s, in->targets[i].name, &u);
+			r = injspec__output_url(&in->cfg->inj, s, in->targets[i].name, &u);
 			src[n++] = u;
 		}
 		body = r == 0 ? injspec__merge_pod(&in->cfg->inj, s, src, n) : NULL;
@@ -1248,7 +1256,9 @@ static int plan_merge(const struct reconcile_input *in, struct reconcile_plan *p
 		return 0;
 	for (size_t i = 0; i < in->n_targets; i++)
 		n_ok += b->res[i].state == PHASE_SUCCEEDED;
-	if (in->n_targets < 2 || n_ok < 2)
+	/* the merge pod reads the ranks from S3; in the in-cluster store each rank's artifacts
+	 * stand on their own */
+	if (in->n_targets < 2 || n_ok < 2 || in->s->spec.in_cluster)
 		return 0;
 	r = eval_merge(in, b->res, n_ok, b->deadline, &b->merge, p);
 	if (r < 0)

@@ -213,6 +213,12 @@ static int parse_collectors(struct session *s, const json_t *c)
 static json_t *s3_defaults;
 static char s3_defaults_url[1200];
 static bool inline_s3_allowed;
+static bool store_available;
+
+void session__set_store(bool available)
+{
+	store_available = available;
+}
 
 void session__set_inline_s3(bool allowed)
 {
@@ -293,10 +299,10 @@ static int parse_s3(struct session *s, const json_t *o)
 	int r;
 
 	if (!o && !bucket)
-		return invalid(s, "spec.output.storageRef is required: artifacts go to "
-			       "S3-compatible storage, keeping them on the node is not implemented "
-			       "(or start aiprof-controller with --default-s3-bucket, the chart's "
-			       "s3.bucket value)");
+		return invalid(s, "spec.output.storageRef is required: this controller keeps no "
+			       "artifacts in the cluster (start aiprof-controller with --store-url, "
+			       "as the chart does, or --default-s3-bucket, the chart's s3.bucket "
+			       "value)");
 	if (!json_is_object(o) || !bucket)
 		return invalid(s, "spec.output.s3.bucket is required: artifacts go to "
 			       "S3-compatible storage");
@@ -558,6 +564,10 @@ static int parse_output(struct session *s, const json_t *out)
 	if (!s3 && s3_defaults) {
 		sp->s3_defaulted = true;
 		return parse_s3(s, s3_defaults);
+	}
+	if (!s3 && store_available) {
+		sp->in_cluster = true;
+		return 0;
 	}
 	return parse_s3(s, s3);
 }

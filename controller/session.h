@@ -67,6 +67,8 @@ struct session_spec {
 	struct session_s3 s3;
 	bool s3_defaulted;      /* spec.output.s3 was absent: s3 holds the controller's defaults */
 	char *storage_ref;      /* spec.output.storageRef.name (s3 is empty until resolved), or NULL */
+	bool in_cluster;        /* no S3 anywhere: the controller's in-cluster store
+	                         * (docs/artifact-store.md); s3 is empty */
 	int64_t ttl_s;          /* ttlSecondsAfterFinished, -1 to keep the session */
 };
 
@@ -87,6 +89,10 @@ struct session {
 	json_t *status;         /* owned: .status as read, or NULL */
 	enum session_phase phase;
 };
+
+/* Whether this controller keeps artifacts in the cluster (--store-url given): a session
+ * with no S3 anywhere then uses that store instead of failing. */
+void session__set_store(bool available);
 
 /* Returns 0 and *ret (refs 1), -EINVAL (no name/namespace/uid), -ENOMEM. Outside input:
  * tests/fuzz/fuzz_kubejson.c. */

@@ -825,6 +825,78 @@ static void test_capabilities_follow_collectors(void **state)
 	}
 }
 
+/* No S3 anywhere, and the controller has a store: the injector pod sends its artifacts to it,
+ * with a token bound to the pod for that audience alone; no merge pod; Kata targets (an
+ * ephemeral container cannot mount the token) fail saying what to do. */
+static void test_in_cluster_store(void **state)
+{
+	struct reconcile_config sc = cfg;
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct target_obs t = { .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	struct reconcile_input in = { .targets = &t, .n_targets = 1, .now_ns = T0 + SEC, .cfg = &sc };
+	struct reconcile_plan p;
+	const json_t *c, *v, *e;
+	struct session *s;
+	char *dump;
+	size_t i;
+	bool mounted = false, projected = false;
+
+	(void)state;
+	sc.inj.store_url = "http://10.245.0.1:8080/";
+	session__set_store(true);
+	s = session_without_output();
+	assert_int_equal(s->spec_err, 0);
+	assert_true(s->spec.in_cluster);
+	in.s = s;
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.n_actions, 1);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
+	assert_string_equal(kj_str(p.actions[0].body, "metadata.namespace"), "train");
+	c = json_array_get(kj_get(p.actions[0].body, "spec.containers"), 0);
+	dump = json_dumps(json_object_get(c, "args"), JSON_COMPACT);
+	assert_non_null(strstr(dump, "\"-o\",\"http://10.245.0.1:8080/v1/artifacts/train/slow-step/"
+				     "trainer-0\""));
+	free(dump);
+	json_array_foreach(json_object_get(c, "volumeMounts"), i, v)
+		mounted |= strcmp(kj_str(v, "mountPath"), STORE_TOKEN_DIR) == 0 &&
+			   strcmp(kj_str(v, "name"), STORE_TOKEN_VOLUME) == 0;
+	json_array_foreach(kj_get(p.actions[0].body, "spec.volumes"), i, v) {
+		e = json_array_get(kj_get(v, "projected.sources"), 0);
+		if (strcmp(kj_str(v, "name"), STORE_TOKEN_VOLUME) == 0 && e) {
+			assert_string_equal(kj_str(e, "serviceAccountToken.audience"), "aiprof.io/artifacts");
+			assert_string_equal(kj_str(e, "serviceAccountToken.path"), "token");
+			projected = true;
+		}
+		assert_null(json_object_get(v, "secret"));     /* no S3 credentials anywhere */
+	}
+	assert_true(mounted && projected);
+	json_array_foreach(json_object_get(c, "env"), i, e)
+		assert_null(strstr(kj_str(e, "name"), "AWS_"));
+	reconcile_plan__release(&p);
+
+	/* Kata: an ephemeral container could not mount the token */
+	t.runtime_handler = "kata-qemu";
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	for (i = 0; i < p.n_actions; i++)
+		assert_int_not_equal(p.actions[i].kind, ACT_ADD_EPHEMERAL);
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	assert_string_equal(kj_str(e, "reason"), "OutputNotSupported");
+	assert_non_null(strstr(kj_str(e, "message"), "spec.output"));
+	reconcile_plan__release(&p);
+	session__unref(s);
+
+	/* the controller's S3 defaults win over the store; an explicit S3 output too */
+	s = session_from(session_json(NULL));
+	assert_false(s->spec.in_cluster);
+	session__unref(s);
+	session__set_store(false);
+	s = session_without_output();
+	assert_int_equal(s->spec_err, -EINVAL);
+	assert_non_null(strstr(s->spec_msg, "--store-url"));
+	session__unref(s);
+	kpod__unref(target);
+}
+
 /* --max-sessions-per-namespace: a session not started waits while its namespace has that
  * many running; one already running goes on whatever the count. */
 static void test_namespace_limit(void **state)
@@ -1823,7 +1895,7 @@ static void test_injspec_names(void **state)
 	assert_true(strlen(a) <= 63);
 	injspec__ephemeral_name(s, e);
 	assert_int_equal(strlen(e), 17);
-	assert_int_equal(injspec__output_url(s, "trainer-0", &url), 0);
+	assert_int_equal(injspec__output_url(&cfg.inj, s, "trainer-0", &url), 0);
 	assert_string_equal(url, "s3://profiles/team-a/train/slow-step/u-1234/trainer-0");
 	free(url);
 	assert_true(kernel_needs_sys_admin("5.4.0-150-generic"));
@@ -1908,6 +1980,7 @@ int main(void)
 		cmocka_unit_test(test_storage),
 		cmocka_unit_test(test_storage_errors),
 		cmocka_unit_test(test_capabilities_follow_collectors),
+		cmocka_unit_test(test_in_cluster_store),
 		cmocka_unit_test(test_namespace_limit),
 		cmocka_unit_test(test_s3_defaults),
 		cmocka_unit_test(test_finalizer_first),
