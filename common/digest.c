@@ -124,6 +124,26 @@ char *hex_encode(const uint8_t *in, size_t len, char *out)
 	return out;
 }
 
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int hex_decode(const char *in, uint8_t *out, size_t len)
+{
+	if (strlen(in) != 2 * len)
+		return -EINVAL;
+	for (size_t i = 0; i < 2 * len; i++)
+		if (hex_digit(in[i]) < 0)
+			return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		out[i] = (uint8_t)(hex_digit(in[2 * i]) << 4 | hex_digit(in[2 * i + 1]));
+	return 0;
+}
+
 char *base64_encode(const uint8_t *in, size_t len, char *out)
 {
 	/* EVP_EncodeBlock takes an int: the callers encode digests (16 or 32 bytes) */

@@ -35,6 +35,9 @@ int sha256_fd(int fd, uint8_t out[SHA256_LEN], uint64_t *ret_size);
 
 /* Lower-case hex of len bytes into out (2*len+1 bytes). Returns out. */
 char *hex_encode(const uint8_t *in, size_t len, char *out);
+/* Exactly 2*len hex digits (either case) of in into out; -EINVAL (out untouched) for
+ * another length or a character that is not one. Outside input. */
+int hex_decode(const char *in, uint8_t *out, size_t len);
 /* Standard base64 with padding into out (4*((len+2)/3)+1 bytes), by OpenSSL's
  * EVP_EncodeBlock. Returns out. */
 char *base64_encode(const uint8_t *in, size_t len, char *out);

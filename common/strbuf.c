@@ -99,6 +99,16 @@ char *strbuf__steal(struct strbuf *b)
 	return s;
 }
 
+void str_printable(char *dst, size_t len, const char *src)
+{
+	size_t i = 0;
+
+	for (; src && src[i] && i + 1 < len; i++)
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+	if (len)
+		dst[i] = '\0';
+}
+
 void strbuf__release(struct strbuf *b)
 {
 	if (b->s)

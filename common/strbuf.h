@@ -31,4 +31,8 @@ char *strbuf__steal(struct strbuf *b);
 /* Frees the buffer, overwriting it first (it may have held key material). */
 void strbuf__release(struct strbuf *b);
 
+/* src (NULL: "") into dst (len bytes, truncated, NUL-terminated when len > 0) with control
+ * characters and non-ASCII bytes made '?': text from outside, for a message. */
+void str_printable(char *dst, size_t len, const char *src);
+
 #endif

@@ -82,17 +82,6 @@ void httpauth_user__unref(struct httpauth_user *u)
 
 /* ---- the pure part ---------------------------------------------------------------------- */
 
-/* Control characters and non-ASCII bytes become '?': text from outside, for a message. */
-static void printable(char *dst, size_t len, const char *src)
-{
-	size_t i = 0;
-
-	for (; src && src[i] && i + 1 < len; i++)
-		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
-	if (len)
-		dst[i] = '\0';
-}
-
 int httpauth__bearer(const char *header, char *tok, size_t toklen)
 {
 	const char *p = header;
@@ -118,22 +107,39 @@ int httpauth__bearer(const char *header, char *tok, size_t toklen)
 	return 0;
 }
 
+/* A JSON string's body: '"' and '\\' escaped (a token is visible ASCII). */
+static void add_escaped(struct strbuf *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			strbuf_addc(b, '\\');
+		strbuf_addc(b, s[i]);
+	}
+}
+
 char *httpauth__token_review(const char *token)
 {
+	return httpauth__token_review_for(token, NULL);
+}
+
+char *httpauth__token_review_for(const char *token, const char *audience)
+{
 	static const char head[] = "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":"
-				   "\"TokenReview\",\"spec\":{\"token\":\"";
+				   "\"TokenReview\",\"spec\":{";
 	struct strbuf b = STRBUF_INIT;
-	size_t n = strlen(token);
+	size_t n = strlen(token), alen = audience ? strlen(audience) : 0;
 
 	/* room for all of it up front: no realloc leaves a copy of the token behind */
-	if (strbuf_reserve(&b, sizeof(head) + 2 * n + 8) < 0)
+	if (strbuf_reserve(&b, sizeof(head) + 2 * alen + 2 * n + 32) < 0)
 		return NULL;
 	strbuf_adds(&b, head);
-	for (size_t i = 0; i < n; i++) {
-		if (token[i] == '"' || token[i] == '\\')
-			strbuf_addc(&b, '\\');
-		strbuf_addc(&b, token[i]);
+	if (audience) {
+		strbuf_adds(&b, "\"audiences\":[\"");
+		add_escaped(&b, audience, alen);
+		strbuf_adds(&b, "\"],");
 	}
+	strbuf_adds(&b, "\"token\":\"");
+	add_escaped(&b, token, n);
 	strbuf_adds(&b, "\"}}");
 	return strbuf__steal(&b);
 }
@@ -232,7 +238,7 @@ static int new_user(const json_t *user, const uint8_t key[HTTPAUTH_KEY_LEN],
 	}
 	atomic_init(&u->refs, 1);
 	memcpy(u->key, key, HTTPAUTH_KEY_LEN);
-	printable(u->name, sizeof(u->name), name);
+	str_printable(u->name, sizeof(u->name), name);
 	*ret = u;
 	return 0;
 }
@@ -251,7 +257,7 @@ int httpauth__parse_token_review(const char *body, size_t len, const uint8_t key
 		json_decref(doc);
 		return r < 0 ? r : HTTPAUTH_ALLOW;
 	}
-	printable(err, sizeof(err), json_string_value(json_object_get(st, "error")));
+	str_printable(err, sizeof(err), json_string_value(json_object_get(st, "error")));
 	snprintf(why, whylen, "the Kubernetes API server did not accept the token%s%s",
 		 err[0] ? ": " : "", err);
 	json_decref(doc);
@@ -266,7 +272,7 @@ int httpauth__parse_access_review(const char *body, size_t len, char *why, size_
 	if (!st)
 		return -EPROTO;
 	allowed = json_is_true(json_object_get(st, "allowed"));
-	printable(why, whylen, allowed ? "" : json_string_value(json_object_get(st, "reason")));
+	str_printable(why, whylen, allowed ? "" : json_string_value(json_object_get(st, "reason")));
 	json_decref(doc);
 	return allowed ? HTTPAUTH_ALLOW : HTTPAUTH_DENY;
 }

@@ -120,6 +120,8 @@ int httpauth__bearer(const char *header, char *tok, size_t toklen);
 /* The review requests (malloc'd JSON; the token review's holds the token: wipe before
  * free). NULL when out of memory. */
 char *httpauth__token_review(const char *token);
+/* The same with spec.audiences [audience] (NULL: none, the API server's own audiences). */
+char *httpauth__token_review_for(const char *token, const char *audience);
 char *httpauth__access_review(const struct httpauth_user *u, const struct httpauth_attr *at);
 
 /*

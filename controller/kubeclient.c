@@ -24,6 +24,7 @@ struct kube_client {
 	const atomic_bool *stop;
 	long timeout_ms;
 	bool skip_gate;         /* writes skip the write gate */
+	const char *accept;     /* the Accept header's value; NULL: application/json */
 	/* token file cache: re-read when the file's identity changes */
 	char *token;
 	struct stat token_st;
@@ -255,6 +256,11 @@ void kube_client__set_timeout_ms(struct kube_client *c, long ms)
 	c->timeout_ms = ms;
 }
 
+void kube_client__set_accept(struct kube_client *c, const char *accept)
+{
+	c->accept = accept;
+}
+
 void kube_client__set_write_gate(kube_write_gate_fn fn, void *ctx)
 {
 	write_gate = fn;
@@ -401,10 +407,10 @@ static int add_header(struct curl_slist **hdrs, const char *line)
 
 /* Accept, Content-Type (with a body), Authorization (with a token), and no Expect. The list
  * holds copies: the caller frees it with curl_slist_free_all() whatever this returns. */
-static int request_headers(const char *token, const char *content_type, bool with_body,
-			   struct curl_slist **hdrs)
+static int request_headers(const char *token, const char *accept, const char *content_type,
+			   bool with_body, struct curl_slist **hdrs)
 {
-	char *auth = NULL, *ctype = NULL;
+	char *auth = NULL, *ctype = NULL, *acc = NULL;
 	int err = -ENOMEM;
 
 	if (token && token[0] && asprintf(&auth, "Authorization: Bearer %s", token) < 0) {
@@ -415,7 +421,11 @@ static int request_headers(const char *token, const char *content_type, bool wit
 		ctype = NULL;
 		goto out;
 	}
-	if (add_header(hdrs, "Accept: application/json") < 0 ||
+	if (asprintf(&acc, "Accept: %s", accept ? accept : "application/json") < 0) {
+		acc = NULL;
+		goto out;
+	}
+	if (add_header(hdrs, acc) < 0 ||
 	    (with_body && add_header(hdrs, ctype) < 0) ||
 	    (auth && add_header(hdrs, auth) < 0) ||
 	    add_header(hdrs, "Expect:") < 0)
@@ -427,6 +437,7 @@ out:
 		free(auth);
 	}
 	free(ctype);
+	free(acc);
 	return err;
 }
 
@@ -550,7 +561,7 @@ static int perform(struct kube_client *c, const char *method, const char *path,
 	}
 	if (asprintf(&url, "%s%s", c->base, path) < 0)
 		return -ENOMEM;
-	err = request_headers(token, content_type, body != NULL, &hdrs);
+	err = request_headers(token, c->accept, content_type, body != NULL, &hdrs);
 	if (err < 0)
 		goto out;
 	set_transfer(c, url, hdrs, errbuf, x, idle_s);

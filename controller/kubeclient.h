@@ -52,6 +52,10 @@ void kube_client__free(struct kube_client *c);  /* NULL-safe */
 
 /* Transfers in progress end with -ECANCELED soon after *stop becomes true (NULL: never). */
 void kube_client__set_stop(struct kube_client *c, const atomic_bool *stop);
+/* The Accept header of this client's next requests (NULL: application/json), such as
+ * "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" for a list of metadata
+ * only. accept must outlive its use. */
+void kube_client__set_accept(struct kube_client *c, const char *accept);
 /* Total time allowed for one kube_client__request(), ms (default 30000). */
 void kube_client__set_timeout_ms(struct kube_client *c, long ms);
 
