@@ -2,12 +2,15 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 #include <libwebsockets.h>
+#include "artstore.h"
+#include "artupload.h"
 #include "httpauth.h"
 #include "httpd.h"
 
@@ -18,6 +21,11 @@
 #define WS_CLOSE_REASON_MAX 123 /* RFC 6455: a close frame's payload is at most 125 bytes */
 /* A request waiting for its review: the review's timeout and some (lws closes it after). */
 #define PARK_TIMEOUT_S (HTTPAUTH_TIMEOUT_MS / 1000 + 5)
+/* An upload's body may take this long to come, and its checks and writes this long (a
+ * review, three reads and up to 22 ConfigMaps at ARTUPLOAD_TIMEOUT_MS each, in the worst
+ * case, come to more: the client then sees the connection close, and retries). */
+#define BODY_TIMEOUT_S 120
+#define UPLOAD_TIMEOUT_S 120
 
 /* The websocket's close codes: the HTTP status + 4000, as an application's own (4000-4999). */
 #define WS_CLOSE_UNAUTHORIZED 4401
@@ -57,10 +65,15 @@ struct snapshot {
 
 struct pss;
 
+/* The answers of uploads counted in the metrics, by status. */
+static const unsigned upload_codes[] = { 201, 400, 401, 403, 404, 409, 413, 500, 503 };
+#define UPLOAD_CODES (sizeof(upload_codes) / sizeof(upload_codes[0]))
+
 struct httpd {
 	struct httpd_handlers h;
 	struct httpd_config cfg;        /* addr not kept */
 	struct httpauth *auth;          /* NULL: HTTPD_AUTH_NONE */
+	struct artupload *store;        /* the artifact store's worker; NULL: HTTPD_AUTH_NONE */
 	struct lws_context *ctx;
 	struct lws_protocols protocols[2];
 	pthread_t thread;
@@ -78,6 +91,9 @@ struct httpd {
 	struct pss *parked;             /* clients waiting for a review */
 	unsigned conns, ws_clients;
 	unsigned long long refused[REFUSED__MAX];
+	unsigned uploads;               /* from their headers until answered */
+	uint64_t buffered;              /* their Content-Lengths */
+	unsigned long long uploaded[UPLOAD_CODES];
 };
 
 /* Per connection (per HTTP transaction): an answer being sent, or a websocket client. */
@@ -96,6 +112,10 @@ struct pss {
 	struct snapshot *snap;          /* snapshot lines still to send, from snap_i */
 	size_t snap_i;
 	bool gap;
+	/* an upload: its request (body being read, then with the worker while up_wait) */
+	struct artupload_req *up;
+	size_t up_expect;               /* its Content-Length */
+	bool up_wait;
 };
 
 static struct httpd *of(struct lws *wsi)
@@ -330,6 +350,19 @@ static void own_metrics(struct httpd *d, struct strbuf *b)
 	for (int i = 0; i < REFUSED__MAX; i++)
 		strbuf_addf(b, "aiprof_http_refused_total{reason=\"%s\"} %llu\n", refusal_names[i],
 			    d->refused[i]);
+	if (!d->store)
+		return;
+	strbuf_addf(b, "# HELP aiprof_artifact_uploads_in_flight Artifact uploads being received "
+		    "or stored (at most %d).\n# TYPE aiprof_artifact_uploads_in_flight gauge\n"
+		    "aiprof_artifact_uploads_in_flight %u\n", HTTPD_STORE_UPLOADS, d->uploads);
+	strbuf_addf(b, "# HELP aiprof_artifact_upload_buffered_bytes Bytes of their bodies held.\n"
+		    "# TYPE aiprof_artifact_upload_buffered_bytes gauge\n"
+		    "aiprof_artifact_upload_buffered_bytes %llu\n", (unsigned long long)d->buffered);
+	strbuf_adds(b, "# HELP aiprof_artifact_uploads_total Artifact uploads answered, by status "
+		    "(201 stored).\n# TYPE aiprof_artifact_uploads_total counter\n");
+	for (size_t i = 0; i < UPLOAD_CODES; i++)
+		strbuf_addf(b, "aiprof_artifact_uploads_total{code=\"%u\"} %llu\n", upload_codes[i],
+			    d->uploaded[i]);
 }
 
 /* Whether p's request may get /metrics: HTTP_STATUS_OK, a refusal's status with why, or 0
@@ -386,6 +419,191 @@ static int serve_metrics(struct lws *wsi, struct pss *p)
 	return r;
 }
 
+/* ---- the artifact store ---------------------------------------------------------------- */
+
+static void count_upload(struct httpd *d, unsigned code)
+{
+	for (size_t i = 0; i < UPLOAD_CODES; i++)
+		if (upload_codes[i] == code)
+			d->uploaded[i]++;
+}
+
+/* A PUT refused before its body is read: the answer is written now and the connection
+ * closes (the body's bytes would otherwise be read as the next request). Returns -1. */
+static int refuse_upload(struct lws *wsi, unsigned code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int refuse_upload(struct lws *wsi, unsigned code, const char *fmt, ...)
+{
+	enum refusal r = code == HTTP_STATUS_UNAUTHORIZED ? REFUSED_UNAUTHENTICATED :
+			 code == HTTP_STATUS_FORBIDDEN ? REFUSED_FORBIDDEN :
+			 code == HTTP_STATUS_SERVICE_UNAVAILABLE ? REFUSED_UNAVAILABLE : REFUSED_NONE;
+	char why[WHY_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	count_upload(of(wsi), code);
+	refuse_now(wsi, code, r, why);
+	return -1;
+}
+
+/* The upload's place is given back: it is answered, or its connection closed. */
+static void upload_end(struct httpd *d, struct pss *p)
+{
+	if (!p->up)
+		return;
+	d->uploads--;
+	d->buffered -= p->up_expect;
+	artupload_req__unref(p->up);
+	p->up = NULL;
+	p->up_wait = false;
+}
+
+/* The body is in: the worker takes it; the client waits (parked) for its answer. */
+static int upload_submit(struct httpd *d, struct lws *wsi, struct pss *p)
+{
+	artupload__submit(d->store, p->up);
+	p->up_wait = true;
+	park(d, p, wsi);
+	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, UPLOAD_TIMEOUT_S);
+	return 0;
+}
+
+/* The request's Content-Length into *ret; -EINVAL without one (a chunked body). */
+static int content_length(struct lws *wsi, uint64_t *ret)
+{
+	char cl[32], *end;
+	int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+	unsigned long long v;
+
+	if (n <= 0 || n >= (int)sizeof(cl) ||
+	    lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0 ||
+	    cl[0] < '0' || cl[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(cl, &end, 10);
+	if (*end || errno)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+/* X-Aiprof-Sha256 into sha (64 hex digits); -EINVAL when missing or not that. */
+static int sha256_header(struct lws *wsi, char sha[SHA256_HEX_LEN + 1])
+{
+	static const int name_len = sizeof(ARTSTORE_SHA256_HEADER) - 1;
+	uint8_t digest[SHA256_LEN];
+	char buf[SHA256_HEX_LEN + 2];
+
+	if (lws_hdr_custom_length(wsi, ARTSTORE_SHA256_HEADER, name_len) != SHA256_HEX_LEN ||
+	    lws_hdr_custom_copy(wsi, buf, sizeof(buf), ARTSTORE_SHA256_HEADER, name_len) < 0 ||
+	    artstore__parse_sha256(buf, digest) < 0)
+		return -EINVAL;
+	memcpy(sha, buf, SHA256_HEX_LEN + 1);
+	return 0;
+}
+
+/* PUT /v1/artifacts/{namespace}/{session}/{name}: what can be checked before the body is
+ * read is; then the body is buffered (LWS_CALLBACK_HTTP_BODY) and handed to the worker. */
+static int store_put(struct lws *wsi, struct pss *p, const char *uri)
+{
+	struct httpd *d = of(wsi);
+	char tok[HTTPAUTH_TOKEN_MAX + 64], why[WHY_MAX], sha[SHA256_HEX_LEN + 1];
+	struct artstore_path path;
+	uint64_t len = 0;
+
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI) <= 0)
+		return refuse_upload(wsi, HTTP_STATUS_METHOD_NOT_ALLOWED, "method not allowed: "
+				     "PUT an artifact to " ARTSTORE_ROUTE "{namespace}/{session}/{name}");
+	if (!d->store)
+		return refuse_upload(wsi, HTTP_STATUS_FORBIDDEN, "forbidden: the artifact store is "
+				     "served only with --http-auth=kubernetes (it checks the "
+				     "uploader's token with the API server)");
+	if (artstore__parse_path(uri, &path, why, sizeof(why)) < 0)
+		return refuse_upload(wsi, HTTP_STATUS_BAD_REQUEST, "bad request: %s", why);
+	if (content_length(wsi, &len) < 0)
+		return refuse_upload(wsi, HTTP_STATUS_BAD_REQUEST, "bad request: send the body with "
+				     "a Content-Length (no chunked bodies)");
+	if (len > d->cfg.store_max_file)
+		return refuse_upload(wsi, HTTP_STATUS_REQ_ENTITY_TOO_LARGE, "payload too large: "
+				     "%llu bytes, over --store-max-file-bytes %llu",
+				     (unsigned long long)len,
+				     (unsigned long long)d->cfg.store_max_file);
+	if (sha256_header(wsi, sha) < 0)
+		return refuse_upload(wsi, HTTP_STATUS_BAD_REQUEST, "bad request: send "
+				     "X-Aiprof-Sha256 with the body's SHA-256 (64 hex digits)");
+	if (bearer_of(wsi, tok, sizeof(tok), "upload artifacts (an injector pod's projected "
+		      "token for audience " ARTSTORE_AUDIENCE ")", why, sizeof(why)) < 0) {
+		explicit_bzero(tok, sizeof(tok));
+		return refuse_upload(wsi, HTTP_STATUS_UNAUTHORIZED, "%s", why);
+	}
+	if (d->uploads >= HTTPD_STORE_UPLOADS ||
+	    (d->uploads && d->buffered + len > HTTPD_STORE_BUFFER_MAX)) {
+		explicit_bzero(tok, sizeof(tok));
+		return refuse_upload(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "service unavailable: "
+				     "%u uploads are under way: try again", d->uploads);
+	}
+	p->up = artupload_req__new(&path, tok, (size_t)len);
+	explicit_bzero(tok, sizeof(tok));
+	if (!p->up)
+		return refuse_upload(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR, "out of memory");
+	memcpy(p->up->sha256, sha, sizeof(sha));
+	p->up_expect = (size_t)len;
+	d->uploads++;
+	d->buffered += len;
+	if (len == 0)
+		return upload_submit(d, wsi, p);
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, BODY_TIMEOUT_S);
+	return 0;
+}
+
+static int store_body(struct pss *p, const void *in, size_t len)
+{
+	if (!p->up)
+		return 0;       /* a body nobody asked for (a refused request's) */
+	if (p->up_wait || len > p->up_expect - p->up->len)
+		return -1;
+	memcpy(p->up->body + p->up->len, in, len);
+	p->up->len += len;
+	return 0;
+}
+
+static int store_body_done(struct lws *wsi, struct pss *p)
+{
+	if (!p->up || p->up_wait)
+		return 0;
+	if (p->up->len != p->up_expect)
+		return -1;
+	return upload_submit(of(wsi), wsi, p);
+}
+
+/* The worker's answer, once it is done (else the client waits on). */
+static int store_answer(struct lws *wsi, struct pss *p)
+{
+	struct httpd *d = of(wsi);
+	struct artupload_req *up = p->up;
+	struct strbuf b = STRBUF_INIT;
+	enum refusal rf;
+	int r;
+
+	if (!artupload_req__done(up)) {
+		park(d, p, wsi);
+		return 0;
+	}
+	p->up_wait = false;
+	rf = up->code == HTTP_STATUS_UNAUTHORIZED ? REFUSED_UNAUTHENTICATED :
+	     up->code == HTTP_STATUS_FORBIDDEN ? REFUSED_FORBIDDEN :
+	     up->code == HTTP_STATUS_SERVICE_UNAVAILABLE ? REFUSED_UNAVAILABLE : REFUSED_NONE;
+	count(d, rf);
+	count_upload(d, up->code);
+	strbuf_addf(&b, "%s\n", up->answer ? up->answer : "");
+	r = answer(wsi, p, up->code, up->ctype ? up->ctype : "text/plain", &b);
+	free(b.s);
+	upload_end(d, p);
+	return r;
+}
+
 static int on_http(struct lws *wsi, struct pss *p, const char *uri)
 {
 	struct httpd *d = of(wsi);
@@ -395,6 +613,8 @@ static int on_http(struct lws *wsi, struct pss *p, const char *uri)
 
 	if (strcmp(uri, "/metrics") == 0)
 		return serve_metrics(wsi, p);
+	if (strncmp(uri, ARTSTORE_ROUTE, sizeof(ARTSTORE_ROUTE) - 1) == 0)
+		return store_put(wsi, p, uri);
 	if (strcmp(uri, "/healthz") == 0 || strcmp(uri, "/livez") == 0) {
 		strbuf_adds(&b, "ok\n");
 		r = answer(wsi, p, HTTP_STATUS_OK, "text/plain", &b);
@@ -405,7 +625,8 @@ static int on_http(struct lws *wsi, struct pss *p, const char *uri)
 		r = answer(wsi, p, ok ? HTTP_STATUS_OK : HTTP_STATUS_SERVICE_UNAVAILABLE,
 			   "text/plain", &b);
 	} else {
-		strbuf_adds(&b, "not found: try /healthz, /readyz, /metrics or /ws/sessions\n");
+		strbuf_adds(&b, "not found: try /healthz, /readyz, /metrics, /ws/sessions or PUT "
+			    ARTSTORE_ROUTE "{namespace}/{session}/{name}\n");
 		r = answer(wsi, p, HTTP_STATUS_NOT_FOUND, "text/plain", &b);
 	}
 	free(b.s);
@@ -418,6 +639,8 @@ static int http_writeable(struct lws *wsi, struct pss *p)
 		p->waiting = false;
 		return serve_metrics(wsi, p);
 	}
+	if (p->up_wait)
+		return store_answer(wsi, p);
 	if (!p->body)
 		return 0;
 	if (lws_write(wsi, p->body + LWS_PRE, p->len, LWS_WRITE_HTTP_FINAL) < (int)p->len)
@@ -794,10 +1017,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return on_http(wsi, p, in ? (const char *)in : "/");
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		return http_writeable(wsi, p);
+	/* not on to lws_callback_http_dummy(): it would end the transaction */
+	case LWS_CALLBACK_HTTP_BODY:
+		return p ? store_body(p, in, len) : 0;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		return p ? store_body_done(wsi, p) : 0;
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (p) {        /* the next transaction on the connection starts afresh */
 			unpark(d, p);
+			upload_end(d, p);
 			free(p->body);
 			memset(p, 0, sizeof(*p));
 		}
@@ -951,6 +1180,7 @@ int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
 	       struct httpd **ret)
 {
 	struct httpauth_config ac = { .kube = cfg->kube, .wake = reviewed };
+	struct artupload_config uc = { .kube = cfg->kube, .wake = reviewed };
 	struct httpd *d;
 	char msg[256];
 	int r;
@@ -963,10 +1193,19 @@ int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
 	d->h = *h;
 	d->cfg = *cfg;
 	d->cfg.addr = NULL;
+	if (!d->cfg.store_max_file)
+		d->cfg.store_max_file = ARTSTORE_MAX_FILE_BYTES;
+	if (!d->cfg.store_max_session)
+		d->cfg.store_max_session = ARTSTORE_MAX_SESSION_BYTES;
 	parse_addr(cfg->addr, d->iface, sizeof(d->iface), &d->port);
 	pthread_mutex_init(&d->lock, NULL);
 	ac.ctx = d;
+	uc.ctx = d;
+	uc.max_file = d->cfg.store_max_file;
+	uc.max_session = d->cfg.store_max_session;
 	r = cfg->auth == HTTPD_AUTH_KUBERNETES ? httpauth__new(&ac, &d->auth) : 0;
+	if (r == 0 && cfg->auth == HTTPD_AUTH_KUBERNETES)
+		r = artupload__new(&uc, &d->store);
 	if (r == 0)
 		r = create_context(d);
 	if (r < 0) {
@@ -996,6 +1235,8 @@ int httpd__start(struct httpd *h)
 {
 	int r = h->auth ? httpauth__start(h->auth) : 0;
 
+	if (r == 0 && h->store)
+		r = artupload__start(h->store);
 	if (r < 0)
 		return r;
 	r = pthread_create(&h->thread, NULL, serve, h);
@@ -1040,6 +1281,8 @@ void httpd__free(struct httpd *h)
 	/* the reviewer first: its wake() needs the context */
 	httpauth__free(h->auth);
 	h->auth = NULL;
+	artupload__free(h->store);
+	h->store = NULL;
 	if (h->ctx)
 		lws_context_destroy(h->ctx);
 	if (log_target == h)

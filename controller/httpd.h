@@ -20,6 +20,13 @@
  * no, closes with code 4401 and the reason. /healthz and /readyz stay open (the kubelet's
  * probes). With HTTPD_AUTH_NONE nothing is checked: only on a loopback address.
  *
+ * PUT /v1/artifacts/{namespace}/{session}/{name} is the in-cluster artifact store
+ * (docs/artifact-store.md, artupload.h), served with HTTPD_AUTH_KUBERNETES only (403 without):
+ * the body (Content-Length at most store_max_file, else 413 before it is read) is buffered,
+ * then checked and stored by the store's own thread; at most HTTPD_STORE_UPLOADS uploads at
+ * once, whose bodies take at most HTTPD_STORE_BUFFER_MAX bytes together unless one alone
+ * is larger (more: 503 with Retry-After).
+ *
  * Bounds: at most max_connections connections (more are closed as they are accepted) and
  * max_ws_clients websocket clients (more get 503 with Retry-After).
  */
@@ -28,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "kubeconfig.h"
 #include "strbuf.h"
 
@@ -35,6 +43,8 @@
 #define HTTPD_MAX_WS_CLIENTS 100        /* the defaults of --max-ws-clients */
 #define HTTPD_MAX_CONNECTIONS 256       /* and --max-connections */
 #define HTTPD_SPARE_CONNECTIONS 16      /* beyond the websockets: probes, scrapes */
+#define HTTPD_STORE_UPLOADS 4
+#define HTTPD_STORE_BUFFER_MAX (64ull << 20)
 
 struct httpd_handlers {
 	bool (*ready)(void *ctx, char *why, size_t whylen);
@@ -51,6 +61,7 @@ struct httpd_config {
 	enum httpd_auth auth;
 	const struct kube_config *kube; /* HTTPD_AUTH_KUBERNETES: reviews go there; outlives */
 	unsigned max_ws_clients, max_connections;
+	uint64_t store_max_file, store_max_session;     /* bytes; 0: the defaults (artstore.h) */
 };
 
 struct httpd;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "artstore.h"
 #include "controller.h"
 #include "httpd.h"
 #include "kubeconfig.h"
@@ -65,6 +66,15 @@ static void usage(FILE *out)
 		"  --max-ws-clients N       /ws/sessions clients at once (default 100; more get 503)\n"
 		"  --max-connections N      HTTP connections at once (default 256, or --max-ws-clients\n"
 		"                           + 16 if more; more are closed as they come)\n"
+		"  --store-url URL          the in-cluster artifact store (PUT /v1/artifacts/NS/\n"
+		"                           SESSION/NAME on this endpoint, docs/artifact-store.md) as\n"
+		"                           injector pods reach it, such as\n"
+		"                           http://aiprof-metrics.aiprof-system.svc:8080: sessions\n"
+		"                           with no S3 store their artifacts as ConfigMaps; the\n"
+		"                           store is served with --http-auth=kubernetes only\n"
+		"  --store-max-file-bytes N one artifact at most (default 16Mi; Ki, Mi, Gi; more: 413)\n"
+		"  --store-max-session-bytes N\n"
+		"                           a session's artifacts at most (default 64Mi)\n"
 		"  --workers N              sessions reconciled in parallel (default 4)\n"
 		"  --injector-image IMAGE   the aiprof injector image\n"
 		"  --injector-namespace NS  where injector and merge pods of sessions that use the\n"
@@ -187,6 +197,9 @@ enum {
 	OPT_MAX_PER_NS, OPT_INJ_NS,
 };
 
+/* the artifact store's (artstore.h) */
+enum { OPT_STORE_URL = 0x300, OPT_STORE_FILE, OPT_STORE_SESSION };
+
 /* the HTTP endpoint's (httpd.h) */
 enum { OPT_HTTP_AUTH = 0x200, OPT_MAX_WS, OPT_MAX_CONNS };
 
@@ -226,6 +239,9 @@ static const struct option long_opts[] = {
 	{ "allow-inline-s3", no_argument, NULL, OPT_INLINE_S3 },
 	{ "max-sessions-per-namespace", required_argument, NULL, OPT_MAX_PER_NS },
 	{ "shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT },
+	{ "store-url", required_argument, NULL, OPT_STORE_URL },
+	{ "store-max-file-bytes", required_argument, NULL, OPT_STORE_FILE },
+	{ "store-max-session-bytes", required_argument, NULL, OPT_STORE_SESSION },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -238,6 +254,7 @@ struct options {
 	const char *kubeconfig, *context, *ns, *metrics, *sa_dir;
 	enum httpd_auth http_auth;
 	unsigned max_ws, max_conns;     /* 0: the default */
+	uint64_t store_max_file, store_max_session;
 	const char *lease_ns, *lease_name, *identity;   /* identity: NULL for hostname_pid */
 	bool leader_elect;
 	struct controller_config cc;
@@ -265,6 +282,8 @@ static void options_init(struct options *o)
 			.renew_deadline_ns = 10 * NSEC_PER_SEC, .retry_period_ns = 2 * NSEC_PER_SEC,
 		},
 		.merge_sel = json_object(), .merge_tol = json_array(),
+		.store_max_file = ARTSTORE_MAX_FILE_BYTES,
+		.store_max_session = ARTSTORE_MAX_SESSION_BYTES,
 	};
 }
 
@@ -307,6 +326,47 @@ static int limit_opt(const char *name, const char *v, unsigned *ret)
 		return -EINVAL;
 	}
 	*ret = (unsigned)n;
+	return 0;
+}
+
+/* --store-max-*-bytes: N, or N with Ki, Mi or Gi; 1 byte to 1 GiB (the bodies are held in
+ * memory while they are stored). */
+static int bytes_opt(const char *name, const char *v, uint64_t *ret)
+{
+	static const struct { const char *suffix; unsigned shift; } units[] = {
+		{ "", 0 }, { "Ki", 10 }, { "Mi", 20 }, { "Gi", 30 },
+	};
+	char *end = NULL;
+	unsigned long long n;
+
+	errno = 0;
+	n = v[0] >= '0' && v[0] <= '9' ? strtoull(v, &end, 10) : 0;
+	for (size_t i = 0; n && !errno && i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix) != 0 || n > (1ull << 30) >> units[i].shift)
+			continue;
+		*ret = (uint64_t)n << units[i].shift;
+		return 0;
+	}
+	log_error("--%s '%s' is not a size from 1 to 1Gi (bytes, or a number with Ki, Mi or Gi)",
+		  name, v);
+	return -EINVAL;
+}
+
+/* --store-url: http(s)://host[:port][/path] (the injectors' -o is it, less a trailing '/',
+ * and "/v1/artifacts/..."). */
+static int store_url_opt(struct options *o, const char *v)
+{
+	size_t n = strlen(v);
+	bool ok = (strncmp(v, "http://", 7) == 0 && n > 7) || (strncmp(v, "https://", 8) == 0 && n > 8);
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = v[i] > 0x20 && v[i] < 0x7f;
+	if (!ok) {
+		log_error("--store-url '%.200s': give http://HOST:PORT (how injector pods reach this "
+			  "controller's HTTP endpoint)", v);
+		return -EINVAL;
+	}
+	o->cc.rc.inj.store_url = v;
 	return 0;
 }
 
@@ -451,6 +511,10 @@ static int parse_option(struct options *o, int c, const char *arg)
 			return -EINVAL;
 		shutdown_timeout_s = (unsigned)((wt + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
 		break;
+	case OPT_STORE_URL: return store_url_opt(o, arg);
+	case OPT_STORE_FILE: return bytes_opt("store-max-file-bytes", arg, &o->store_max_file);
+	case OPT_STORE_SESSION:
+		return bytes_opt("store-max-session-bytes", arg, &o->store_max_session);
 	case 'v': log_set_max_level(LOG_DEBUG); break;
 	case 'q': log_set_max_level(LOG_WARNING); break;
 	default: usage(stderr); return -EINVAL;
@@ -571,6 +635,7 @@ static int serving_config(const struct options *o, const struct kube_config *kcf
 	*hc = (struct httpd_config){
 		.addr = o->metrics, .auth = o->http_auth, .kube = kcfg,
 		.max_ws_clients = o->max_ws ? o->max_ws : HTTPD_MAX_WS_CLIENTS,
+		.store_max_file = o->store_max_file, .store_max_session = o->store_max_session,
 	};
 	hc->max_connections = o->max_conns ? o->max_conns :
 		hc->max_ws_clients + HTTPD_SPARE_CONNECTIONS > HTTPD_MAX_CONNECTIONS ?
@@ -579,6 +644,15 @@ static int serving_config(const struct options *o, const struct kube_config *kcf
 		log_error("%s", msg);
 		return -EINVAL;
 	}
+	if (o->store_max_session < o->store_max_file) {
+		log_error("--store-max-session-bytes %llu is less than --store-max-file-bytes %llu",
+			  (unsigned long long)o->store_max_session,
+			  (unsigned long long)o->store_max_file);
+		return -EINVAL;
+	}
+	if (o->cc.rc.inj.store_url && o->http_auth != HTTPD_AUTH_KUBERNETES)
+		log_warning("--store-url with --http-auth=none: the store refuses every upload (403), "
+			    "for it checks the uploader's token with the API server");
 	return 0;
 }
 
@@ -609,6 +683,13 @@ static int start_serving(struct options *o, const struct httpd_config *hc,
 	log_info("serving /healthz /readyz /metrics /ws/sessions on %s (port %d)%s", o->metrics,
 		 httpd__port(app->http), o->http_auth == HTTPD_AUTH_NONE ? "" :
 		 "; /metrics and /ws/sessions need a Kubernetes bearer token");
+	if (o->http_auth == HTTPD_AUTH_KUBERNETES)
+		log_info("the artifact store takes PUT /v1/artifacts/... from injector pods (at most "
+			 "%llu bytes a file, %llu a session)%s%s",
+			 (unsigned long long)o->store_max_file,
+			 (unsigned long long)o->store_max_session,
+			 o->cc.rc.inj.store_url ? ", reached as " : "",
+			 o->cc.rc.inj.store_url ? o->cc.rc.inj.store_url : "");
 	return 0;
 }
 

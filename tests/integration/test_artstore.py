@@ -1,0 +1,282 @@
+# SPDX-License-Identifier: MIT
+"""The controller's in-cluster artifact store (docs/artifact-store.md; controller/artstore.h,
+artupload.h, httpd.c) against the REAL Kubernetes API server (v1.32, tests/k8s/realk8s.py):
+the uploader's token is a real pod-bound service-account token (TokenRequest with
+--bound-object-kind Pod, audience aiprof.io/artifacts), reviewed by the real TokenReview
+API; the pod is one that looks exactly as controller/injspec.c makes an injector of the
+session (labels, ownerReference) and that stays Pending (no node matches it); the
+ConfigMaps are created by the real API server and deleted with the session by its real
+garbage collector (the kit runs the controller manager).
+
+The controller here watches a namespace of its own (it leaves the test's sessions alone),
+with leader election off; its log is kept in a file, checked for the tokens, and it is
+stopped by its PID. Everything talks to loopback only."""
+import base64
+import hashlib
+import http.client
+import json
+import os
+import re
+import sys
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build")
+CONTROLLER = os.path.join(ROOT, BUILD, "aiprof-controller")
+sys.path.insert(0, os.path.join(ROOT, "tests", "kubeapi"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
+
+from harness import ControllerProcess, wait_for  # noqa: E402
+import played  # noqa: E402
+import realk8s  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built")]
+
+GROUP = "/apis/aiprof.io/v1alpha1"
+AUDIENCE = "aiprof.io/artifacts"
+CHUNK = 768 * 1024
+MAX_FILE = 2 * 1024 * 1024              # --store-max-file-bytes 2Mi
+MAX_SESSION = 3 * 1024 * 1024           # --store-max-session-bytes 3Mi
+
+
+@pytest.fixture(scope="module")
+def k8s():
+    c = realk8s.require()
+    c.apply_crds(os.path.join(ROOT, "crds"))
+    return {"cluster": c, "kube": played.admin_client(c, "aiprof-tests-artstore/1"),
+            "admin": played.admin_token(c.kubeconfig)}
+
+
+def injector_pod(name, session, uid, labels=None):
+    """A pod as controller/injspec.c's pod_metadata() labels and owns an injector of the
+    session, Pending for good: no node has the label it selects."""
+    meta = {"name": name, "labels": labels if labels is not None else {
+        "aiprof.io/session-uid": uid, "aiprof.io/session": session["metadata"]["name"],
+        "aiprof.io/session-namespace": session["metadata"]["namespace"],
+        "app.kubernetes.io/component": "aiprof-injector",
+        "app.kubernetes.io/managed-by": "aiprof-controller"}}
+    if labels is None:
+        meta["ownerReferences"] = [{"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
+                                    "name": session["metadata"]["name"], "uid": uid,
+                                    "controller": True, "blockOwnerDeletion": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeSelector": {"aiprof.io/test-no-such-node": "none"},
+                     "containers": [{"name": "injector", "image": "aiprof/aiprof:test"}]}}
+
+
+@pytest.fixture(scope="module")
+def env(k8s, tmp_path_factory):
+    """A namespace with a session S, its injector pod I and another pod O; tokens of both
+    pods; and one controller with small bounds (a second, with --http-auth none, made on
+    demand)."""
+    c, kube = k8s["cluster"], k8s["kube"]
+    tag = uuid.uuid4().hex[:6]
+    ns, idle = f"as-{tag}", f"as-idle-{tag}"
+    for n in (ns, idle):
+        assert kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": n}}).status == 201
+    started = []
+    try:
+        wait_for(lambda: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default").status == 200,
+                 30, "the namespace's default service account")
+        r = kube.post(f"{GROUP}/namespaces/{ns}/profilingsessions", {
+            "apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": "s1"},
+            "spec": {"targets": {"podName": "trainer-0"}, "duration": "30s"}})
+        assert r.status == 201, r
+        session = r.json
+        uid = session["metadata"]["uid"]
+        pods = {}
+        for name, labels in (("aiprof-s1-injector", None), ("other", {"app": "other"})):
+            r = kube.post(f"/api/v1/namespaces/{ns}/pods", injector_pod(name, session, uid, labels))
+            assert r.status == 201, r
+            pods[name] = r.json["metadata"]["uid"]
+
+        def token(pod, audience=AUDIENCE):
+            return c.kubectl("create", "token", "default", "-n", ns, "--audience", audience,
+                             "--bound-object-kind", "Pod", "--bound-object-name", pod,
+                             "--bound-object-uid", pods[pod], "--duration", "600s", ok=True).stdout.strip()
+
+        def controller(*flags):
+            args = [CONTROLLER, "--kubeconfig", c.kubeconfig, "--no-leader-elect", "--namespace", idle,
+                    "--metrics-addr", "127.0.0.1:0", "--injector-image", "aiprof/aiprof:test",
+                    "--store-url", "http://127.0.0.1:8080", "--store-max-file-bytes", "2Mi",
+                    "--store-max-session-bytes", "3Mi", *flags]
+            e = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+            p = ControllerProcess(args, str(tmp_path_factory.mktemp("ctl") / "controller.log"), e)
+            started.append(p)
+            p.wait_port()
+            return p
+
+        e = {"ns": ns, "kube": kube, "cluster": c, "session": session, "uid": uid,
+             "token": token("aiprof-s1-injector"), "other_token": token("other"),
+             "wrong_audience": token("aiprof-s1-injector", audience="not-aiprof"),
+             "controller": controller}
+        e["port"] = controller().port
+        yield e
+        for p in started:
+            rc = p.stop()
+            text = p.text()
+            assert rc == 0, f"the controller exited {rc}: {text[-2000:]}"
+            for t in (e["token"], e["other_token"], e["wrong_audience"], k8s["admin"]):
+                assert t not in text, "a token in the controller's log"
+    finally:
+        for p in started:
+            p.stop()
+        for n in (ns, idle):
+            c.kubectl("delete", "namespace", n, "--wait=false")
+
+
+def put(port, path, body, token=None, sha=None, length=None, send_body=True):
+    """(status, headers, text) of a PUT; sha None: the body's; length: a Content-Length other
+    than the body's (send_body False: the headers alone)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.putrequest("PUT", path, skip_accept_encoding=True)
+    conn.putheader("Content-Length", str(len(body) if length is None else length))
+    conn.putheader("X-Aiprof-Sha256", sha if sha is not None else hashlib.sha256(body).hexdigest())
+    if token:
+        conn.putheader("Authorization", f"Bearer {token}")
+    conn.endheaders()
+    if send_body:
+        conn.send(body)
+    r = conn.getresponse()
+    out = (r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace"))
+    conn.close()
+    return out
+
+
+def stored(e):
+    r = e["kube"].get(f"/api/v1/namespaces/{e['ns']}/configmaps?labelSelector=aiprof.io%2Fsession-uid%3D{e['uid']}")
+    assert r.status == 200, r
+    return r.json["items"]
+
+
+def joined(items, name):
+    """An artifact's bytes, joined from its ConfigMaps in chunk order, and its annotations."""
+    mine = [cm for cm in items if cm["metadata"]["annotations"]["aiprof.io/artifact-name"] == name]
+    mine.sort(key=lambda cm: int(cm["metadata"]["annotations"]["aiprof.io/chunk"].split("/")[0]))
+    data = b"".join(base64.b64decode(cm.get("binaryData", {}).get("data", "")) for cm in mine)
+    return data, mine
+
+
+def test_store_answers_and_stores(env):
+    port, ns = env["port"], env["ns"]
+    url = f"/v1/artifacts/{ns}/s1/trainer-0/timeline.json.gz"
+    big = os.urandom(CHUNK + 250_000)       # two ConfigMaps
+    sha = hashlib.sha256(big).hexdigest()
+
+    st, hdr, text = put(port, url, big, env["token"])
+    assert st == 201, text
+    ans = json.loads(text)
+    assert ans["name"] == "trainer-0/timeline.json.gz" and ans["size"] == len(big) and ans["sha256"] == sha
+    want = hashlib.sha256(f"{env['uid']}/trainer-0/timeline.json.gz".encode()).hexdigest()[:12]
+    assert ans["configMaps"] == [f"aiprof-{want}-0", f"aiprof-{want}-1"]
+
+    data, cms = joined(stored(env), "trainer-0/timeline.json.gz")
+    assert data == big, "the chunks joined are not the bytes sent"
+    assert [cm["metadata"]["name"] for cm in cms] == ans["configMaps"]
+    for i, cm in enumerate(cms):
+        m = cm["metadata"]
+        assert m["labels"] == {"app.kubernetes.io/managed-by": "aiprof-controller",
+                               "aiprof.io/artifact": "true", "aiprof.io/session-uid": env["uid"]}
+        assert m["annotations"] == {"aiprof.io/session": "s1", "aiprof.io/artifact-name": "trainer-0/timeline.json.gz",
+                                    "aiprof.io/sha256": sha, "aiprof.io/size": str(len(big)),
+                                    "aiprof.io/chunk": f"{i}/2"}
+        assert [(o["kind"], o["name"], o["uid"], o["apiVersion"]) for o in m["ownerReferences"]] == \
+            [("ProfilingSession", "s1", env["uid"], "aiprof.io/v1alpha1")]
+        assert cm["immutable"] is True
+        assert len(base64.b64decode(cm["binaryData"]["data"])) <= CHUNK
+
+    # a retry is safe; another body under the name is not
+    st, _, text = put(port, url, big, env["token"])
+    assert st == 201, text
+    other = os.urandom(1000)
+    st, _, text = put(port, url, other, env["token"])
+    assert st == 409 and "conflict" in text, (st, text)
+    # the checksum is checked
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["token"], sha="0" * 64)
+    assert st == 400 and "SHA-256" in text, (st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["token"], sha="xyz")
+    assert st == 400 and "X-Aiprof-Sha256" in text, (st, text)
+    # who uploads
+    st, hdr, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc")
+    assert st == 401 and hdr.get("www-authenticate", "").startswith("Bearer"), (st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["wrong_audience"])
+    assert st == 401 and AUDIENCE in text, (st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["other_token"])
+    assert st == 403 and "not an aiprof injector" in text, (st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/nosuch/trainer-0/a.txt", b"abc", env["token"])
+    assert st == 404, (st, text)
+    # the token's namespace is the path's
+    st, _, text = put(port, f"/v1/artifacts/default/s1/trainer-0/a.txt", b"abc", env["token"])
+    assert st in (403, 404), (st, text)
+    # bad names (libwebsockets resolves '.' and '..' components of a path, as HTTP servers
+    # do, before the name is seen: docs/artifact-store.md)
+    for bad in ("a:b", "sp%20ace", "x" * 201, "trainer-0/"):
+        st, _, text = put(port, f"/v1/artifacts/{ns}/s1/{bad}", b"abc", env["token"])
+        assert st == 400 and "name" in text, (bad, st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/S1/x", b"abc", env["token"])
+    assert st == 400 and "session" in text, (st, text)
+    # bounds: the file's before its body is read; the session's total
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/huge", b"", env["token"], length=MAX_FILE + 1,
+                      send_body=False)
+    assert st == 413 and "--store-max-file-bytes" in text, (st, text)
+    second = os.urandom(MAX_FILE)            # 1,036,432 + 2 MiB <= 3 MiB: stored
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/stacks.folded", second, env["token"])
+    assert st == 201, (st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/summary.json", os.urandom(100_000), env["token"])
+    assert st == 413 and "--store-max-session-bytes" in text, (st, text)
+    # an empty artifact is one ConfigMap
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/empty", b"", env["token"])
+    assert st == 201 and len(json.loads(text)["configMaps"]) == 1, (st, text)
+    data, _ = joined(stored(env), "trainer-0/stacks.folded")
+    assert data == second
+    # every answer is counted
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {played.admin_token(env['cluster'].kubeconfig)}"})
+    metrics = conn.getresponse().read().decode()
+    assert re.search(r'^aiprof_artifact_uploads_total\{code="201"\} 4$', metrics, re.M), metrics
+    assert re.search(r"^aiprof_artifact_uploads_in_flight 0$", metrics, re.M)
+
+
+def test_uploads_at_once_are_bounded(env):
+    """Four uploads whose bodies have not come yet hold the four places: a fifth is answered
+    503 with Retry-After; once they went away, uploads are taken again."""
+    port, ns = env["port"], env["ns"]
+    held = []
+    for i in range(4):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.putrequest("PUT", f"/v1/artifacts/{ns}/s1/trainer-0/held-{i}", skip_accept_encoding=True)
+        conn.putheader("Content-Length", "100")
+        conn.putheader("X-Aiprof-Sha256", "0" * 64)
+        conn.putheader("Authorization", f"Bearer {env['token']}")
+        conn.endheaders()
+        held.append(conn)
+    wait_for(lambda: put(port, f"/v1/artifacts/{ns}/s1/trainer-0/fifth", b"5", env["token"])[0] == 503,
+             10, "the fifth upload to be refused")
+    st, hdr, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/fifth", b"5", env["token"])
+    assert st == 503 and hdr.get("retry-after") and "uploads are under way" in text, (st, hdr, text)
+    for conn in held:
+        conn.close()
+    wait_for(lambda: put(port, f"/v1/artifacts/{ns}/s1/trainer-0/fifth", b"5", env["token"])[0] != 503,
+             10, "the places to be given back")
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/fifth", b"5", env["token"])
+    assert st in (201, 413), (st, text)       # 413 once the earlier test filled the session
+
+
+def test_store_needs_kubernetes_auth(env):
+    p = env["controller"]("--http-auth", "none")
+    st, _, text = put(p.port, f"/v1/artifacts/{env['ns']}/s1/trainer-0/x", b"abc", env["token"])
+    assert st == 403 and "--http-auth=kubernetes" in text, (st, text)
+
+
+def test_deleting_the_session_deletes_its_artifacts(env):
+    port, ns, kube = env["port"], env["ns"], env["kube"]
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/manifest.json", b"{}", env["token"])
+    assert st in (201, 413), (st, text)       # the bound may be reached by the test before
+    assert stored(env)
+    r = kube.delete(f"{GROUP}/namespaces/{ns}/profilingsessions/s1")
+    assert r.status in (200, 202), r
+    wait_for(lambda: not stored(env), 90, "the garbage collector to delete the session's ConfigMaps")
