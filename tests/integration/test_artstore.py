@@ -8,9 +8,11 @@ session (labels, ownerReference) and that stays Pending (no node matches it); th
 ConfigMaps are created by the real API server and deleted with the session by its real
 garbage collector (the kit runs the controller manager).
 
-The controller here watches a namespace of its own (it leaves the test's sessions alone),
-with leader election off; its log is kept in a file, checked for the tokens, and it is
-stopped by its PID. Everything talks to loopback only."""
+The controller here runs under the chart's RBAC (its objects applied, the chart's service
+account's token in a kubeconfig): the grants the store needs are the chart's. It watches a
+namespace of its own (it leaves the test's sessions alone), with leader election off; its log
+is kept in a file, checked for the tokens, and it is stopped by its PID. Everything talks to
+loopback only."""
 import base64
 import hashlib
 import http.client
@@ -32,6 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 from harness import ControllerProcess, wait_for  # noqa: E402
 import played  # noqa: E402
 import realk8s  # noqa: E402
+from test_install import RELEASE_NS, one, render  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built")]
 
@@ -43,11 +46,26 @@ MAX_SESSION = 3 * 1024 * 1024           # --store-max-session-bytes 3Mi
 
 
 @pytest.fixture(scope="module")
-def k8s():
+def k8s(tmp_path_factory):
     c = realk8s.require()
     c.apply_crds(os.path.join(ROOT, "crds"))
-    return {"cluster": c, "kube": played.admin_client(c, "aiprof-tests-artstore/1"),
-            "admin": played.admin_token(c.kubeconfig)}
+    docs = render()
+    made = []                           # what this module made (and so deletes)
+    if c.get("namespace", RELEASE_NS) is None:
+        c.ensure_namespace(RELEASE_NS)
+        made.append(["namespace", RELEASE_NS])
+    for d in docs:
+        if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            where = ["-n", d["metadata"]["namespace"]] if d["metadata"].get("namespace") else []
+            if c.get(d["kind"].lower(), d["metadata"]["name"], *where) is None:
+                made.insert(0, [d["kind"].lower(), d["metadata"]["name"], *where])
+            c.apply(d, ns=d["metadata"].get("namespace"))
+    sa_token = c.token(RELEASE_NS, one(docs, "ServiceAccount")["metadata"]["name"], seconds=1800)
+    kubeconfig = c.kubeconfig_for(str(tmp_path_factory.mktemp("sa") / "kubeconfig"), sa_token)
+    yield {"cluster": c, "kube": played.admin_client(c, "aiprof-tests-artstore/1"),
+           "admin": played.admin_token(c.kubeconfig), "kubeconfig": kubeconfig, "sa_token": sa_token}
+    for what in made:
+        c.kubectl("delete", *what, "--wait=false")
 
 
 def injector_pod(name, session, uid, labels=None):
@@ -100,7 +118,7 @@ def env(k8s, tmp_path_factory):
                              "--bound-object-uid", pods[pod], "--duration", "600s", ok=True).stdout.strip()
 
         def controller(*flags):
-            args = [CONTROLLER, "--kubeconfig", c.kubeconfig, "--no-leader-elect", "--namespace", idle,
+            args = [CONTROLLER, "--kubeconfig", k8s["kubeconfig"], "--no-leader-elect", "--namespace", idle,
                     "--metrics-addr", "127.0.0.1:0", "--injector-image", "aiprof/aiprof:test",
                     "--store-url", "http://127.0.0.1:8080", "--store-max-file-bytes", "2Mi",
                     "--store-max-session-bytes", "3Mi", *flags]
@@ -120,7 +138,7 @@ def env(k8s, tmp_path_factory):
             rc = p.stop()
             text = p.text()
             assert rc == 0, f"the controller exited {rc}: {text[-2000:]}"
-            for t in (e["token"], e["other_token"], e["wrong_audience"], k8s["admin"]):
+            for t in (e["token"], e["other_token"], e["wrong_audience"], k8s["admin"], k8s["sa_token"]):
                 assert t not in text, "a token in the controller's log"
     finally:
         for p in started:

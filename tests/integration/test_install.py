@@ -524,6 +524,11 @@ UNOBSERVED = {
     # (tests/integration/test_http_auth.py)
     ("authentication.k8s.io", "tokenreviews", "create"): "a client's bearer token: who it is",
     ("authorization.k8s.io", "subjectaccessreviews", "create"): "may that user get /metrics, list sessions",
+    # the in-cluster artifact store, when an injector pod uploads (tests/integration/
+    # test_artstore.py runs it under the chart's RBAC)
+    ("", "configmaps", "create"): "an artifact's ConfigMaps",
+    ("", "configmaps", "list"): "the session's total",
+    ("", "configmaps", "get"): "a retry finds a ConfigMap there already",
 }
 POLICY_GRANTS = {("aiprof.io", "profilingpolicies", v) for v in ("get", "list", "watch")} | \
     {("aiprof.io", "profilingpolicies/status", "patch"), ("aiprof.io", "profilingsessions", "create")}
