@@ -284,6 +284,25 @@ def test_uploads_at_once_are_bounded(env):
     assert st in (201, 413), (st, text)       # 413 once the earlier test filled the session
 
 
+def test_a_file_at_the_default_bound(env):
+    """16 MiB (the default --store-max-file-bytes) to a controller with the default bounds: 22
+    ConfigMaps, joined back exactly. Prints the time the PUT took and the controller's peak
+    RSS (VmHWM), which holds the body once and one ConfigMap's JSON at a time."""
+    p = env["controller"]("--store-max-file-bytes", "16Mi", "--store-max-session-bytes", "64Mi")
+    body = os.urandom(16 << 20)
+    t0 = time.monotonic()
+    st, _, text = put(p.port, f"/v1/artifacts/{env['ns']}/s1/trainer-0/big.bin", body, env["token"])
+    took = time.monotonic() - t0
+    assert st == 201, (st, text)
+    assert len(json.loads(text)["configMaps"]) == 22
+    data, _ = joined(stored(env), "trainer-0/big.bin")
+    assert data == body
+    with open(f"/proc/{p.p.pid}/status") as f:
+        hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    print(f"16 MiB stored as 22 ConfigMaps in {took:.2f} s; controller peak RSS {hwm / 1024:.1f} MiB")
+    assert hwm < 200 * 1024, f"peak RSS {hwm} KiB"
+
+
 def test_store_needs_kubernetes_auth(env):
     p = env["controller"]("--http-auth", "none")
     st, _, text = put(p.port, f"/v1/artifacts/{env['ns']}/s1/trainer-0/x", b"abc", env["token"])
