@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 import uuid
@@ -301,6 +302,34 @@ def test_a_file_at_the_default_bound(env):
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     print(f"16 MiB stored as 22 ConfigMaps in {took:.2f} s; controller peak RSS {hwm / 1024:.1f} MiB")
     assert hwm < 200 * 1024, f"peak RSS {hwm} KiB"
+
+
+def test_the_injectors_client_uploads_a_folder(env, tmp_path):
+    """`aiprof upload DIR http://.../v1/artifacts/NS/SESSION/POD` (injector/artifacts/
+    storeput.c, the client injector pods run) against this endpoint: every file, then the
+    manifest, each stored under POD/ and joined back exactly."""
+    aiprof = os.path.join(ROOT, BUILD, "aiprof")
+    if not os.path.exists(aiprof):
+        pytest.skip(f"{aiprof} not built")
+    p = env["controller"]("--store-max-file-bytes", "16Mi", "--store-max-session-bytes", "64Mi")
+    out = tmp_path / "out"
+    (out / "flame").mkdir(parents=True)
+    files = {"summary.json": b'{"findings":[]}', "flame/cpu.svg": os.urandom(CHUNK + 10), "stacks.folded": b"a;b 1\n"}
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    token_file = tmp_path / "token"
+    token_file.write_text(env["token"])
+    r = subprocess.run([aiprof, "upload", str(out), f"http://127.0.0.1:{p.port}/v1/artifacts/{env['ns']}/s1/trainer-1"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, AIPROF_STORE_TOKEN_FILE=str(token_file)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    items = stored(env)
+    names = {cm["metadata"]["annotations"]["aiprof.io/artifact-name"] for cm in items}
+    assert {f"trainer-1/{n}" for n in files} | {"trainer-1/manifest.json"} <= names, names
+    for name, data in files.items():
+        assert joined(items, f"trainer-1/{name}")[0] == data, name
+    manifest = json.loads(joined(items, "trainer-1/manifest.json")[0])
+    assert manifest, manifest
 
 
 def test_store_needs_kubernetes_auth(env):
