@@ -256,21 +256,28 @@ static int create_chunk(struct artupload *u, struct artupload_req *r,
 		    a->ns, name, a->name);
 }
 
-static void handle(struct artupload *u, struct artupload_req *r)
+/* ARTUPLOAD_CHECK: who uploads, before the body is read (the body is not touched: the
+ * service thread may be filling it). code stays 0 when the upload may go on. */
+static void check(struct artupload *u, struct artupload_req *r)
+{
+	struct artstore_pod pod;
+
+	r->code = 0;
+	if (review(u, r, &pod) < 0 || session_uid(u, r, r->session_uid) < 0 ||
+	    check_pod(u, r, &pod, r->session_uid) < 0)
+		r->session_uid[0] = '\0';
+}
+
+/* ARTUPLOAD_STORE: the body against its checksum and the bounds, then the ConfigMaps. */
+static void store(struct artupload *u, struct artupload_req *r)
 {
 	struct artstore_artifact a = {
 		.ns = r->path.ns, .session = r->path.session, .name = r->path.name,
-		.data = r->body, .size = r->len,
+		.session_uid = r->session_uid, .data = r->body, .size = r->len,
 	};
-	char uid[ARTSTORE_UID_MAX + 1];
-	struct artstore_pod pod;
 	uint8_t h[SHA256_LEN];
 	size_t n = artstore__chunks(r->len);
 
-	if (review(u, r, &pod) < 0 || session_uid(u, r, uid) < 0 ||
-	    check_pod(u, r, &pod, uid) < 0)
-		return;
-	a.session_uid = uid;
 	sha256(r->body, r->len, h);
 	hex_encode(h, SHA256_LEN, a.sha256);
 	if (strcasecmp(a.sha256, r->sha256) != 0) {
@@ -318,7 +325,12 @@ bool artupload__run_one(struct artupload *u)
 	pthread_mutex_unlock(&u->lock);
 	if (!r)
 		return false;
-	handle(u, r);
+	if (r->phase == ARTUPLOAD_CHECK)
+		check(u, r);
+	else if (r->session_uid[0])
+		store(u, r);
+	else
+		say(r, 500, "the upload was not checked before it was stored");
 	wipe_token(r);
 	atomic_store(&r->done, true);
 	if (u->cfg.wake)
@@ -344,6 +356,7 @@ static void *worker(void *arg)
 
 void artupload__submit(struct artupload *u, struct artupload_req *r)
 {
+	atomic_store(&r->done, false);
 	atomic_fetch_add(&r->refs, 1);
 	pthread_mutex_lock(&u->lock);
 	r->next = NULL;

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The artifact store's uploads (docs/artifact-store.md), checked and stored by a thread of
- * their own with a kube client of their own: the HTTP service thread (httpd.c) buffers a
- * PUT's body, hands the request over with artupload__submit(), and once cfg.wake() was
- * called and artupload_req__done() says so, answers with what the request holds.
+ * their own with a kube client of their own. The HTTP service thread (httpd.c) hands an
+ * upload over twice: at its headers (ARTUPLOAD_CHECK: who uploads; the body is read only
+ * once that said yes, so that a client without a valid token holds no place while it sends
+ * slowly), then with its body buffered (ARTUPLOAD_STORE). Each time, once cfg.wake() was
+ * called and artupload_req__done() says so, the request holds the answer (code 0 after a
+ * CHECK that lets it go on).
  *
  * What the worker does, in order, and the answer when a step says no:
- *   TokenReview of the token with spec.audiences [aiprof.io/artifacts]   401, 403, 503
+ *   CHECK: TokenReview of the token, spec.audiences [aiprof.io/artifacts] 401, 403, 503
  *   GET the session named in the path (its UID)                          404, 503
  *   GET the pod the token is bound to, in the path's namespace: an injector of that
  *     session (artstore__check_injector()) with the token's pod UID      403, 503
- *   SHA-256 of the body against X-Aiprof-Sha256                          400
+ *   STORE: SHA-256 of the body against X-Aiprof-Sha256                   400
  *   list the session's ConfigMaps (metadata only): the same name with another checksum
  *     409; the other artifacts' bytes + this one over the session bound   413
  *   create the ConfigMaps; one that exists with the same aiprof.io/sha256 is taken as
@@ -46,13 +49,17 @@ struct artupload_config {
 	void *request_ctx;
 };
 
+enum artupload_phase { ARTUPLOAD_CHECK, ARTUPLOAD_STORE };
+
 /* One upload: reference-counted (the HTTP connection's and, once submitted, the worker's). */
 struct artupload_req {
 	atomic_int refs;
 	atomic_bool done;
+	enum artupload_phase phase;     /* what the next submit asks for */
+	char session_uid[ARTSTORE_UID_MAX + 1]; /* set by a CHECK that said yes */
 	struct artstore_path path;
 	char *token;                    /* wiped and freed once reviewed */
-	uint8_t *body;                  /* len bytes */
+	uint8_t *body;                  /* len bytes (filled by the caller while it is checked) */
 	size_t len;
 	char sha256[SHA256_HEX_LEN + 1];        /* X-Aiprof-Sha256 as sent (64 hex digits) */
 	/* the answer, set before done */
@@ -76,7 +83,8 @@ int artupload__start(struct artupload *u);
 /* Stops the worker (a request under way finishes or is cancelled) and drops the queued
  * requests' references. NULL-safe. */
 void artupload__free(struct artupload *u);
-/* Queues r (takes a reference); the worker sets its answer and calls wake(). */
+/* Queues r for its phase (takes a reference; done turns false); the worker sets its answer,
+ * then done, and calls wake(). */
 void artupload__submit(struct artupload *u, struct artupload_req *r);
 /* Does one queued upload and calls wake(); false when none was queued (tests). */
 bool artupload__run_one(struct artupload *u);

@@ -112,10 +112,12 @@ struct pss {
 	struct snapshot *snap;          /* snapshot lines still to send, from snap_i */
 	size_t snap_i;
 	bool gap;
-	/* an upload: its request (body being read, then with the worker while up_wait) */
+	/* an upload: its request, checked by the worker (its input paused), then its body
+	 * read, then stored by the worker */
 	struct artupload_req *up;
 	size_t up_expect;               /* its Content-Length */
-	bool up_wait;
+	enum { UP_CHECK = 1, UP_BODY, UP_STORE } up_state;
+	bool up_body_done;
 };
 
 static struct httpd *of(struct lws *wsi)
@@ -457,14 +459,28 @@ static void upload_end(struct httpd *d, struct pss *p)
 	d->buffered -= p->up_expect;
 	artupload_req__unref(p->up);
 	p->up = NULL;
-	p->up_wait = false;
+	p->up_state = 0;
+	p->up_body_done = false;
 }
 
-/* The body is in: the worker takes it; the client waits (parked) for its answer. */
-static int upload_submit(struct httpd *d, struct lws *wsi, struct pss *p)
+/* Pauses the request's input while it waits for the worker's check. */
+static void pause_input(struct lws *wsi, struct pss *p)
 {
+	if (!p->flow_off)
+		lws_rx_flow_control(wsi, 0);
+	p->flow_off = true;
+}
+
+/* The worker takes the upload for phase: the client waits (parked) for it; while it is
+ * checked its input is paused (its body is read once its token was found good). */
+static int upload_submit(struct httpd *d, struct lws *wsi, struct pss *p,
+			 enum artupload_phase phase)
+{
+	p->up->phase = phase;
 	artupload__submit(d->store, p->up);
-	p->up_wait = true;
+	p->up_state = phase == ARTUPLOAD_CHECK ? UP_CHECK : UP_STORE;
+	if (phase == ARTUPLOAD_CHECK)
+		pause_input(wsi, p);
 	park(d, p, wsi);
 	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, UPLOAD_TIMEOUT_S);
 	return 0;
@@ -504,8 +520,9 @@ static int sha256_header(struct lws *wsi, char sha[SHA256_HEX_LEN + 1])
 	return 0;
 }
 
-/* PUT /v1/artifacts/{namespace}/{session}/{name}: what can be checked before the body is
- * read is; then the body is buffered (LWS_CALLBACK_HTTP_BODY) and handed to the worker. */
+/* PUT /v1/artifacts/{namespace}/{session}/{name}: what can be checked here is; then the
+ * worker checks who uploads (the input paused), then the body is buffered
+ * (LWS_CALLBACK_HTTP_BODY) and handed to the worker again to be stored. */
 static int store_put(struct lws *wsi, struct pss *p, const char *uri)
 {
 	struct httpd *d = of(wsi);
@@ -550,19 +567,18 @@ static int store_put(struct lws *wsi, struct pss *p, const char *uri)
 		return refuse_upload(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR, "out of memory");
 	memcpy(p->up->sha256, sha, sizeof(sha));
 	p->up_expect = (size_t)len;
+	p->up_body_done = len == 0;
 	d->uploads++;
 	d->buffered += len;
-	if (len == 0)
-		return upload_submit(d, wsi, p);
-	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, BODY_TIMEOUT_S);
-	return 0;
+	return upload_submit(d, wsi, p, ARTUPLOAD_CHECK);
 }
 
+/* Body bytes: kept while the upload is checked (what came with the headers) or read. */
 static int store_body(struct pss *p, const void *in, size_t len)
 {
 	if (!p->up)
 		return 0;       /* a body nobody asked for (a refused request's) */
-	if (p->up_wait || len > p->up_expect - p->up->len)
+	if (p->up_state == UP_STORE || len > p->up_expect - p->up->len)
 		return -1;
 	memcpy(p->up->body + p->up->len, in, len);
 	p->up->len += len;
@@ -571,11 +587,40 @@ static int store_body(struct pss *p, const void *in, size_t len)
 
 static int store_body_done(struct lws *wsi, struct pss *p)
 {
-	if (!p->up || p->up_wait)
+	if (!p->up || p->up_state == UP_STORE)
 		return 0;
 	if (p->up->len != p->up_expect)
 		return -1;
-	return upload_submit(of(wsi), wsi, p);
+	p->up_body_done = true;
+	return p->up_state == UP_BODY ? upload_submit(of(wsi), wsi, p, ARTUPLOAD_STORE) : 0;
+}
+
+/* The worker's check is done: a refusal is answered now (the body unread: the connection
+ * closes after it, -1); else the body is read, and stored once it is all in. */
+static int store_checked(struct lws *wsi, struct pss *p)
+{
+	struct httpd *d = of(wsi);
+	struct artupload_req *up = p->up;
+	enum refusal rf;
+
+	if (up->code) {
+		rf = up->code == HTTP_STATUS_UNAUTHORIZED ? REFUSED_UNAUTHENTICATED :
+		     up->code == HTTP_STATUS_FORBIDDEN ? REFUSED_FORBIDDEN :
+		     up->code == HTTP_STATUS_SERVICE_UNAVAILABLE ? REFUSED_UNAVAILABLE :
+		     REFUSED_NONE;
+		count_upload(d, up->code);
+		refuse_now(wsi, up->code, rf, up->answer ? up->answer : "refused");
+		upload_end(d, p);
+		return -1;
+	}
+	p->up_state = UP_BODY;
+	if (p->flow_off)
+		lws_rx_flow_control(wsi, 1);
+	p->flow_off = false;
+	if (p->up_body_done)
+		return upload_submit(d, wsi, p, ARTUPLOAD_STORE);
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, BODY_TIMEOUT_S);
+	return 0;
 }
 
 /* The worker's answer, once it is done (else the client waits on). */
@@ -588,10 +633,13 @@ static int store_answer(struct lws *wsi, struct pss *p)
 	int r;
 
 	if (!artupload_req__done(up)) {
+		if (p->up_state == UP_CHECK)
+			pause_input(wsi, p);
 		park(d, p, wsi);
 		return 0;
 	}
-	p->up_wait = false;
+	if (p->up_state == UP_CHECK)
+		return store_checked(wsi, p);
 	rf = up->code == HTTP_STATUS_UNAUTHORIZED ? REFUSED_UNAUTHENTICATED :
 	     up->code == HTTP_STATUS_FORBIDDEN ? REFUSED_FORBIDDEN :
 	     up->code == HTTP_STATUS_SERVICE_UNAVAILABLE ? REFUSED_UNAVAILABLE : REFUSED_NONE;
@@ -639,7 +687,7 @@ static int http_writeable(struct lws *wsi, struct pss *p)
 		p->waiting = false;
 		return serve_metrics(wsi, p);
 	}
-	if (p->up_wait)
+	if (p->up && (p->up_state == UP_CHECK || p->up_state == UP_STORE))
 		return store_answer(wsi, p);
 	if (!p->body)
 		return 0;

@@ -46,6 +46,12 @@ MAX_FILE = 2 * 1024 * 1024              # --store-max-file-bytes 2Mi
 MAX_SESSION = 3 * 1024 * 1024           # --store-max-session-bytes 3Mi
 
 
+def sanitized():
+    """An ASan build (BUILD=build-san) keeps freed memory in quarantine: no bound on RSS."""
+    with open(CONTROLLER, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 @pytest.fixture(scope="module")
 def k8s(tmp_path_factory):
     c = realk8s.require()
@@ -264,6 +270,15 @@ def test_uploads_at_once_are_bounded(env):
     """Four uploads whose bodies have not come yet hold the four places: a fifth is answered
     503 with Retry-After; once they went away, uploads are taken again."""
     port, ns = env["port"], env["ns"]
+    # a token that is not one is refused before the body is read: it holds no place while it
+    # would send slowly (each answer below comes with no body sent)
+    for i in range(6):
+        st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/slow-{i}", b"", "not-a-token",
+                          length=1000, send_body=False)
+        assert st == 401, (st, text)
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/slow", b"", env["other_token"],
+                      length=1000, send_body=False)
+    assert st == 403, (st, text)
     held = []
     for i in range(4):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -301,14 +316,15 @@ def test_a_file_at_the_default_bound(env):
     with open(f"/proc/{p.p.pid}/status") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     print(f"16 MiB stored as 22 ConfigMaps in {took:.2f} s; controller peak RSS {hwm / 1024:.1f} MiB")
-    assert hwm < 200 * 1024, f"peak RSS {hwm} KiB"
+    assert sanitized() or hwm < 200 * 1024, f"peak RSS {hwm} KiB"
 
 
 def test_the_injectors_client_uploads_a_folder(env, tmp_path):
     """`aiprof upload DIR http://.../v1/artifacts/NS/SESSION/POD` (injector/artifacts/
     storeput.c, the client injector pods run) against this endpoint: every file, then the
     manifest, each stored under POD/ and joined back exactly."""
-    aiprof = os.path.join(ROOT, BUILD, "aiprof")
+    # the client is not what is tested here: the plain build's (an ASan build of it may lag)
+    aiprof = os.environ.get("AIPROF_BIN") or os.path.join(ROOT, "build", "aiprof")
     if not os.path.exists(aiprof):
         pytest.skip(f"{aiprof} not built")
     p = env["controller"]("--store-max-file-bytes", "16Mi", "--store-max-session-bytes", "64Mi")

@@ -477,18 +477,30 @@ static unsigned upload(struct artupload *u, const char *session, const char *nam
 	snprintf(path.name, sizeof(path.name), "%s", name);
 	r = artupload_req__new(&path, token, size);
 	assert_non_null(r);
-	memset(r->body, fill, size);
-	r->len = size;
-	sha256(r->body, size, h);
-	hex_encode(h, SHA256_LEN, r->sha256);
-	if (sha)
-		snprintf(r->sha256, sizeof(r->sha256), "%s", sha);
+	r->phase = ARTUPLOAD_CHECK;
 	artupload__submit(u, r);
 	assert_false(artupload_req__done(r));
 	assert_true(artupload__run_one(u));
 	assert_true(artupload_req__done(r));
 	assert_null(r->token);          /* wiped once reviewed */
 	code = r->code;
+	if (code == 0) {                /* who uploads is fine: now the body */
+		assert_string_equal(r->session_uid, UID);
+		memset(r->body, fill, size);
+		r->len = size;
+		sha256(r->body, size, h);
+		hex_encode(h, SHA256_LEN, r->sha256);
+		if (sha)
+			snprintf(r->sha256, sizeof(r->sha256), "%s", sha);
+		r->phase = ARTUPLOAD_STORE;
+		artupload__submit(u, r);
+		assert_false(artupload_req__done(r));
+		assert_true(artupload__run_one(u));
+		assert_true(artupload_req__done(r));
+		code = r->code;
+	} else {
+		assert_string_equal(r->session_uid, "");
+	}
 	if (ret_answer)
 		*ret_answer = strdup(r->answer);
 	artupload_req__unref(r);
@@ -604,9 +616,16 @@ static void test_worker_thread(void **state)
 	assert_int_equal(artupload__new(&cfg, &u), 0);
 	assert_int_equal(artupload__start(u), 0);
 	r = artupload_req__new(&path, "good", 3);
-	memcpy(r->body, "abc", 3);
+	r->phase = ARTUPLOAD_CHECK;
+	artupload__submit(u, r);
+	memcpy(r->body, "abc", 3);      /* the body comes meanwhile */
 	r->len = 3;
 	strcpy(r->sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	for (int i = 0; i < 5000 && !artupload_req__done(r); i++)
+		usleep(1000);
+	assert_true(artupload_req__done(r));
+	assert_int_equal(r->code, 0);
+	r->phase = ARTUPLOAD_STORE;
 	artupload__submit(u, r);
 	for (int i = 0; i < 5000 && !artupload_req__done(r); i++)
 		usleep(1000);
@@ -615,6 +634,7 @@ static void test_worker_thread(void **state)
 	assert_true(__atomic_load_n(&wakes, __ATOMIC_SEQ_CST) >= 1);
 	/* the connection went away meanwhile: the worker's reference keeps it alive */
 	queued = artupload_req__new(&path, "good", 0);
+	queued->phase = ARTUPLOAD_STORE;       /* never checked: refused */
 	artupload__submit(u, queued);
 	artupload_req__unref(queued);
 	artupload_req__unref(r);
