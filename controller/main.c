@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "artstore.h"
+#include "s3url.h"
 #include "controller.h"
 #include "httpd.h"
 #include "kubeconfig.h"
@@ -352,21 +353,21 @@ static int bytes_opt(const char *name, const char *v, uint64_t *ret)
 	return -EINVAL;
 }
 
-/* --store-url: http(s)://host[:port][/path] (the injectors' -o is it, less a trailing '/',
- * and "/v1/artifacts/..."). */
+/* --store-url: http(s)://host[:port] (the injectors' -o is it, less a trailing '/', and
+ * "/v1/artifacts/..."; their parser, common/storeurl.c, takes no other path). Sessions with
+ * no S3 then use the store (session__set_store). */
 static int store_url_opt(struct options *o, const char *v)
 {
-	size_t n = strlen(v);
-	bool ok = (strncmp(v, "http://", 7) == 0 && n > 7) || (strncmp(v, "https://", 8) == 0 && n > 8);
+	struct s3_endpoint ep = { 0 };
 
-	for (size_t i = 0; ok && i < n; i++)
-		ok = v[i] > 0x20 && v[i] < 0x7f;
-	if (!ok) {
-		log_error("--store-url '%.200s': give http://HOST:PORT (how injector pods reach this "
-			  "controller's HTTP endpoint)", v);
+	if (s3_endpoint__parse(v, &ep) < 0) {
+		log_error("--store-url '%.200s': give http(s)://HOST[:PORT], with no path (how "
+			  "injector pods reach this controller's HTTP endpoint)", v);
 		return -EINVAL;
 	}
+	s3_endpoint__clear(&ep);
 	o->cc.rc.inj.store_url = v;
+	session__set_store(true);
 	return 0;
 }
 
