@@ -480,6 +480,20 @@ static bool node_needs_sys_admin(struct controller *c, struct kube_client *kc, c
 	return kernel_needs_sys_admin(kv);
 }
 
+/* Whether node is no longer in the cluster: the API server says 404 (any other failure:
+ * not known to be gone). Not cached: asked only when an injector or a target pod is missing. */
+static bool node_missing(struct kube_client *kc, const char *node)
+{
+	struct kube_status st;
+	char path[400];
+
+	if (!node[0])
+		return false;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", node);
+	return kube_client__request(kc, "GET", path, NULL, NULL, 0, NULL, NULL, &st) < 0 &&
+	       st.code == 404;
+}
+
 /* ---- one reconcile ------------------------------------------------------------------- */
 
 struct gather {
@@ -680,6 +694,8 @@ static void observe_target(struct controller *c, struct kube_client *kc,
 	o->injector = g->injs[i];
 	if (o->pod)
 		o->need_sys_admin = node_needs_sys_admin(c, kc, kpod__node(o->pod));
+	if ((!o->pod || !o->injector) && reconcile__target_inflight(s, o->name))
+		o->node_gone = node_missing(kc, reconcile__target_node(s, o));
 	o->runtime_handler = g->handlers[i];
 }
 

@@ -128,6 +128,15 @@ static const json_t *old_target(const struct session *s, const char *pod)
 	return NULL;
 }
 
+const char *reconcile__target_node(const struct session *s, const struct target_obs *o)
+{
+	const char *n = o->pod ? kpod__node(o->pod) : NULL;
+
+	if (!n || !n[0])
+		n = kj_str(old_target(s, o->name), "node");
+	return n ? n : "";
+}
+
 static enum session_phase old_target_state(const struct session *s, const char *pod)
 {
 	return session_phase_parse(kj_str(old_target(s, pod), "state"));
@@ -462,13 +471,19 @@ static int create_injector(const struct reconcile_input *in, size_t idx, struct 
 	return 0;
 }
 
+bool reconcile__target_inflight(const struct session *s, const char *pod)
+{
+	enum session_phase prev = old_target_state(s, pod);
+
+	return prev == PHASE_INJECTING || prev == PHASE_PROFILING || prev == PHASE_UPLOADING;
+}
+
 static int eval_target(const struct reconcile_input *in, size_t idx, bool started,
 		       int64_t deadline, struct tres *t, struct reconcile_plan *p)
 {
 	const struct session *s = in->s;
 	const struct target_obs *o = &in->targets[idx];
-	enum session_phase prev = old_target_state(s, o->name);
-	bool inflight = prev == PHASE_INJECTING || prev == PHASE_PROFILING || prev == PHASE_UPLOADING;
+	bool inflight = reconcile__target_inflight(s, o->name);
 	int64_t wait_end = s->created_ns + (int64_t)in->cfg->target_wait_ns;
 	bool ephemeral = describe_target(in, o, t);
 	const struct kcontainer *tc;
@@ -479,6 +494,15 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 		tset(t, PHASE_FAILED, "InjectorNameTaken", "pod %s exists but is not this session's "
 		     "injector (made by someone else, or replaced since): aiprof leaves it alone; "
 		     "delete it and make the session again", t->injector);
+		return 0;
+	}
+	/* the node was removed from the cluster: the injector went with it (one that finished
+	 * first is still read, below, while its pod lasts) */
+	if (o->node_gone && inflight && (ephemeral ? !o->pod : !o->injector)) {
+		tset(t, PHASE_FAILED, "NodeGone", "node %s is gone (no longer in the cluster) while "
+		     "pod %s was being profiled: its injector %s went with it; what it had uploaded "
+		     "stays (listed here), the rest is lost", reconcile__target_node(s, o), o->name,
+		     t->injector);
 		return 0;
 	}
 	if (!o->pod || o->pod->deleting)

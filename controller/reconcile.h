@@ -84,9 +84,18 @@ struct target_obs {
 	bool need_sys_admin;        /* the node's kernel is older than 5.8 */
 	const struct kpod *injector;/* node-agent injector pod (by its derived name), or NULL */
 	bool foreign_injector;      /* a pod has that name, but reconcile__injector_ours() says no */
+	bool node_gone;             /* its node (the pod's, or the one the status recorded) is
+	                             * no longer in the cluster (GET 404); looked up only when
+	                             * the injector or the pod is missing */
 	int create_err;             /* < 0: creating its injector failed for good in this pass */
 	char create_msg[256];
 };
+
+/* Whether the session's status has target pod in flight (Injecting, Profiling, Uploading). */
+bool reconcile__target_inflight(const struct session *s, const char *pod);
+
+/* The node of target o: its pod's, else the one the session's status recorded; "" if none. */
+const char *reconcile__target_node(const struct session *s, const struct target_obs *o);
 
 struct reconcile_input {
 	const struct session *s;

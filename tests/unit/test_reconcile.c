@@ -897,6 +897,50 @@ static void test_in_cluster_store(void **state)
 	kpod__unref(target);
 }
 
+/* The target's node is removed from the cluster while it is profiled: the injector went with
+ * it, and the status says so (not "deleted before it reported"); an injector that finished
+ * first is still read. */
+static void test_node_gone(void **state)
+{
+	struct world w = { .now = T0 + SEC };
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct reconcile_plan p;
+	const json_t *e;
+
+	(void)state;
+	w.s = session_from(session_json(NULL));
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	w.n = 1;
+	plan(&w, &p);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	assert_true(reconcile__target_inflight(w.s, "trainer-0"));
+	assert_string_equal(reconcile__target_node(w.s, &w.t[0]), "node-1");
+
+	/* the pods are gone with the node: the status's node is the one asked about */
+	w.t[0].pod = NULL;
+	assert_string_equal(reconcile__target_node(w.s, &w.t[0]), "node-1");
+	w.t[0].node_gone = true;
+	w.now = T0 + 5 * SEC;
+	plan(&w, &p);
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	assert_string_equal(kj_str(e, "state"), "Failed");
+	assert_string_equal(kj_str(e, "reason"), "NodeGone");
+	assert_non_null(strstr(kj_str(e, "message"), "node node-1 is gone"));
+	reconcile_plan__release(&p);
+
+	/* the node is there: the same absence is the injector's deletion */
+	w.t[0].node_gone = false;
+	w.t[0].pod = target;
+	plan(&w, &p);
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	assert_string_not_equal(kj_str(e, "reason"), "NodeGone");
+	reconcile_plan__release(&p);
+	kpod__unref(target);
+	session__unref(w.s);
+}
+
 /* --max-sessions-per-namespace: a session not started waits while its namespace has that
  * many running; one already running goes on whatever the count. */
 static void test_namespace_limit(void **state)
@@ -1981,6 +2025,7 @@ int main(void)
 		cmocka_unit_test(test_storage_errors),
 		cmocka_unit_test(test_capabilities_follow_collectors),
 		cmocka_unit_test(test_in_cluster_store),
+		cmocka_unit_test(test_node_gone),
 		cmocka_unit_test(test_namespace_limit),
 		cmocka_unit_test(test_s3_defaults),
 		cmocka_unit_test(test_finalizer_first),
