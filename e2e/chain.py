@@ -365,7 +365,7 @@ class Env:
                    HELM_DATA_HOME=os.path.join(self.tmp, "helm-data"))
         return env
 
-    def helm_controller(self, release=None, **values):
+    def helm_controller(self, release=None, store_on_node=False, **values):
         """`helm install` of charts/aiprof into this namespace: one replica of the controller
         image imported here, watching this namespace, the injector image, and `values`
         (--set KEY=VALUE); waits until the controller pod is ready.
@@ -396,6 +396,10 @@ class Env:
                 "injector.image.pullPolicy": "Never",
                 "injector.grace": "40s",
                 "injector.targetWait": "30s"}
+        if store_on_node:
+            # no cluster DNS here: the injector pods reach the host-network controller on the
+            # node's address (the chart's default is the metrics Service's DNS name)
+            sets["store.url"] = f"http://{self.chain.node_ip}:{port}"
         sets.update(values)
         api_port = self.chain.cluster.api_url.rsplit(":", 1)[1]
         argv = [HELM, "install", release, CHART, "-n", self.ns, "--wait", "--timeout", "90s",

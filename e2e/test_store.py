@@ -117,3 +117,21 @@ def test_plugin_refuses_what_it_cannot_do(env, tmp_path):
     assert r.returncode == 2 and "--duration" in r.stderr, r.stderr
     r = plugin(env, "get", "nosuch")
     assert r.returncode == 3, r.stderr
+
+
+def test_chart_installed_controller_stores_without_s3(env, tmp_path):
+    """The quick start's path: the controller as the chart installs it (its RBAC, its
+    --store-url, store.url pointed at the node since the kit has no cluster DNS), profiled with
+    the plugin, artifacts checked against the injector's manifest."""
+    env.helm_controller(store_on_node=True)
+    env.pod("trainer-0", TRAINER_RUN)
+    env.wait_running("trainer-0")
+    out = tmp_path / "out"
+    r = plugin(env, "profile", "pod/trainer-0", "--duration", "2s", "--name", "chart", "-o", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr + env.helm_logs()[-4000:] + env.debug()
+    man = json.loads((out / "trainer-0" / "manifest.json").read_bytes())
+    assert {"summary.json", "timeline.json.gz", "report.html"} <= {m["name"] for m in man["artifacts"]}
+    for m in man["artifacts"]:
+        data = (out / "trainer-0" / m["name"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == m["sha256"], m["name"]
+    assert f"report: {out}/trainer-0/report.html" in r.stdout, r.stdout
