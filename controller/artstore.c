@@ -252,8 +252,11 @@ static bool owned_by(const json_t *meta, const char *uid)
 }
 
 int artstore__check_injector(const char *pod, size_t len, const char *ns, const char *session,
-			     const char *session_uid, const char *pod_uid, char *why, size_t whylen)
+			     const char *session_uid, const char *pod_uid, const char *name_,
+			     char *why, size_t whylen)
 {
+	const char *slash = strchr(name_, '/');
+	size_t tlen = slash ? (size_t)(slash - name_) : 0;
 	json_t *doc = json_loadb(pod, len, 0, NULL);
 	const json_t *meta = json_object_get(doc, "metadata");
 	const char *uid = json_string_value(json_object_get(meta, "uid"));
@@ -279,6 +282,11 @@ int artstore__check_injector(const char *pod, size_t len, const char *ns, const 
 		 !owned_by(meta, session_uid))
 		snprintf(why, whylen, "pod %s/%s is not an injector of session %s/%s", ns, name,
 			 ns, session);
+	else if (!tlen || strlen(label(meta, LABEL_TARGET_POD)) != tlen ||
+		 strncmp(label(meta, LABEL_TARGET_POD), name_, tlen) != 0)
+		/* an injector writes under its own target's name only */
+		snprintf(why, whylen, "pod %s/%s is the injector of target %s, not of the target "
+			 "this artifact's name starts with", ns, name, label(meta, LABEL_TARGET_POD));
 	else
 		r = 0;
 out:

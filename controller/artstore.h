@@ -98,10 +98,13 @@ int artstore__parse_review(const char *body, size_t len, struct artstore_pod *re
  * session of session_uid in namespace ns (injspec.c's pod_metadata()): the same UID as the
  * token's pod (pod_uid), labels aiprof.io/session (session), aiprof.io/session-uid,
  * app.kubernetes.io/component aiprof-injector and managed-by aiprof-controller, and an
- * ownerReference to the ProfilingSession of that UID. 0, -EPERM with why, -EPROTO.
+ * ownerReference to the ProfilingSession of that UID, and the artifact's name (its first
+ * component) under its own target pod (label aiprof.io/target-pod). 0, -EPERM with why,
+ * -EPROTO.
  */
 int artstore__check_injector(const char *pod, size_t len, const char *ns, const char *session,
-			     const char *session_uid, const char *pod_uid, char *why, size_t whylen);
+			     const char *session_uid, const char *pod_uid, const char *name,
+			     char *why, size_t whylen);
 
 /* The metadata.uid of an object's JSON (a session) into uid; -EPROTO without one. */
 int artstore__object_uid(const char *obj, size_t len, char uid[ARTSTORE_UID_MAX + 1]);

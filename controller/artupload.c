@@ -184,8 +184,8 @@ static int check_pod(struct artupload *u, struct artupload_req *r, const struct 
 			    pod->name);
 	if (err < 0)
 		return -api_failed(r, "cannot read the token's pod", err, &st);
-	err = artstore__check_injector(resp, len, r->path.ns, r->path.session, uid, pod->uid, why,
-				       sizeof(why));
+	err = artstore__check_injector(resp, len, r->path.ns, r->path.session, uid, pod->uid,
+				       r->path.name, why, sizeof(why));
 	free(resp);
 	if (err == -EPERM)
 		return -say(r, 403, "forbidden: %s", why);

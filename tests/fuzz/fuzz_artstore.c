@@ -85,8 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		review(s, size - 1);
 		break;
 	case 2:
-		r = artstore__check_injector(s, size - 1, "train", "s1", "u-1", "p-1", why,
-					     sizeof(why));
+		r = artstore__check_injector(s, size - 1, "train", "s1", "u-1", "p-1", "t-0/a.json",
+					     why, sizeof(why));
 		CHECK(r == 0 || r == -EPERM || r == -EPROTO);
 		r = artstore__object_uid(s, size - 1, uid);
 		CHECK(r == -EPROTO || (r == 0 && uid[0]));

@@ -75,11 +75,12 @@ def k8s(tmp_path_factory):
         c.kubectl("delete", *what, "--wait=false")
 
 
-def injector_pod(name, session, uid, labels=None):
-    """A pod as controller/injspec.c's pod_metadata() labels and owns an injector of the
+def injector_pod(name, session, uid, labels=None, target="trainer-0"):
+    """A pod as controller/injspec.c labels and owns the injector of target pod `target` of the
     session, Pending for good: no node has the label it selects."""
     meta = {"name": name, "labels": labels if labels is not None else {
         "aiprof.io/session-uid": uid, "aiprof.io/session": session["metadata"]["name"],
+        "aiprof.io/target-pod": target,
         "aiprof.io/session-namespace": session["metadata"]["namespace"],
         "app.kubernetes.io/component": "aiprof-injector",
         "app.kubernetes.io/managed-by": "aiprof-controller"}}
@@ -114,8 +115,10 @@ def env(k8s, tmp_path_factory):
         session = r.json
         uid = session["metadata"]["uid"]
         pods = {}
-        for name, labels in (("aiprof-s1-injector", None), ("other", {"app": "other"})):
-            r = kube.post(f"/api/v1/namespaces/{ns}/pods", injector_pod(name, session, uid, labels))
+        for name, labels, target in (("aiprof-s1-injector", None, "trainer-0"),
+                                     ("aiprof-s1-injector-1", None, "trainer-1"),
+                                     ("other", {"app": "other"}, None)):
+            r = kube.post(f"/api/v1/namespaces/{ns}/pods", injector_pod(name, session, uid, labels, target))
             assert r.status == 201, r
             pods[name] = r.json["metadata"]["uid"]
 
@@ -137,6 +140,7 @@ def env(k8s, tmp_path_factory):
 
         e = {"ns": ns, "kube": kube, "cluster": c, "session": session, "uid": uid,
              "token": token("aiprof-s1-injector"), "other_token": token("other"),
+             "token_1": token("aiprof-s1-injector-1"),
              "wrong_audience": token("aiprof-s1-injector", audience="not-aiprof"),
              "controller": controller}
         e["port"] = controller().port
@@ -145,7 +149,8 @@ def env(k8s, tmp_path_factory):
             rc = p.stop()
             text = p.text()
             assert rc == 0, f"the controller exited {rc}: {text[-2000:]}"
-            for t in (e["token"], e["other_token"], e["wrong_audience"], k8s["admin"], k8s["sa_token"]):
+            for t in (e["token"], e["token_1"], e["other_token"], e["wrong_audience"], k8s["admin"],
+                      k8s["sa_token"]):
                 assert t not in text, "a token in the controller's log"
     finally:
         for p in started:
@@ -232,6 +237,9 @@ def test_store_answers_and_stores(env):
     assert st == 401 and AUDIENCE in text, (st, text)
     st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["other_token"])
     assert st == 403 and "not an aiprof injector" in text, (st, text)
+    # an injector writes under its own target's name only
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["token_1"])
+    assert st == 403 and "injector of target trainer-1" in text, (st, text)
     st, _, text = put(port, f"/v1/artifacts/{ns}/nosuch/trainer-0/a.txt", b"abc", env["token"])
     assert st == 404, (st, text)
     # the token's namespace is the path's
@@ -334,7 +342,7 @@ def test_the_injectors_client_uploads_a_folder(env, tmp_path):
     for name, data in files.items():
         (out / name).write_bytes(data)
     token_file = tmp_path / "token"
-    token_file.write_text(env["token"])
+    token_file.write_text(env["token_1"])       # the injector of trainer-1
     r = subprocess.run([aiprof, "upload", str(out), f"http://127.0.0.1:{p.port}/v1/artifacts/{env['ns']}/s1/trainer-1"],
                        capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, AIPROF_STORE_TOKEN_FILE=str(token_file)))

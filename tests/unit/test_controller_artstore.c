@@ -236,10 +236,12 @@ static void test_review_answers(void **state)
 static char *pod_json(const char *uid, const char *ns, const char *component, const char *session,
 		      const char *session_uid, const char *owner_uid)
 {
-	json_t *pod = json_pack("{s:{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s}}}", "metadata", "name", "inj-1",
-				"namespace", ns, "uid", uid, "labels", "aiprof.io/session", session,
-				"aiprof.io/session-uid", session_uid, "app.kubernetes.io/component",
-				component, "app.kubernetes.io/managed-by", "aiprof-controller");
+	json_t *pod = json_pack("{s:{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s}}}", "metadata", "name",
+				"inj-1", "namespace", ns, "uid", uid, "labels", "aiprof.io/session",
+				session, "aiprof.io/session-uid", session_uid,
+				"app.kubernetes.io/component", component,
+				"app.kubernetes.io/managed-by", "aiprof-controller",
+				"aiprof.io/target-pod", "trainer-0");
 	char *s;
 
 	if (owner_uid)
@@ -252,9 +254,19 @@ static char *pod_json(const char *uid, const char *ns, const char *component, co
 	return s;
 }
 
+static int check_name(char *pod, const char *name, char *why, size_t whylen)
+{
+	int r = artstore__check_injector(pod, strlen(pod), "train", "s1", UID, POD_UID, name, why,
+					 whylen);
+
+	free(pod);
+	return r;
+}
+
 static int check(char *pod, char *why, size_t whylen)
 {
-	int r = artstore__check_injector(pod, strlen(pod), "train", "s1", UID, POD_UID, why, whylen);
+	int r = artstore__check_injector(pod, strlen(pod), "train", "s1", UID, POD_UID,
+					 "trainer-0/summary.json", why, whylen);
 
 	free(pod);
 	return r;
@@ -284,6 +296,14 @@ static void test_check_injector(void **state)
 			       sizeof(why)), -EPERM);
 	assert_int_equal(check(pod_json(POD_UID, "train", "aiprof-injector", "s1", UID, "old"), why,
 			       sizeof(why)), -EPERM);
+	/* an injector writes under its own target's name only */
+	assert_int_equal(check_name(pod_json(POD_UID, "train", "aiprof-injector", "s1", UID, UID),
+				    "trainer-1/summary.json", why, sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "injector of target trainer-0"));
+	assert_int_equal(check_name(pod_json(POD_UID, "train", "aiprof-injector", "s1", UID, UID),
+				    "trainer-00/x", why, sizeof(why)), -EPERM);
+	assert_int_equal(check_name(pod_json(POD_UID, "train", "aiprof-injector", "s1", UID, UID),
+				    "summary.json", why, sizeof(why)), -EPERM);
 	assert_int_equal(check(strdup("{\"metadata\":{}}"), why, sizeof(why)), -EPROTO);
 	assert_int_equal(check(strdup("nope"), why, sizeof(why)), -EPROTO);
 }
@@ -606,7 +626,7 @@ static void test_worker_thread(void **state)
 		.max_file = 1 << 20, .max_session = 1 << 20, .wake = count_wake,
 		.request = fake_request, .request_ctx = &f,
 	};
-	struct artstore_path path = { .ns = "train", .session = "s1", .name = "n" };
+	struct artstore_path path = { .ns = "train", .session = "s1", .name = "trainer-0/n" };
 	struct artupload *u = NULL;
 	struct artupload_req *r, *queued;
 
