@@ -76,6 +76,9 @@ static void usage(FILE *out)
 		"  --store-max-file-bytes N one artifact at most (default 16Mi; Ki, Mi, Gi; more: 413)\n"
 		"  --store-max-session-bytes N\n"
 		"                           a session's artifacts at most (default 64Mi)\n"
+		"  --store-max-age DURATION a session in the store with no ttlSecondsAfterFinished\n"
+		"                           is deleted, its artifacts with it, that long after it\n"
+		"                           finished (default 168h)\n"
 		"  --workers N              sessions reconciled in parallel (default 4)\n"
 		"  --injector-image IMAGE   the aiprof injector image\n"
 		"  --injector-namespace NS  where injector and merge pods of sessions that use the\n"
@@ -199,7 +202,7 @@ enum {
 };
 
 /* the artifact store's (artstore.h) */
-enum { OPT_STORE_URL = 0x300, OPT_STORE_FILE, OPT_STORE_SESSION };
+enum { OPT_STORE_URL = 0x300, OPT_STORE_FILE, OPT_STORE_SESSION, OPT_STORE_AGE };
 
 /* the HTTP endpoint's (httpd.h) */
 enum { OPT_HTTP_AUTH = 0x200, OPT_MAX_WS, OPT_MAX_CONNS };
@@ -243,6 +246,7 @@ static const struct option long_opts[] = {
 	{ "store-url", required_argument, NULL, OPT_STORE_URL },
 	{ "store-max-file-bytes", required_argument, NULL, OPT_STORE_FILE },
 	{ "store-max-session-bytes", required_argument, NULL, OPT_STORE_SESSION },
+	{ "store-max-age", required_argument, NULL, OPT_STORE_AGE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -276,6 +280,7 @@ static void options_init(struct options *o)
 				.inj = { .image = "aiprof/aiprof:latest",
 					 .grace_ns = 120 * NSEC_PER_SEC },
 				.target_wait_ns = 60 * NSEC_PER_SEC,
+				.store_max_age_ns = 168 * 3600 * NSEC_PER_SEC,
 			},
 		},
 		.lc = {
@@ -516,6 +521,7 @@ static int parse_option(struct options *o, int c, const char *arg)
 	case OPT_STORE_FILE: return bytes_opt("store-max-file-bytes", arg, &o->store_max_file);
 	case OPT_STORE_SESSION:
 		return bytes_opt("store-max-session-bytes", arg, &o->store_max_session);
+	case OPT_STORE_AGE: return duration_opt("store-max-age", arg, &o->cc.rc.store_max_age_ns);
 	case 'v': log_set_max_level(LOG_DEBUG); break;
 	case 'q': log_set_max_level(LOG_WARNING); break;
 	default: usage(stderr); return -EINVAL;

@@ -718,6 +718,20 @@ static bool injector_done(const struct kpod *inj)
 	       strcmp(kpod__phase(inj), "Succeeded") == 0 || strcmp(kpod__phase(inj), "Failed") == 0;
 }
 
+/* How long after it finished the session is deleted: its ttlSecondsAfterFinished, else for one
+ * whose artifacts are in the in-cluster store the controller's --store-max-age (they go with
+ * it); -1: kept. */
+static int64_t ttl_ns(const struct reconcile_input *in)
+{
+	const struct session *s = in->s;
+
+	if (s->spec.ttl_s >= 0)
+		return s->spec.ttl_s * (int64_t)NSEC_PER_SEC;
+	if (s->spec.in_cluster && in->cfg->store_max_age_ns)
+		return (int64_t)in->cfg->store_max_age_ns;
+	return -1;
+}
+
 /* Deletes the session's pods still running (but except, and those already planned). */
 static int stop_running(const struct reconcile_input *in, struct reconcile_plan *p,
 			const char *except)
@@ -753,12 +767,12 @@ static int plan_terminal(const struct reconcile_input *in, struct reconcile_plan
 		if (r < 0)
 			return r;
 	}
-	if (s->spec.ttl_s >= 0) {
+	if (ttl_ns(in) >= 0) {
 		const char *ct = kj_str(s->status, "completionTime");
 
 		if (!ct || ktime_parse(ct, &done) < 0)
 			done = in->now_ns;
-		done += s->spec.ttl_s * (int64_t)NSEC_PER_SEC;
+		done += ttl_ns(in);
 		if (in->now_ns >= done)
 			return add_action(p, ACT_DELETE_SESSION, 0, s->name, NULL);
 		requeue_at(p, done);
@@ -1349,8 +1363,8 @@ static int conclude_ended(const struct reconcile_input *in, struct reconcile_pla
 		add_event(p, true, "Failed", "%s", msg);
 	if (stop_running(in, p, NULL))
 		return -ENOMEM;
-	if (s->spec.ttl_s >= 0)
-		requeue_at(p, in->now_ns + s->spec.ttl_s * (int64_t)NSEC_PER_SEC);
+	if (ttl_ns(in) >= 0)
+		requeue_at(p, in->now_ns + ttl_ns(in));
 	return 0;
 }
 

@@ -48,6 +48,10 @@ struct reconcile_config {
 	uint64_t target_wait_ns;    /* how long targets may take to exist and run */
 	const char *denied_ns;      /* namespaces whose sessions are refused, ','-separated */
 	unsigned max_running_per_ns;/* sessions of a namespace started at once; 0: no limit */
+	/* --store-max-age: a session that keeps its artifacts in the in-cluster store and has no
+	 * ttlSecondsAfterFinished is deleted (and its artifacts with it) that long after it
+	 * finished; 0: kept */
+	uint64_t store_max_age_ns;
 };
 
 /* Whether p is one of s's pods (injector or merge): labelled with its UID and, in s's own

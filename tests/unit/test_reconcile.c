@@ -1919,6 +1919,53 @@ static void test_deletion_and_ttl(void **state)
 	assert_int_equal(p.actions[0].kind, ACT_DELETE_SESSION);
 	reconcile_plan__release(&p);
 	session__unref(w.s);
+
+	/* in the in-cluster store without a TTL of its own: --store-max-age (its artifacts go
+	 * with it); with one, its own; elsewhere, kept */
+	{
+		struct reconcile_config sc = cfg;
+		struct reconcile_input in = { .now_ns = T0 + 100 * SEC, .cfg = &sc };
+		static const char *const status = "{\"phase\":\"Succeeded\","
+						   "\"completionTime\":\"2024-05-01T12:00:50Z\"}";
+
+		sc.store_max_age_ns = 3600 * SEC;
+		session__set_store(true);
+		j = session_json(NULL);
+		json_object_del(json_object_get(j, "spec"), "output");
+		json_object_set_new(j, "status", json_loads(status, 0, NULL));
+		in.s = s = session_from(j);
+		assert_true(s->spec.in_cluster);
+		assert_int_equal(reconcile__plan(&in, &p), 0);
+		assert_int_equal(p.n_actions, 0);
+		assert_int_equal(p.requeue_at_ns, T0 + 3650 * SEC);
+		reconcile_plan__release(&p);
+		in.now_ns = T0 + 3650 * SEC;
+		assert_int_equal(reconcile__plan(&in, &p), 0);
+		assert_int_equal(p.n_actions, 1);
+		assert_int_equal(p.actions[0].kind, ACT_DELETE_SESSION);
+		reconcile_plan__release(&p);
+		session__unref(s);
+
+		j = session_json("{\"ttlSecondsAfterFinished\":60}");
+		json_object_del(json_object_get(j, "spec"), "output");
+		json_object_set_new(j, "status", json_loads(status, 0, NULL));
+		in.s = s = session_from(j);
+		in.now_ns = T0 + 100 * SEC;
+		assert_int_equal(reconcile__plan(&in, &p), 0);
+		assert_int_equal(p.requeue_at_ns, T0 + 110 * SEC);
+		reconcile_plan__release(&p);
+		session__unref(s);
+		session__set_store(false);
+
+		j = session_json(NULL);
+		json_object_set_new(j, "status", json_loads(status, 0, NULL));
+		in.s = s = session_from(j);
+		in.now_ns = T0 + 100 * 3600 * SEC;
+		assert_int_equal(reconcile__plan(&in, &p), 0);
+		assert_int_equal(p.n_actions, 0);
+		reconcile_plan__release(&p);
+		session__unref(s);
+	}
 }
 
 /* ---- injspec ------------------------------------------------------------------------------ */
