@@ -95,6 +95,16 @@ def test_profile_a_pod_without_s3(env, tmp_path):
     j = json.loads(r.stdout)
     assert j["phase"] == "Succeeded" and j["fetched"] == len(arts) and j["dir"] == str(again), r.stdout
 
+    # what its threads do now, with nothing loaded into it (a 1 s session with uprobes)
+    r = plugin(env, "stacks", "pod/trainer-0", "-c", "trainer", "--name", "now", "-o", str(tmp_path / "now"))
+    print(r.stdout[:3000] + r.stderr)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("== trainer-0\nProcess "), r.stdout[:500]
+    assert "\nThread " in r.stdout and (" blocked for " in r.stdout or " running for " in r.stdout), r.stdout[:2000]
+    now = env.get_session("now")
+    assert now["spec"]["injection"]["method"] == "EBPFOnly", now["spec"]
+    assert (tmp_path / "now" / "trainer-0" / "stacks.json").exists()
+
     # the target was never restarted
     pod = env.get_pod("trainer-0")
     assert pod["status"]["containerStatuses"][0]["containerID"] == target["status"]["containerStatuses"][0]["containerID"]

@@ -975,8 +975,10 @@ static void stop_window(struct run *run)
 	run->prof.timeline = &run->tl_stats;
 }
 
-/* stacks.json: the threads as the window closed (aiprof.stacks/v1, as `aiprof stacks`). */
-static int write_threads_dump(struct run *run, const char *path)
+/* stacks.json: the threads as the window closed (aiprof.stacks/v1, as `aiprof stacks`), and
+ * stacks.txt, the same as `aiprof stacks` prints it (what `kubectl aiprof stacks` shows).
+ * path: the folder's path buffer (len bytes), left holding the file that failed. */
+static int write_threads_dump(struct run *run, const char *outdir, char *path, size_t len)
 {
 	int ranks[MAX_TARGETS], r;
 	struct dump_meta m = { .ranks = ranks };
@@ -987,10 +989,22 @@ static int write_threads_dump(struct run *run, const char *path)
 	for (size_t i = 0; i < run->o->tg.npids; i++)
 		if (!run->targets[i].error)
 			ranks[m.nranks++] = target_env_rank(run->targets[i].pid);
+	snprintf(path, len, "%s/stacks.json", outdir);
 	f = fopen(path, "we");
 	if (!f)
 		return -errno;
 	r = threads_dump_write_json_file(f, run->ebpf, &m);
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	if (r < 0)
+		return r;
+	snprintf(path, len, "%s/stacks.txt", outdir);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	threads_dump_write_text(f, run->ebpf, &m);
+	if (ferror(f))
+		r = -EIO;
 	if (fclose(f) != 0 && r == 0)
 		r = -errno;
 	return r;
@@ -1027,8 +1041,7 @@ static int write_artifacts(struct run *run)
 	if (r < 0)
 		return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
 	if (run->threads_dumped) {
-		snprintf(path, len, "%s/stacks.json", outdir);
-		r = write_threads_dump(run, path);
+		r = write_threads_dump(run, outdir, path, len);
 		if (r < 0)
 			return cli_fail(run->oc, EXIT_OUTPUT, r, "cannot write %s: %m", path);
 	}

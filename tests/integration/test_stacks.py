@@ -221,6 +221,9 @@ def test_gloo_hang(procs, tmp_path):
         assert r.returncode == 0, r.stderr
         st = json.loads((out / "stacks.json").read_text())
         assert st["schema"] == "aiprof.stacks/v1" and st["processes"][0]["rank"] == i
+        # and as `aiprof stacks` prints it (what `kubectl aiprof stacks` shows)
+        txt = (out / "stacks.txt").read_text()
+        assert f"Process {pid} (" in txt and ("evaluate_forever" in txt or "all_reduce" in txt), txt[:2000]
         folders.append(str(out))
     r = run_aiprof(["merge", "-o", str(tmp_path / "merged-folders")] + folders)
     assert r.returncode == 0, r.stderr
