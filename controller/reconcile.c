@@ -497,8 +497,11 @@ static int eval_target(const struct reconcile_input *in, size_t idx, bool starte
 		return 0;
 	}
 	/* the node was removed from the cluster: the injector went with it (one that finished
-	 * first is still read, below, while its pod lasts) */
-	if (o->node_gone && inflight && (ephemeral ? !o->pod : !o->injector)) {
+	 * first is still read, below, while its pod lasts). A node-agent injector must have
+	 * been seen (its UID recorded): one just created may not be in the cache yet */
+	if (o->node_gone && inflight &&
+	    (ephemeral ? !o->pod :
+	     !o->injector && kj_str(old_target(s, o->name), "injectorUID"))) {
 		tset(t, PHASE_FAILED, "NodeGone", "node %s is gone (no longer in the cluster) while "
 		     "pod %s was being profiled: its injector %s went with it; what it had uploaded "
 		     "stays (listed here), the rest is lost", reconcile__target_node(s, o), o->name,

@@ -903,7 +903,7 @@ static void test_in_cluster_store(void **state)
 static void test_node_gone(void **state)
 {
 	struct world w = { .now = T0 + SEC };
-	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL), *inj;
 	struct reconcile_plan p;
 	const json_t *e;
 
@@ -917,6 +917,25 @@ static void test_node_gone(void **state)
 	reconcile_plan__release(&p);
 	assert_true(reconcile__target_inflight(w.s, "trainer-0"));
 	assert_string_equal(reconcile__target_node(w.s, &w.t[0]), "node-1");
+
+	/* an injector just created, not in the cache yet, on a node that cannot be read: no
+	 * conclusion (the API server of the test doubles has no nodes) */
+	w.t[0].node_gone = true;
+	plan(&w, &p);
+	e = json_array_get(json_object_get(p.status, "targets"), 0);
+	assert_string_not_equal(kj_str(e, "reason"), "NodeGone");
+	reconcile_plan__release(&p);
+	w.t[0].node_gone = false;
+
+	/* the injector seen running: its UID recorded */
+	inj = injector(w.s, "trainer-0", "{\"running\":{}}", "Running");
+	w.t[0].injector = inj;
+	plan(&w, &p);
+	w.s = with_status(w.s, p.status);
+	reconcile_plan__release(&p);
+	assert_non_null(kj_str(json_array_get(json_object_get(w.s->status, "targets"), 0),
+			       "injectorUID"));
+	w.t[0].injector = NULL;
 
 	/* the pods are gone with the node: the status's node is the one asked about */
 	w.t[0].pod = NULL;
@@ -937,6 +956,7 @@ static void test_node_gone(void **state)
 	e = json_array_get(json_object_get(p.status, "targets"), 0);
 	assert_string_not_equal(kj_str(e, "reason"), "NodeGone");
 	reconcile_plan__release(&p);
+	kpod__unref(inj);
 	kpod__unref(target);
 	session__unref(w.s);
 }
