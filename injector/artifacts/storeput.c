@@ -98,23 +98,15 @@ static int read_token(const char *path, char **ret)
 	return n ? 0 : -ENOKEY;
 }
 
-/* The "message" of a JSON answer, or its first line, for err->last.detail. */
-static void answer_detail(const struct strbuf *b, char *out, size_t len)
+/* The answer's first line, for err->last.detail: the store refuses with one line of text
+ * (controller/artupload.c); sent by the server, so made printable. */
+static void answer_detail(struct strbuf *b, char *out, size_t len)
 {
-	const char *m = b->s ? strstr(b->s, "\"message\"") : NULL;
-	size_t i = 0;
+	char *nl = b->s ? strchr(b->s, '\n') : NULL;
 
-	out[0] = '\0';
-	if (!b->s)
-		return;
-	if (m && (m = strchr(m + 9, '"')))
-		m++;
-	else
-		m = b->s;
-	for (; m[i] && m[i] != '\n' && !(m != b->s && m[i] == '"' && (i == 0 || m[i - 1] != '\\'))
-	       && i + 1 < len; i++)
-		out[i] = (unsigned char)m[i] < 0x20 ? '?' : m[i];
-	out[i] = '\0';
+	if (nl)
+		*nl = '\0';
+	str_printable(out, len, b->s);
 }
 
 static int put_try_fn(void *ctx, struct s3_attempt *a)

@@ -41,7 +41,8 @@ class StoreDouble:
                 pass
 
             def answer(self, status, msg, headers=()):
-                body = json.dumps({"message": msg}).encode()
+                # as controller/artupload.c: a refusal is one line of text, 201 is JSON
+                body = (json.dumps({"message": msg}) if status == 201 else msg + "\n").encode()
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
