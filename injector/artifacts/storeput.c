@@ -198,16 +198,12 @@ static void floor_sleep(void *ctx, uint64_t ns)
 		sleep_ns(ns);
 }
 
+/* the caller's random source, when it gave one (else s3_retry_run uses its own) */
 static uint64_t floor_random(void *ctx)
 {
 	struct sleep_floor *f = ctx;
-	uint64_t v = 0;
 
-	if (f->inner && f->inner->random)
-		return f->inner->random(f->inner->ctx);
-	if (getentropy(&v, sizeof(v)) < 0)
-		v = (uint64_t)getpid() * 2654435761u;
-	return v;
+	return f->inner->random(f->inner->ctx);
 }
 
 static void floor_notify(void *ctx, const char *msg)
@@ -239,7 +235,8 @@ int store_put(const struct store_dest *d, const char *name, int fd, const void *
 	struct put_try t = { .d = d, .fd = fd, .buf = buf, .size = size, .sha = sha256_hex,
 			     .body = STRBUF_INIT };
 	struct sleep_floor f = { h, &t };
-	struct s3_hooks fh = { floor_sleep, floor_random, NULL, floor_notify, &f };
+	struct s3_hooks fh = { floor_sleep, h && h->random ? floor_random : NULL, NULL, floor_notify,
+			       &f };
 	struct strbuf url = STRBUF_INIT;
 	int r;
 
