@@ -103,6 +103,7 @@ static void write_target(struct jsonw *w, const struct profile *p, const struct 
 	static const char *const how[] = {
 		[INJECT_NONE] = "none", [INJECT_PTRACE] = "ptrace",
 		[INJECT_PTRACE_DIRECT] = "ptrace-direct", [INJECT_ALREADY_LOADED] = "already-loaded",
+		[INJECT_PTRACE_WOKEN] = "ptrace-woken",
 	};
 
 	jsonw_obj_open(w);

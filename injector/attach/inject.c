@@ -348,6 +348,7 @@ struct addr_range {
 struct target_funcs {
 	uint64_t dlopen, dlerror, close, munmap, mmap, mprotect, syscall;
 	uint64_t pthread_create, pthread_detach, pthread_self;
+	uint64_t rearm, rearm_error;   /* a dormant copy's aiprof_rearm(), 0 if none to wake */
 	uint64_t restore_rt;           /* glibc's sigreturn trampoline, 0 if not found */
 	struct addr_range locked[16];  /* libc / ld.so / libpthread mappings */
 	size_t nlocked;
@@ -490,10 +491,16 @@ static void target_glibc_version(pid_t pid, char *out, size_t len)
  * The message for a library the target's loader refused: its reason (dlerror, when the
  * target has one), the target's glibc, and what to do.
  */
-static void load_failed(pid_t pid, const char *why, char *msg, size_t msglen)
+static void load_failed(pid_t pid, bool woken, const char *why, char *msg, size_t msglen)
 {
 	char ver[32];
 
+	if (woken) {
+		snprintf(msg, msglen, "waking the copy of libaiprof.so pid %d inherited across "
+			 "fork() failed: %s. Profile it without the library: --method ebpf", pid,
+			 why && why[0] ? why : "no reason given");
+		return;
+	}
 	target_glibc_version(pid, ver, sizeof(ver));
 	snprintf(msg, msglen, "dlopen in the target failed: %s (the target runs %s%s; libaiprof.so "
 		 "needs glibc 2.17 or later). Profile it without loading anything into it: "
@@ -543,7 +550,8 @@ static uint64_t find_restore_rt(pid_t pid, const struct maps *m)
 	return found;
 }
 
-static int resolve_funcs(pid_t pid, struct target_funcs *f, char *msg, size_t msglen)
+static int resolve_funcs(pid_t pid, bool wake, struct target_funcs *f, char *msg,
+			 size_t msglen)
 {
 	static const struct { const char *name; size_t off; bool required; } want[] = {
 		{ "dlopen", offsetof(struct target_funcs, dlopen), false },
@@ -611,6 +619,18 @@ static int resolve_funcs(pid_t pid, struct target_funcs *f, char *msg, size_t ms
 	}
 	f->restore_rt = find_restore_rt(pid, m);
 	r = 0;
+	/*
+	 * The copy a forked child inherited: woken by calling its own aiprof_rearm(), found in
+	 * its own symbol table (a copy of another build has its own, or none).
+	 */
+	if (wake && (proc_syms__find(ps, "*" AIPROF_LIB_MEMFD, "aiprof_rearm", &f->rearm) != 0 ||
+		     proc_syms__find(ps, "*" AIPROF_LIB_MEMFD, "aiprof_rearm_error",
+				     &f->rearm_error) != 0 || !f->rearm)) {
+		snprintf(msg, msglen, "pid %d has a dormant copy of libaiprof.so, inherited across "
+			 "fork() from a process that was profiled, of a build that cannot be woken "
+			 "(an older aiprof): profile it with --method ebpf", pid);
+		r = -EEXIST;
+	}
 out:
 	maps__free(m);
 	proc_syms__free(ps);
@@ -1209,6 +1229,8 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 	r = write_mem(t, data, &sd, sizeof(sd));
 	if (r < 0)
 		goto fail_unmap;
+	if (f->rearm)
+		goto no_memfd;          /* the library is there, dormant: nothing to load */
 	r = call6(t, f->syscall, SYS_memfd_create, data + SD_NAME, MFD_CLOEXEC, 0, 0, 0, &fd);
 	if (r < 0 || (int64_t)fd < 0) {
 		snprintf(msg, msglen, "memfd_create in the target failed (%s)",
@@ -1223,8 +1245,10 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 		goto fail_close;
 	}
 
-	sd.dlopen_fn = f->dlopen;
-	sd.dlerror_fn = f->dlerror;
+no_memfd:
+	/* waking a dormant copy: its aiprof_rearm() has dlopen()'s signature */
+	sd.dlopen_fn = f->rearm ? f->rearm : f->dlopen;
+	sd.dlerror_fn = f->rearm ? f->rearm_error : f->dlerror;
 	sd.close_fn = f->close;
 	sd.munmap_fn = f->munmap;
 	sd.self_fn = f->pthread_self;
@@ -1269,25 +1293,26 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 	{
 		const uint64_t a[6] = { data + SD_PATH, 2 /* RTLD_NOW */, 0, 0, 0, 0 };
 
-		r = remote_call(t, f->dlopen, a, 10 * NSEC_PER_SEC, &rv);
+		r = remote_call(t, sd.dlopen_fn, a, 10 * NSEC_PER_SEC, &rv);
 	}
-	if (r >= 0 && rv == 0 && f->dlerror) {
+	if (r >= 0 && rv == 0 && sd.dlerror_fn) {
 		uint64_t ep = 0;
 
-		if (call6(t, f->dlerror, 0, 0, 0, 0, 0, 0, &ep) == 0 && ep) {
+		if (call6(t, sd.dlerror_fn, 0, 0, 0, 0, 0, 0, &ep) == 0 && ep) {
 			char err[256] = "";
 
 			(void)read_mem(t, ep, err, sizeof(err) - 1);
 			err[sizeof(err) - 1] = 0;
-			load_failed(t->pid, err, msg, msglen);
+			load_failed(t->pid, f->rearm != 0, err, msg, msglen);
 		}
 	}
 	if (r >= 0 && rv == 0) {
 		if (!msg[0])
-			load_failed(t->pid, NULL, msg, msglen);
+			load_failed(t->pid, f->rearm != 0, NULL, msg, msglen);
 		r = -EIO;
 	}
-	(void)call6(t, f->close, fd, 0, 0, 0, 0, 0, &rv);
+	if ((int64_t)fd >= 0)
+		(void)call6(t, f->close, fd, 0, 0, 0, 0, 0, &rv);
 	(void)call6(t, f->munmap, base, STUB_LEN, 0, 0, 0, 0, &rv);
 	*ret_data = 0;
 	return r;
@@ -1300,7 +1325,8 @@ fail_unmap:
 }
 
 /* Waits for the stub thread to report, reads its result, and lets it clean up. */
-static int wait_worker(pid_t pid, uint64_t data, uint64_t timeout_ns, char *msg, size_t msglen)
+static int wait_worker(pid_t pid, uint64_t data, bool woken, uint64_t timeout_ns, char *msg,
+		       size_t msglen)
 {
 	uint64_t deadline = now_monotonic_ns() + timeout_ns;
 	struct tracee t = { .pid = pid, .mem_fd = -1 };
@@ -1322,9 +1348,9 @@ static int wait_worker(pid_t pid, uint64_t data, uint64_t timeout_ns, char *msg,
 		if (sd.done)
 			break;
 		if (now_monotonic_ns() > deadline) {
-			snprintf(msg, msglen, "dlopen in the target did not finish within %llu ms; "
-				 "it will clean up after itself",
-				 (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+			snprintf(msg, msglen, "%s in the target did not finish within %llu ms; "
+				 "it will clean up after itself", woken ? "waking the library" :
+				 "dlopen", (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
 			r = -ETIMEDOUT;
 			goto out;
 		}
@@ -1337,7 +1363,7 @@ static int wait_worker(pid_t pid, uint64_t data, uint64_t timeout_ns, char *msg,
 			err[sizeof(err) - 1] = 0;
 		else
 			err[0] = 0;
-		load_failed(pid, err, msg, msglen);
+		load_failed(pid, woken, err, msg, msglen);
 		r = -EIO;
 	} else {
 		r = 0;
@@ -1378,6 +1404,7 @@ struct inject_job {
 	struct target_funcs funcs;
 	char *lib;                      /* libaiprof.so's bytes */
 	size_t lib_len;
+	bool wake;                      /* a forked child's dormant copy: wake it, load nothing */
 	bool direct;                    /* dlopen ran on the hijacked thread itself */
 	uint64_t data;                  /* the worker's data block, when it runs dlopen */
 	uint64_t deadline;
@@ -1424,7 +1451,7 @@ static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
 	r = refuse_shadow_stack(j->pid, rep);
 	if (r < 0)
 		return r;
-	r = resolve_funcs(j->pid, &j->funcs, rep->message, sizeof(rep->message));
+	r = resolve_funcs(j->pid, j->wake, &j->funcs, rep->message, sizeof(rep->message));
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "/proc/%d/mem", j->pid);
@@ -1551,19 +1578,15 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 		return r;
 	/*
 	 * A live copy is reused. A forked child's copy is dormant (its ring was the parent's):
-	 * a second copy loaded beside it crashed its control thread in tests, so none is
-	 * loaded (--method auto records such a child with uprobes).
+	 * it is woken, through the same loader thread, by its own aiprof_rearm() in place of
+	 * dlopen(). No second copy is loaded beside it: one crashed its control thread in tests.
 	 */
 	if (inject_is_loaded(pid)) {
 		if (session__live(pid)) {
 			rep->how = INJECT_ALREADY_LOADED;
 			return 0;
 		}
-		snprintf(rep->message, sizeof(rep->message), "pid %d has a dormant copy of "
-			 "libaiprof.so, inherited across fork() from a process that was profiled; a "
-			 "second copy is not loaded into it (not supported yet): profile it with "
-			 "--method ebpf", pid);
-		return -EEXIST;
+		j.wake = true;
 	}
 	r = prepare_job(&j, opts);
 	if (r < 0)
@@ -1582,12 +1605,13 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 	sigprocmask(SIG_BLOCK, &held, &oldmask);
 	r = find_thread_and_inject(&j, timeout);
 	if (r > 0) {
-		rep->how = j.direct ? INJECT_PTRACE_DIRECT : INJECT_PTRACE;
+		rep->how = j.wake ? INJECT_PTRACE_WOKEN : j.direct ? INJECT_PTRACE_DIRECT :
+			   INJECT_PTRACE;
 		r = 0;
 		if (!j.direct) {
 			uint64_t now = now_monotonic_ns(), left = j.deadline > now ? j.deadline - now : 0;
 
-			r = wait_worker(pid, j.data, left + 5 * NSEC_PER_SEC, rep->message,
+			r = wait_worker(pid, j.data, j.wake, left + 5 * NSEC_PER_SEC, rep->message,
 					sizeof(rep->message));
 		}
 		rep->load_ns = now_monotonic_ns() - start;

@@ -215,7 +215,11 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 		snprintf(t->message, sizeof(t->message), "%s", t->inj.message);
 		return r;
 	}
-	if (t->inj.how == INJECT_PTRACE || t->inj.how == INJECT_PTRACE_DIRECT)
+	if (t->inj.how == INJECT_PTRACE_WOKEN)
+		log_info("pid %d: its copy of libaiprof.so, inherited across fork(), woken; "
+			 "thread %d stopped for %llu us", t->pid, t->inj.tid,
+			 (unsigned long long)(t->inj.stop_ns / NSEC_PER_USEC));
+	else if (t->inj.how == INJECT_PTRACE || t->inj.how == INJECT_PTRACE_DIRECT)
 		log_info("pid %d: libaiprof.so loaded, thread %d stopped for %llu us (at %s, "
 			 "after %u unsafe stop%s)", t->pid, t->inj.tid,
 			 (unsigned long long)(t->inj.stop_ns / NSEC_PER_USEC), t->inj.safe_point,
@@ -732,7 +736,7 @@ static int attach_late(struct target *t, void *ctx)
 		log_info("pid %d (%s, started by %d): attached during the window%s%s", t->pid,
 			 t->comm, t->parent, t->uprobe_method ? ", with uprobes" : "",
 			 t->inj.how == INJECT_ALREADY_LOADED ? " (its library was loaded already)" :
-			 "");
+			 t->inj.how == INJECT_PTRACE_WOKEN ? " (the library it inherited woken)" : "");
 	else if (r == 0)
 		log_info("pid %d exec'd %s: attached again%s", t->pid, t->comm,
 			 t->uprobe_method ? ", with uprobes" : "");

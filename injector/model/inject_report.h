@@ -11,6 +11,7 @@ enum inject_how {
 	INJECT_PTRACE,            /* loaded now, dlopen on a new thread */
 	INJECT_PTRACE_DIRECT,     /* loaded now, dlopen on the hijacked thread (no pthread_create) */
 	INJECT_ALREADY_LOADED,    /* an earlier attach or LD_PRELOAD left it there */
+	INJECT_PTRACE_WOKEN,      /* a forked child's inherited dormant copy, woken by ptrace */
 };
 
 struct inject_report {

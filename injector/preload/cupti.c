@@ -66,6 +66,7 @@ static struct lazy_sym g_dev_count = LAZY_SYM("cuDeviceGetCount");
 static struct lazy_sym g_export_table = LAZY_SYM("cuGetExportTable");
 
 static pthread_mutex_t g_corr_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_forked_after_cuda;            /* a woken forked child of a process with CUDA */
 static struct { uint32_t cupti; uint64_t ext; } g_corr[CORR_SLOTS];
 
 static void set_state(struct aiprof_ring_hdr *h, uint32_t state, const char *fmt, ...)
@@ -388,6 +389,12 @@ void cupti__enable(struct aiprof_ring_hdr *h)
 
 	if (atomic_load(&g_cupti_active))
 		return;
+	if (g_forked_after_cuda) {
+		set_state(h, AIPROF_CUPTI_UNAVAILABLE, "a child forked by a process that had "
+			  "libcuda loaded: its CUDA state does not survive fork(), CUPTI is not "
+			  "started (the calls are still recorded by the hooks)");
+		return;
+	}
 	dev_count = (cuDeviceGetCount_fn)lazy_sym_get(&g_dev_count);
 	if (!dev_count) {
 		set_state(h, AIPROF_CUPTI_UNKNOWN, "libcuda is not loaded (no CUDA in the process yet)");
@@ -472,4 +479,41 @@ void cupti__pop(void)
 
 	if (g_api.pop_ext)
 		g_api.pop_ext(EXT_KIND, &last);
+}
+
+/* In a forked child, only the forking thread exists: the lock may be held by one that is
+ * gone (lib.c atfork_child). */
+void cupti__atfork_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	memcpy(&g_corr_lock, &fresh, sizeof(fresh));
+}
+
+static int find_libcuda_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	const char *base = slash ? slash + 1 : info->dlpi_name;
+
+	(void)size;
+	if (base && strncmp(base, "libcuda.so", 10) == 0) {
+		*(bool *)data = true;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * A forked child is being woken (lib.c aiprof_rearm). Where its parent had the driver
+ * loaded, the child's CUDA state is the parent's, which CUDA does not support after fork():
+ * CUPTI started there crashed the child (NVIDIA's libcupti beside a driver that a fork
+ * left behind). Its calls are still recorded by the hooks; a child that loads the driver
+ * itself after the fork gets CUPTI as any process does.
+ */
+void cupti__rearm_child(void)
+{
+	bool cuda = false;
+
+	dl_iterate_phdr(find_libcuda_cb, &cuda);
+	g_forked_after_cuda = cuda;
 }

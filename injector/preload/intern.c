@@ -138,3 +138,9 @@ bool intern__sent(struct aiprof_ring_hdr *h, uint32_t id)
 	return id && id < INTERN_IDS &&
 	       atomic_load_explicit(&g_names[id].emitted_gen, memory_order_acquire) == want;
 }
+
+void intern__forget_sent(void)
+{
+	for (uint32_t i = 0; i < INTERN_IDS; i++)
+		atomic_store_explicit(&g_names[i].emitted_gen, 0, memory_order_relaxed);
+}

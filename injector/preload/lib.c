@@ -9,7 +9,8 @@
  * memfd each time, so the loader sees a new object) finds the live ring through
  * /proc/self/fd, says so in a LIB_STATUS event and stays inert. After fork() the child's
  * copy goes dormant (idle, no ring, no patching); the injector loads no second copy into
- * such a child (attach/inject.c), it records it with uprobes instead.
+ * such a child (attach/inject.c): it wakes the inherited copy with aiprof_rearm(), which
+ * gives it a ring and a control thread of its own.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -43,6 +44,8 @@ bool g_active;
 
 struct aiprof_ring_hdr *g_ring;                 /* the ring we own, NULL if none */
 static int g_ring_fd = -1;
+static bool g_rearmable;                       /* the dormant copy of a forked child */
+static const char *g_rearm_error;
 static dev_t g_ring_dev;                        /* identity of the memfd behind g_ring_fd */
 static ino_t g_ring_ino;
 static uint64_t g_ring_bytes;
@@ -288,6 +291,74 @@ static void atfork_child(void)
 	g_ring_fd = -1;
 	patch__atfork_child();
 	hostmem__atfork_child();
+	cupti__atfork_child();
+	__atomic_store_n(&g_rearmable, true, __ATOMIC_RELEASE);
+}
+
+/* With a ring of our own: the hooks patched, the control thread started, the ring published
+ * to the hooks. */
+static int go_live(void)
+{
+	int r;
+
+	g_active = true;
+	r = patch__rescan(true);
+	if (r < 0)
+		lib_status("hook installation incomplete: %s", strerror(-r));
+	r = control__start(g_ring);
+	if (r < 0) {
+		lib_status("cannot start the control thread (%s): staying idle", strerror(-r));
+		return r;
+	}
+	__atomic_store_n(&g_hdr, g_ring, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * Wakes the dormant copy a forked child inherited: a ring of its own, its hooks patched
+ * again (the GOT slots it inherited already point at them) and a control thread. The
+ * injector calls it in place of dlopen() on the loader thread it starts in the child, so
+ * it has dlopen()'s signature: non-NULL when awake, NULL with aiprof_rearm_error() saying
+ * why. Never a second ring, never twice for one fork.
+ */
+__attribute__((visibility("default"))) void *aiprof_rearm(const char *unused, int flags)
+{
+	int fd;
+
+	(void)unused;
+	(void)flags;
+	if (!__atomic_exchange_n(&g_rearmable, false, __ATOMIC_ACQ_REL)) {
+		g_rearm_error = "libaiprof.so is not a forked child's dormant copy";
+		return NULL;
+	}
+	g_pid = (uint32_t)getpid();
+	fd = live_ring_find(g_pid);
+	if (fd >= 0) {
+		close(fd);
+		g_rearm_error = "another copy of libaiprof.so already records this process";
+		return NULL;
+	}
+	if (ring_create() < 0) {
+		g_rearm_error = "cannot create the ring (memfd_create or mmap refused)";
+		return NULL;
+	}
+	intern__forget_sent();
+	cupti__rearm_child();
+	patch__rearm();
+	if (go_live() < 0) {
+		g_active = false;
+		g_rearm_error = "cannot start the control thread";
+		return NULL;
+	}
+	lib_status("libaiprof build %016llx woken in forked child pid %u: %u GOT slots hooked",
+		   (unsigned long long)aiprof_preload_build, g_pid,
+		   atomic_load(&g_ring->hooks_patched));
+	return g_ring;
+}
+
+__attribute__((visibility("default"))) const char *aiprof_rearm_error(void)
+{
+	return g_rearm_error;
 }
 
 /* ---- constructor ------------------------------------------------------------------ */
@@ -295,7 +366,7 @@ static void atfork_child(void)
 __attribute__((constructor)) static void aiprof_ctor(void)
 {
 	static int once;
-	int fd, r;
+	int fd;
 
 	if (__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
 		return;
@@ -314,16 +385,8 @@ __attribute__((constructor)) static void aiprof_ctor(void)
 		lib_status("pthread_atfork failed: staying idle");
 		return;
 	}
-	g_active = true;
-	r = patch__rescan(true);
-	if (r < 0)
-		lib_status("hook installation incomplete: %s", strerror(-r));
-	r = control__start(g_ring);
-	if (r < 0) {
-		lib_status("cannot start the control thread (%s): staying idle", strerror(-r));
+	if (go_live() < 0)
 		return;
-	}
-	__atomic_store_n(&g_hdr, g_ring, __ATOMIC_RELEASE);
 	lib_status("libaiprof build %016llx ready: pid %u, %u modules, %u GOT slots hooked",
 		   (unsigned long long)aiprof_preload_build, g_pid,
 		   atomic_load(&g_ring->modules_seen), atomic_load(&g_ring->hooks_patched));

@@ -841,3 +841,12 @@ void patch__atfork_child(void)
 	memcpy(&g_patch_lock, &fresh, sizeof(fresh));
 	g_dormant = true;
 }
+
+/* The forked child's copy is woken (lib.c aiprof_rearm): its module table and GOT slots are
+ * the parent's, still valid in the child's copy of the address space. */
+void patch__rearm(void)
+{
+	pthread_mutex_lock(&g_patch_lock);
+	g_dormant = false;
+	pthread_mutex_unlock(&g_patch_lock);
+}

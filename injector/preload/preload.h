@@ -177,6 +177,7 @@ int patch__rescan(bool wait);
 /* dlpi_adds/dlpi_subs changed since the last rescan. */
 bool patch__modules_changed(void);
 void patch__atfork_child(void);
+void patch__rearm(void);
 
 /* ---- process state (lib.c) --------------------------------------------------------- */
 
@@ -360,6 +361,8 @@ uint32_t intern__id(struct aiprof_ring_hdr *h, enum intern_table t, uintptr_t ke
 		    const char *(*get_name)(uintptr_t key));
 /* Whether the string of `id` went into h in this generation (not lost to a full ring). */
 bool intern__sent(struct aiprof_ring_hdr *h, uint32_t id);
+/* A woken forked child's ring has seen none of the names its parent's had. */
+void intern__forget_sent(void);
 
 /* ---- call stacks at launches (callstack.c) ------------------------------------------ */
 
@@ -396,6 +399,8 @@ extern _Atomic int g_cupti_active;
 void cupti__enable(struct aiprof_ring_hdr *h);
 /* On disable: flushes outstanding records into the ring and stops CUPTI. */
 void cupti__disable(struct aiprof_ring_hdr *h);
+void cupti__atfork_child(void);
+void cupti__rearm_child(void);
 /* Around a launch or copy while CUPTI is active: returns the correlation id pushed. */
 uint64_t cupti__push(void);
 void cupti__pop(void);
