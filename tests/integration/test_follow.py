@@ -391,6 +391,44 @@ def test_forked_children_wake_their_library_and_their_exec_gets_one(procs, tmp_p
     assert not launch_events(tl, pid, "cudaLaunchKernel")
 
 
+@pytest.mark.skipif(not os.path.exists("/usr/lib/python3/dist-packages/torch/__init__.py"),
+                    reason="needs Debian's python3-torch")
+def test_a_woken_child_forks_and_its_child_is_woken_too(procs, tmp_path):
+    """A child whose inherited copy was woken forks in turn once it records: the
+    grandchild's copy is dormant again (the ring it inherited is the child's), is woken in
+    its turn, and its launches are under its own pid, linked to the child; both live on."""
+    require_root()
+    script = tmp_path / "grandparent.py"
+    script.write_text(LAUNCHER_PRELUDE + textwrap.dedent("""
+        k = os.fork()
+        if k == 0:
+            py_launch.train(lib, 1.0)          # woken meanwhile (50 ms after the fork)
+            g = os.fork()
+            if g == 0:
+                py_launch.train(lib, 1.5)
+                os._exit(0)
+            print("kids %d %d" % (os.getpid(), g), flush=True)
+            py_launch.train(lib, 1.5)
+            os._exit(0 if os.waitpid(g, 0)[1] == 0 else 3)
+        assert os.waitpid(k, 0)[1] == 0, k     # child and grandchild lived on
+        print("done", flush=True)
+        time.sleep(120)
+    """))
+    p, line = procs.start([PYTHON, "-u", str(script)], ready="ready", stdin=subprocess.PIPE)
+    pid = pid_of(line)
+    out = tmp_path / "prof"
+    child, grandchild = start_in_window(procs, p, pid, out, "6s")
+    assert p.poll() is None
+    s = load_summary(str(out))
+    tl = load_timeline(str(out))
+    by_pid = {t["pid"]: t for t in s["targets"] if t.get("parent")}
+    assert by_pid[child]["parent"] == pid and by_pid[grandchild]["parent"] == child, by_pid
+    for k in (child, grandchild):
+        assert by_pid[k]["injection"] == "ptrace-woken", by_pid[k]
+        names = {e["args"]["kernel"] for e in launch_events(tl, k, "cudaLaunchKernel")}
+        assert "py_matmul_kernel" in names, (k, names, start_in_window.said)
+
+
 def test_target_that_execs_is_attached_again(procs, tmp_path):
     """The process chosen launches kernels from Python, then execs a trainer (as a wrapper
     that execs the real job does): its library went with the old program, so the pid is
