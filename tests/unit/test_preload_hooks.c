@@ -754,6 +754,60 @@ static void test_fork_child_isolated(void **state)
 	assert_int_equal(h_disable(g_h), 0);
 }
 
+/* What the injector does to a forked child (attach/inject.c): its dormant copy's own
+ * aiprof_rearm(), found in its symbol table, gives it a ring and a control thread. */
+static void test_fork_child_woken(void **state)
+{
+	void *(*rearm)(const char *, int) = (void *(*)(const char *, int))dlsym(g_lib, "aiprof_rearm");
+	const char *(*rearm_error)(void) = (const char *(*)(void))dlsym(g_lib, "aiprof_rearm_error");
+	pid_t pid;
+	int status;
+
+	assert_non_null(rearm);
+	assert_non_null(rearm_error);
+	/* a copy that is not a forked child's is never woken: the parent keeps its one ring */
+	assert_null(rearm(NULL, 0));
+	assert_non_null(strstr(rearm_error(), "not a forked child"));
+	assert_int_equal(h_ring_fds(NULL), 1);
+
+	assert_int_equal(h_enable(g_h, AIPROF_COLLECT_CUDA), 0);
+	h_drain(g_h, g_ev, MAXEV, true);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct aiprof_ring_hdr *c;
+		struct stat st;
+		int fd = -1, bad = 0;
+		size_t n;
+
+		bad |= (rearm(NULL, 0) == NULL) << 0;
+		bad |= (h_ring_fds(&fd) != 1 || fstat(fd, &st) < 0) << 1;
+		if (bad)
+			_exit(bad);
+		c = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (c == MAP_FAILED || c == g_h || c->lib_pid != (uint32_t)getpid())
+			_exit(4);
+		bad |= (h_enable(c, AIPROF_COLLECT_CUDA) != 0) << 3;
+		h_drain(c, g_ev, MAXEV, true);
+		caller_launch((void *)0xc41d, 1, 1);
+		n = h_drain(c, g_ev, MAXEV, false);
+		bad |= (n != 1 || g_ev[0].pid != (uint32_t)getpid() ||
+			g_ev[0].u.launch.func != 0xc41d) << 4;
+		/* woken once per fork */
+		bad |= (rearm(NULL, 0) != NULL) << 5;
+		bad |= (h_disable(c) != 0) << 6;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the parent's ring saw nothing of the child's */
+	caller_launch((void *)0xbeef, 1, 1);
+	assert_int_equal(h_drain(g_h, g_ev, MAXEV, false), 1);
+	assert_int_equal(g_ev[0].pid, getpid());
+	assert_int_equal(h_disable(g_h), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -772,6 +826,7 @@ int main(void)
 		cmocka_unit_test_setup(test_heartbeat_stale, test_setup),
 		cmocka_unit_test_setup(test_second_copy_inert, test_setup),
 		cmocka_unit_test_setup(test_fork_child_isolated, test_setup),
+		cmocka_unit_test_setup(test_fork_child_woken, test_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
