@@ -242,32 +242,42 @@ void termlog_redact(char *s, size_t size)
 	}
 }
 
+/* artifacts_omitted (what was already left out, e.g. past TERM_MAX_ARTIFACTS) + more */
+static void count_omitted(struct termination *t, uint64_t more)
+{
+	uint64_t omitted = more;
+
+	for (size_t i = 0; i < t->n_summary; i++)
+		if (strcmp(t->summary[i].key, "artifacts_omitted") == 0)
+			omitted += t->summary[i].value;
+	termlog_count(t, "artifacts_omitted", omitted);
+}
+
+/*
+ * What goes first when the message is too long: artifacts from the last, but the manifest
+ * (it lists them all, with their checksums); then the findings (summary.json has them);
+ * then the manifest; then the error text is shortened.
+ */
 int termlog_fit(struct termination *t, char *buf, size_t len)
 {
 	int n = termination__format(t, buf, len);
+	size_t keep;
 
 	if (n != -E2BIG)
 		return n;
-	if (t->n_findings) {
+	keep = t->n_artifacts && strcmp(t->artifacts[0].name, "manifest.json") == 0 ? 1 : 0;
+	while (n == -E2BIG && t->n_artifacts > keep) {
+		t->n_artifacts--;
+		count_omitted(t, 1);
+		n = termination__format(t, buf, len);
+	}
+	if (n == -E2BIG && t->n_findings) {
 		termlog_count(t, "findings_omitted", t->n_findings);
 		t->n_findings = 0;
 		n = termination__format(t, buf, len);
-		if (n != -E2BIG)
-			return n;
 	}
-	if (t->n_artifacts) {
-		size_t keep = strcmp(t->artifacts[0].name, "manifest.json") == 0 ? 1 : 0;
-		uint64_t omitted = t->n_artifacts - keep;
-
-		for (size_t i = 0; i < t->n_summary; i++)
-			if (strcmp(t->summary[i].key, "artifacts_omitted") == 0)
-				omitted += t->summary[i].value;
-		termlog_count(t, "artifacts_omitted", omitted);
-		t->n_artifacts = keep;
-		n = termination__format(t, buf, len);
-		if (n != -E2BIG || !keep)
-			return n;
-		termlog_count(t, "artifacts_omitted", omitted + 1);
+	if (n == -E2BIG && t->n_artifacts) {
+		count_omitted(t, t->n_artifacts);
 		t->n_artifacts = 0;
 		n = termination__format(t, buf, len);
 	}

@@ -155,30 +155,58 @@ static void test_too_big(void **state)
 	termlog_count(t, "events", 1234);
 	snprintf(t->error, sizeof(t->error), "the upload failed: check the bucket");
 	roundtrip(t, back);
-	/* findings went first, then the artifacts but the manifest */
-	assert_int_equal(back->n_findings, 0);
-	assert_int_equal(count(back, "findings_omitted"), TERM_MAX_FINDINGS);
-	assert_int_equal(back->n_artifacts, 1);
+	/* the artifacts went first, from the last, but the manifest (it lists them all); the
+	 * findings stay */
+	assert_int_equal(back->n_findings, TERM_MAX_FINDINGS);
+	assert_true(back->n_artifacts >= 1 && back->n_artifacts < TERM_MAX_ARTIFACTS);
 	assert_string_equal(back->artifacts[0].name, "manifest.json");
-	assert_int_equal(count(back, "artifacts_omitted"), TERM_MAX_ARTIFACTS - 1);
+	for (size_t i = 1; i < back->n_artifacts; i++) {
+		char want[16];
+
+		snprintf(want, sizeof(want), "a%zu.svg", i);
+		assert_string_equal(back->artifacts[i].name, want);
+	}
+	assert_int_equal(count(back, "artifacts_omitted"), TERM_MAX_ARTIFACTS - back->n_artifacts);
+	assert_int_equal(count(back, "findings_omitted"), UINT64_MAX);
 	assert_int_equal(count(back, "events"), 1234);
 	assert_string_equal(back->error, "the upload failed: check the bucket");
 
-	/* only findings too many: the artifacts stay */
+	/* long findings and long URLs: the artifacts go but the manifest, the findings stay */
 	memset(t, 0, sizeof(*t));
 	for (size_t i = 0; i < TERM_MAX_FINDINGS; i++)
 		termlog_finding(t, "GpuMemoryGrowthxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 				"critical");
-	for (size_t i = 0; i < 6; i++) {
+	for (size_t i = 0; i < 3; i++) {
 		struct term_artifact *a = &t->artifacts[t->n_artifacts++];
 
-		snprintf(a->name, sizeof(a->name), "f%zu", i);
-		snprintf(a->url, sizeof(a->url), "s3://b/%.300s", url + 7);
+		snprintf(a->name, sizeof(a->name), i == 0 ? "manifest.json" : "f%zu", i);
+		snprintf(a->url, sizeof(a->url), "%s", url);
+		memset(a->sha256, 'a', 64);
 	}
+	termlog_count(t, "artifacts_omitted", 5);     /* five were left out already */
+	roundtrip(t, back);
+	assert_int_equal(back->n_findings, TERM_MAX_FINDINGS);
+	assert_int_equal(back->n_artifacts, 1);
+	assert_string_equal(back->artifacts[0].name, "manifest.json");
+	assert_int_equal(count(back, "artifacts_omitted"), 5 + 2);
+
+	/* and a long error text on top: the findings go too, the manifest stays */
+	memset(t->error, 'e', TERM_ERROR_MAX - 1);
+	t->error[TERM_ERROR_MAX - 1] = 0;
+	memset(url + 7, 'k', sizeof(url) - 8);
+	url[sizeof(url) - 1] = 0;
+	snprintf(t->artifacts[0].url, sizeof(t->artifacts[0].url), "%s", url);
+	t->n_artifacts = 3;
+	t->n_findings = 0;
+	for (size_t i = 0; i < TERM_MAX_FINDINGS; i++)      /* the longest categories */
+		termlog_finding(t, "GpuMemoryGrowthxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+				"critical");
 	roundtrip(t, back);
 	assert_int_equal(back->n_findings, 0);
-	assert_int_equal(back->n_artifacts, 6);
-	assert_int_equal(count(back, "artifacts_omitted"), UINT64_MAX);
+	assert_int_equal(count(back, "findings_omitted"), TERM_MAX_FINDINGS);
+	assert_int_equal(back->n_artifacts, 1);
+	assert_string_equal(back->artifacts[0].name, "manifest.json");
+	assert_int_equal(strlen(back->error), TERM_ERROR_MAX - 1);
 }
 
 static void test_redact(void **state)
