@@ -649,8 +649,10 @@ static int attach_one(struct target *t, const struct profile_opts *o)
 	} else {
 		r = attach_target(t, &o->io);
 		if (r >= 0 && o->method == METHOD_AUTO)
-			snprintf(t->method_reason, sizeof(t->method_reason), "auto: libaiprof.so "
-				 "loaded by ptrace injection");
+			snprintf(t->method_reason, sizeof(t->method_reason), "auto: %s",
+				 t->inj.how == INJECT_PTRACE_WOKEN ? "the copy of libaiprof.so it "
+				 "inherited across fork() woken by ptrace" :
+				 "libaiprof.so loaded by ptrace injection");
 		if (r < 0 && r != -ESRCH && o->method == METHOD_AUTO && target_same_process(t)) {
 			/* the injection left the process as it was: look at it from outside */
 			snprintf(ptrace_msg, sizeof(ptrace_msg), "%s", t->message);
