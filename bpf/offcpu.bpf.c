@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
- * Off-CPU time, from two BTF tracepoints only (no kprobes, no trampolines: they need not
+ * Off-CPU time, from BTF tracepoints only (no kprobes, no trampolines: they need not
  * exist in the kernel). sched_switch notes when a target thread goes to sleep and, when it
  * is switched in after a long sleep, takes its kernel stack (bpf_get_task_stack: the thread
  * is not running yet, its stack is the wait's). The record is written in the thread's own
  * context, where its user stack and Python frames are readable and unchanged since the
- * wait: at sys_exit of the syscall it slept in, or at its next sleep. A sleep outside a
- * syscall (a page fault) is recorded at once, with the user pc as its only user frame.
+ * wait: on its way back to user space, by a task work the switch-in schedules for that
+ * thread alone (bpf_task_work, Linux 6.18), or, on a kernel without it, at sys_exit of the
+ * syscall it slept in (a tracepoint that puts every task's syscalls on the kernel's slow
+ * path); or at its next sleep if that comes first. A sleep outside a syscall (a page
+ * fault) is recorded at once, with the user pc as its only user frame.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -20,8 +23,14 @@ const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
 const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
 
+/* Linux 6.18: a callback run in one task's context on its return to user space */
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					     void *map__map, bpf_task_work_callback_t callback,
+					     void *aux__prog) __ksym __weak;
+
 bool running = false;
 __u64 lost = 0;
+__u64 tw_failed = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -36,6 +45,18 @@ struct {
 	__type(key, __u32);
 	__type(value, struct offcpu_total);
 } offcpu_totals SEC(".maps");
+
+/* per target thread: the task work that completes its record (offcpu_switch_tw) */
+struct offcpu_tw {
+	struct bpf_task_work tw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct offcpu_tw);
+} offcpu_works SEC(".maps");
 
 /* where a record with a stack copy is put together before it goes on the ring buffer */
 struct {
@@ -65,7 +86,7 @@ static __always_inline struct offcpu_total *totals(__u32 tgid)
  * or, for a sleep outside a syscall, at its switch-in with its pc only.
  */
 static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu_task *s,
-				 __s32 syscall, bool user_stack)
+				 __s32 syscall, bool user_stack, bool in_task_work)
 {
 	struct offcpu_total *tot;
 	struct offcpu_event *e;
@@ -100,7 +121,13 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 	bpf_probe_read_kernel(e->st.kips, sizeof(e->st.kips), s->kips);
 	e->st.py_frames = 0;
 	e->st.py_status = EBPF_PY_ST_NONE;
-	if (user_stack) {
+	if (user_stack && in_task_work) {
+		/* no program context here: the current task's own user stack */
+		e->st.ustack_bytes = bpf_get_task_stack(t, e->st.uips, sizeof(e->st.uips),
+							BPF_F_USER_STACK);
+		if (want_python)
+			py_walk(&e->st, tgid, tid);
+	} else if (user_stack) {
 		e->st.ustack_bytes = bpf_get_stack(ctx, e->st.uips, sizeof(e->st.uips), BPF_F_USER_STACK);
 		if (want_python)
 			py_walk(&e->st, tgid, tid);
@@ -125,8 +152,43 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 		tot->emitted++;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+/* the task work of a thread back from a long sleep in a syscall: its own context */
+static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct offcpu_task *s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
+	struct pt_regs *regs;
+
+	if (!s || !s->woke)
+		return 0;      /* recorded meanwhile, at a second sleep in the same syscall */
+	if (running) {
+		regs = user_regs(t);
+		emit(NULL, t, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true, true);
+	}
+	s->ts = 0;
+	s->woke = 0;
+	return 0;
+}
+
+/* the record is completed in the thread's own context: a task work of its own */
+static __always_inline bool schedule_work(struct task_struct *t)
+{
+	struct offcpu_tw zero = {}, *w;
+	__u32 tid = t->pid;
+
+	w = bpf_map_lookup_elem(&offcpu_works, &tid);
+	if (!w) {
+		bpf_map_update_elem(&offcpu_works, &tid, &zero, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&offcpu_works, &tid);
+		if (!w)
+			return false;
+	}
+	return bpf_task_work_schedule_resume_impl(t, &w->tw, &offcpu_works, offcpu_tw_run,
+						  NULL) == 0;
+}
+
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, bool task_work)
 {
 	struct offcpu_task *s;
 	struct offcpu_total *tot;
@@ -145,7 +207,8 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 		if (s) {
 			if (s->woke) {
 				regs = user_regs(prev);
-				emit(ctx, prev, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true);
+				emit(ctx, prev, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true,
+				     false);
 			}
 			now = bpf_ktime_get_ns();
 			s->ts = now;
@@ -179,11 +242,28 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 	nr = regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1;
 	if (nr < 0) {
 		/* not in a syscall: nothing later tells us it is back in user space */
-		emit(ctx, next, s, -1, false);
+		emit(ctx, next, s, -1, false, false);
 		s->ts = 0;
 		s->woke = 0;
+	} else if (task_work && !schedule_work(next)) {
+		/* no task work (the table full): its next sleep records it */
+		__sync_fetch_and_add(&tw_failed, 1);
 	}
 	return 0;
+}
+
+/* Linux 6.18 and later: the switch-in schedules the record's completion (no sys_exit) */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch_tw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(ctx, preempt, prev, next, true);
+}
+
+/* older kernels: completed at sys_exit (offcpu_sys_exit) */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(ctx, preempt, prev, next, false);
 }
 
 /* the end of the syscall a long sleep happened in: the thread's own context */
@@ -200,7 +280,7 @@ int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
 	if (!s || !s->woke)
 		return 0;
 	if (running)
-		emit(ctx, t, s, (__s32)regs->orig_ax, true);
+		emit(ctx, t, s, (__s32)regs->orig_ax, true, false);
 	s->ts = 0;
 	s->woke = 0;
 	return 0;

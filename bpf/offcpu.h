@@ -5,7 +5,9 @@
  * task storage. When it is switched in again after at least the threshold, its kernel
  * stack (still the wait's) is kept there, and the record is completed in the thread's own
  * context — where its user and Python stacks can be read and are still those of the wait:
- * at the end of the syscall it slept in, or at its next sleep, whichever comes first.
+ * by a task work of that thread's own on its way back to user space (bpf_task_work; on
+ * older kernels at the end of the syscall it slept in), or at its next sleep, whichever
+ * comes first.
  * Short blocks cost two task-storage accesses and nothing else.
  */
 #ifndef AIPROF_BPF_OFFCPU_H

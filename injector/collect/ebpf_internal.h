@@ -146,6 +146,7 @@ struct ebpf {
 	char scope[EC__N][320];
 	struct cpu_bpf *cpu;
 	struct offcpu_bpf *off;
+	bool off_task_work;              /* off-CPU records completed by bpf_task_work */
 	struct syscalls_bpf *sys;
 	struct tasks_bpf *tasks;
 	struct bpf_link *tasks_link;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "bpf/offcpu.h"
@@ -29,7 +30,20 @@
 #define PIDFD_THREAD O_EXCL  /* Linux 6.9: a pidfd for a thread */
 #endif
 
-static int ebpf_offcpu__open(struct ebpf *e)
+/* Whether the kernel has bpf_task_work (Linux 6.18): records completed without sys_exit. */
+static bool kernel_has_task_work(const char *btf_path)
+{
+	struct btf *btf = btf_path ? btf__parse(btf_path, NULL) : btf__load_vmlinux_btf();
+	bool has;
+
+	if (!btf)
+		return false;
+	has = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+	return has;
+}
+
+static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 {
 	struct bpf_object_open_opts oo = { .sz = sizeof(oo), .btf_custom_path = e->opts.btf_path };
 	struct offcpu_bpf *skel;
@@ -45,17 +59,42 @@ static int ebpf_offcpu__open(struct ebpf *e)
 	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
 	skel->rodata->min_block_ns = e->opts.offcpu_min_ns;
 	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
+	/* one of the two ways to complete a record in the thread's own context */
+	bpf_program__set_autoload(skel->progs.offcpu_switch_tw, task_work);
+	bpf_program__set_autoload(skel->progs.offcpu_switch, !task_work);
+	bpf_program__set_autoload(skel->progs.offcpu_sys_exit, !task_work);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
 		r = offcpu_bpf__load(skel);
 	if (r < 0) {
 		snprintf(e->why[EC_OFFCPU], sizeof(e->why[EC_OFFCPU]), "the kernel refused the "
-			 "off-CPU collector (sched_switch BTF tracepoint, fexit, task storage): %s",
-			 strerror(-r));
+			 "off-CPU collector (sched_switch BTF tracepoint, %s, task storage): %s",
+			 task_work ? "bpf_task_work" : "sys_exit", strerror(-r));
 		offcpu_bpf__destroy(skel);
 		return r;
 	}
+	*ret = skel;
+	return 0;
+}
+
+static int ebpf_offcpu__open(struct ebpf *e)
+{
+	struct offcpu_bpf *skel = NULL;
+	int r = -ENOSYS;
+
+	const char *force = getenv("AIPROF_EBPF_OFFCPU_TASK_WORK");  /* "0": sys_exit, for tests */
+
+	e->off_task_work = !(force && strcmp(force, "0") == 0) &&
+			   kernel_has_task_work(e->opts.btf_path);
+	if (e->off_task_work)
+		r = offcpu_load(e, true, &skel);
+	if (r < 0) {
+		e->off_task_work = false;
+		r = offcpu_load(e, false, &skel);
+	}
+	if (r < 0)
+		return r;
 	ebpf_loaded(e, skel->obj);
 	e->off = skel;
 	return 0;
@@ -67,7 +106,12 @@ static int ebpf_offcpu__attach(struct ebpf *e)
 
 	if (r < 0)
 		snprintf(e->why[EC_OFFCPU], sizeof(e->why[EC_OFFCPU]), "cannot attach to sched_switch "
-			 "and the return of schedule(): %s", strerror(-r));
+			 "and %s: %s", e->off_task_work ? "schedule a task work" : "sys_exit",
+			 strerror(-r));
+	else if (e->off_task_work)
+		snprintf(e->scope[EC_OFFCPU], sizeof(e->scope[EC_OFFCPU]), "%s",
+			 EBPF_SCOPE_TRACEPOINT "; no syscall tracepoint: each record is completed by "
+			 "a task work of the target thread's own, bpf_task_work)");
 	else
 		snprintf(e->scope[EC_OFFCPU], sizeof(e->scope[EC_OFFCPU]), "%s",
 			 EBPF_SCOPE_TRACEPOINT EBPF_SCOPE_SYSCALLS_TAIL);

@@ -16,8 +16,9 @@ before each recording:
 ever makes a sample read higher; the ratio of the medians is printed next to it).
 
 Modes: `--collectors cpu,python` (per-thread sampling events: the bystander is never
-interrupted), all collectors (offcpu and syscalls sit on global tracepoints: see
-summary.json's ebpf.scope), all collectors with `--method ebpf`.
+interrupted), `cpu,offcpu,python` (sched_switch is global, but with bpf_task_work no syscall
+tracepoint), `syscalls` alone (raw_syscalls: every task's syscalls on the slow path), all
+collectors, all collectors with `--method ebpf`; see summary.json's ebpf.scope.
 
 Then the same for uprobes: a second sync_loop (cudaStreamSynchronize() on the fake runtime,
 both processes map the same libcudart) is the bystander while `--method ebpf --collectors
@@ -42,10 +43,16 @@ GETPPID = os.path.join(BUILD, "tests", "bench", "getppid_loop")
 SYNC = os.path.join(BUILD, "tests", "bench", "sync_loop")
 WORKLOAD = os.path.join(ROOT, "tests", "workloads", "python_nested.py")
 WORK = ["--io", "--sleep-every", "100", "--work", "5000"]
+# name, arguments, environment
 MODES = [
-    ("--collectors cpu,python", ["--collectors", "cpu,python"]),
-    ("all collectors", []),
-    ("all collectors, --method ebpf", ["--method", "ebpf"]),
+    ("--collectors cpu,python", ["--collectors", "cpu,python"], {}),
+    ("--collectors cpu,offcpu,python", ["--collectors", "cpu,offcpu,python"], {}),
+    # what offcpu cost before bpf_task_work, and still costs on older kernels: sys_exit
+    ("  the same, offcpu by sys_exit", ["--collectors", "cpu,offcpu,python"],
+     {"AIPROF_EBPF_OFFCPU_TASK_WORK": "0"}),
+    ("--collectors syscalls", ["--collectors", "syscalls"], {}),
+    ("all collectors", [], {}),
+    ("all collectors, --method ebpf", ["--method", "ebpf"], {}),
 ]
 
 
@@ -82,9 +89,10 @@ class Loop:
         self.p.wait()
 
 
-def record(pid, extra, window, out, cpu):
+def record(pid, extra, window, out, cpu, env=None):
     r = subprocess.run([AIPROF, "profile", "--pid", str(pid), "-d", f"{window}s", "-q",
                         "-o", out, *extra], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, **(env or {})},
                        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
     assert r.returncode == 0, r.stderr
     with open(os.path.join(out, "summary.json")) as f:
@@ -98,12 +106,12 @@ def idle(window):
     return (t0 + 100_000_000, time.monotonic_ns())
 
 
-def rounds_of(bystander, target_pid, extra, rounds, window, d, tag, cpu):
+def rounds_of(bystander, target_pid, extra, rounds, window, d, tag, cpu, env=None):
     """Alternating idle gap / recording; returns (idle median, recording median, summaries)."""
     quiet, busy, sums = [], [], []
     for i in range(rounds):
         quiet.append(idle(window))
-        s, span = record(target_pid, extra, window, os.path.join(d, f"{tag}-{i}"), cpu)
+        s, span = record(target_pid, extra, window, os.path.join(d, f"{tag}-{i}"), cpu, env)
         busy.append(span)
         sums.append(s)
     quiet.append(idle(window))
@@ -131,9 +139,9 @@ def main():
             by = Loop([GETPPID, str(life)], by_cpu)
             loops.append(by)
             time.sleep(1.0)
-            for name, extra in MODES:
+            for m, (name, extra, env) in enumerate(MODES):
                 q, b, sums = rounds_of(by, target.pid, extra, a.rounds, a.window, d,
-                                       name.split()[0].strip("-"), work_cpu)
+                                       f"mode{m}", work_cpu, env)
                 scope = sums[-1]["ebpf"].get("scope", {})
                 results.append((name, q, b, scope))
             by.stop()

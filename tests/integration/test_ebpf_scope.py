@@ -7,6 +7,7 @@ import os
 import sys
 
 from conftest import (BUILD, events, load_summary, load_timeline, require_root, run_aiprof)
+from test_ebpf import folded
 
 HOT = os.path.join(BUILD, "tests", "workloads", "hot_functions")
 # a target whose busy thread starts 1.5 s after it says ready: after aiprof attached, so
@@ -55,7 +56,8 @@ def test_cpu_sampler_runs_on_target_threads_only(procs, tmp_path):
     # the tracepoint collectors cannot be limited to the targets: said, with the reason
     for c in ("offcpu", "syscalls"):
         assert scope[c].startswith("global (") and "tracepoint" in scope[c], scope
-    assert "offcpu, syscalls: attached for every process on this machine" in r.stderr, r.stderr
+    for c in ("offcpu", "syscalls"):
+        assert f"eBPF {c}: attached for every process on this machine" in r.stderr, r.stderr
     assert "eBPF cpu" not in r.stderr
     # hot_functions spun on a CPU the whole window: the sampler never ran in it
     assert eb["cpu_foreign_samples"] == 0, eb
@@ -101,3 +103,40 @@ def test_cpu_sampler_fallback_is_global_and_said(procs, tmp_path):
     tl = load_timeline(out)
     assert {e["pid"] for e in tl["traceEvents"]} == {pid}
     assert sum(1 for e in events(tl, "cpu_sample") if e["tid"] == late) >= 50
+
+
+SLEEPER = r"""
+import os, time
+print(f"ready pid={os.getpid()}", flush=True)
+def waiter():
+    time.sleep(0.05)
+while True:
+    waiter()
+"""
+
+
+def test_offcpu_needs_no_syscall_tracepoint(procs, tmp_path):
+    """With bpf_task_work (Linux 6.18) a long sleep's record is completed by a task work of
+    the sleeping thread's own, not at sys_exit (which puts every task's syscalls on the slow
+    path): summary.json says so, and the records are those the sys_exit way gives (forced
+    here): the same count, the wait's Python frame and syscall in each stack."""
+    require_root()
+    _, line = procs.start([sys.executable, "-c", SLEEPER], ready="ready")
+    pid = int(line.split("=")[1])
+    got = {}
+    for how, env in (("task work", {}), ("sys_exit", {"AIPROF_EBPF_OFFCPU_TASK_WORK": "0"})):
+        out = tmp_path / how.replace(" ", "_")
+        r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out),
+                        "--collectors", "offcpu,python"], env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
+        eb = load_summary(out)["ebpf"]
+        assert ("bpf_task_work" in eb["scope"]["offcpu"]) == (how == "task work"), eb["scope"]
+        assert ("slow path" in eb["scope"]["offcpu"]) == (how == "sys_exit"), eb["scope"]
+        stacks = folded(out, "offcpu.folded")
+        waits = sum(c for s, c in stacks if "waiter (<string>:5)" in s and
+                    "clock_nanosleep" in ";".join(s))
+        got[how] = (eb["offcpu_events"], waits)
+        # every 50 ms sleep of 2 s is a record, each with the wait's Python frame
+        assert 30 <= eb["offcpu_events"] <= 45, (how, eb)
+        assert waits >= 30 * 50000 * 0.8, (how, stacks[:3])
+    assert abs(got["task work"][0] - got["sys_exit"][0]) <= 4, got
