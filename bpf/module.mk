@@ -41,7 +41,9 @@ $(BPF_OUT)/vmlinux.h: $(VMLINUX_BTF)
 $(BPF_OUT)/%.bpf.o: bpf/%.bpf.c $(BPF_OUT)/vmlinux.h bpf/stack.h bpf/pystack.h bpf/maps.bpf.h \
 		bpf/pystack.bpf.h bpf/%.h
 	$(call msg,BPF,$@)
-	$(Q)$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(BPF_CLANG) $(BPF_CFLAGS) \
+		$$(grep -qs '^struct bpf_task_work {' $(BPF_OUT)/vmlinux.h && echo -DAIPROF_HAVE_TASK_WORK) \
+		-c $< -o $@
 
 $(BPF_OUT)/%.skel.h: $(BPF_OUT)/%.bpf.o
 	$(call msg,GEN,$@)

@@ -23,10 +23,16 @@ const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
 const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
 
+#ifdef AIPROF_HAVE_TASK_WORK           /* the build kernel's BTF has bpf_task_work */
+const volatile bool task_work_built = true;
+
 /* Linux 6.18: a callback run in one task's context on its return to user space */
 extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
 					     void *map__map, bpf_task_work_callback_t callback,
 					     void *aux__prog) __ksym __weak;
+#else
+const volatile bool task_work_built = false;
+#endif
 
 bool running = false;
 __u64 lost = 0;
@@ -46,6 +52,7 @@ struct {
 	__type(value, struct offcpu_total);
 } offcpu_totals SEC(".maps");
 
+#ifdef AIPROF_HAVE_TASK_WORK
 /* per target thread: the task work that completes its record (offcpu_switch_tw) */
 struct offcpu_tw {
 	struct bpf_task_work tw;
@@ -57,6 +64,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct offcpu_tw);
 } offcpu_works SEC(".maps");
+#endif
 
 /* where a record with a stack copy is put together before it goes on the ring buffer */
 struct {
@@ -152,6 +160,7 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 		tot->emitted++;
 }
 
+#ifdef AIPROF_HAVE_TASK_WORK
 /* the task work of a thread back from a long sleep in a syscall: its own context */
 static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 {
@@ -186,6 +195,12 @@ static __always_inline bool schedule_work(struct task_struct *t)
 	return bpf_task_work_schedule_resume_impl(t, &w->tw, &offcpu_works, offcpu_tw_run,
 						  NULL) == 0;
 }
+#else
+static __always_inline bool schedule_work(struct task_struct *t)
+{
+	return false;  /* not built in: user space never loads offcpu_switch_tw */
+}
+#endif
 
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool task_work)

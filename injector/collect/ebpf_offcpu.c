@@ -59,6 +59,11 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
 	skel->rodata->min_block_ns = e->opts.offcpu_min_ns;
 	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
+	if (task_work && !skel->rodata->task_work_built) {
+		/* built against a kernel's BTF without it */
+		offcpu_bpf__destroy(skel);
+		return -ENOSYS;
+	}
 	/* one of the two ways to complete a record in the thread's own context */
 	bpf_program__set_autoload(skel->progs.offcpu_switch_tw, task_work);
 	bpf_program__set_autoload(skel->progs.offcpu_switch, !task_work);
