@@ -623,13 +623,20 @@ static int resolve_funcs(pid_t pid, bool wake, struct target_funcs *f, char *msg
 	 * The copy a forked child inherited: woken by calling its own aiprof_rearm(), found in
 	 * its own symbol table (a copy of another build has its own, or none).
 	 */
-	if (wake && (proc_syms__find(ps, "*" AIPROF_LIB_MEMFD, "aiprof_rearm", &f->rearm) != 0 ||
-		     proc_syms__find(ps, "*" AIPROF_LIB_MEMFD, "aiprof_rearm_error",
-				     &f->rearm_error) != 0 || !f->rearm)) {
-		snprintf(msg, msglen, "pid %d has a dormant copy of libaiprof.so, inherited across "
-			 "fork() from a process that was profiled, of a build that cannot be woken "
-			 "(an older aiprof): profile it with --method ebpf", pid);
-		r = -EEXIST;
+	if (wake) {
+		int w = proc_syms__find(ps, "*" AIPROF_LIB_MEMFD, "aiprof_rearm", &f->rearm);
+
+		if (w == 0)
+			w = proc_syms__find(ps, "*" AIPROF_LIB_MEMFD, "aiprof_rearm_error",
+					    &f->rearm_error);
+		if (w != 0 || !f->rearm) {
+			snprintf(msg, msglen, "pid %d has a dormant copy of libaiprof.so, inherited "
+				 "across fork() from a process that was profiled, that cannot be woken "
+				 "(%s): profile it with --method ebpf", pid, w == -ENOENT ?
+				 "a build of an older aiprof" : w < 0 ? strerror(-w) : "not found");
+			f->rearm = 0;
+			r = -EEXIST;
+		}
 	}
 out:
 	maps__free(m);
