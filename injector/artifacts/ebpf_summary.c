@@ -194,6 +194,7 @@ static void write_unwinding(struct jsonw *w, const struct ebpf *e)
 		jsonw_kv_uint(w, "cache_hits", us.cache_hits);
 		jsonw_kv_uint(w, "modules_decoded", us.modules_decoded);
 		jsonw_kv_uint(w, "modules_from_shared_image", us.modules_from_image);
+		jsonw_kv_uint(w, "modules_from_memory", us.modules_from_memory);
 		jsonw_key(w, "shared");
 		jsonw_obj_open(w);
 		if (us.shared) {

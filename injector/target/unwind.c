@@ -246,6 +246,8 @@ static void module_open(struct unwind_tables *t, struct uw_module *m, const stru
 		m->dbg = m->dw ? dwarf_getcfi(m->dw) : NULL;
 	}
 	t->st.modules_decoded++;
+	if (c->fd < 0)
+		t->st.modules_from_memory++;
 	if (!m->eh && !m->dbg)
 		t->st.modules_without_cfi++;
 }

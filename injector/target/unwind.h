@@ -91,6 +91,8 @@ struct unwind_stats {
 	uint64_t lookups, cache_hits;
 	uint64_t modules_decoded;     /* modules whose CFI libdw read here */
 	uint64_t modules_from_image;  /* of them, from the shared copy of their .eh_frame */
+	uint64_t modules_from_memory; /* of them, with no file to share: read from the target's
+				       * memory (the vDSO) */
 	bool shared;                  /* rows shared through a cache directory */
 	struct uws_stats share;
 	uint64_t rows_not_shareable;  /* rows that need a DWARF expression: decoded here */

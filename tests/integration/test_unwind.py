@@ -100,13 +100,18 @@ def test_tables_shared_between_runs(procs, tmp_path):
         assert eb["unwinding"]["tables"]["shared"]["dir"] == str(cache)
     first, second = (eb["unwinding"]["tables"] for eb in runs)
     assert first["shared"]["images_built"] >= 3 and first["shared"]["inserts"] > 0, first
-    assert first["modules_from_shared_image"] == first["modules_decoded"] >= 3, first
+    # every module from its shared copy, but one with no file (the vDSO, when a sample
+    # lands in it): read from the target's memory
+    assert first["modules_from_memory"] <= 1, first
+    assert first["modules_from_shared_image"] + first["modules_from_memory"] == \
+        first["modules_decoded"] >= 3, first
     # the modules the first run met are not copied again (the second may meet a few more)
     assert second["shared"]["images"] - second["shared"]["images_built"] >= 3, second
     sh = second["shared"]
     assert sh["hits"] >= 0.8 * (sh["hits"] + sh["misses"]) and sh["rejected"] == 0, second
     # what a miss still decodes comes from the shared copy, never the module's own file
-    assert second["modules_from_shared_image"] == second["modules_decoded"], second
+    assert second["modules_from_shared_image"] + second["modules_from_memory"] == \
+        second["modules_decoded"], second
     assert second["frames_cache_bytes"] < 4096, second
     # nobody else may write there
     assert oct(os.stat(cache).st_mode & 0o777) == "0o700"
