@@ -39,7 +39,7 @@ $(BPF_OUT)/vmlinux.h: $(VMLINUX_BTF)
 	$(Q)$(BPFTOOL) btf dump file $< format c > $@.tmp && mv $@.tmp $@
 
 $(BPF_OUT)/%.bpf.o: bpf/%.bpf.c $(BPF_OUT)/vmlinux.h bpf/stack.h bpf/pystack.h bpf/maps.bpf.h \
-		bpf/pystack.bpf.h bpf/%.h
+		bpf/pystack.bpf.h bpf/ucopy.bpf.h bpf/taskwork.bpf.h bpf/%.h
 	$(call msg,BPF,$@)
 	$(Q)$(BPF_CLANG) $(BPF_CFLAGS) \
 		$$(grep -qs '^struct bpf_task_work {' $(BPF_OUT)/vmlinux.h && echo -DAIPROF_HAVE_TASK_WORK) \

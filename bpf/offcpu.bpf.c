@@ -18,21 +18,11 @@
 #include "offcpu.h"
 #include "pystack.bpf.h"
 #include "ucopy.bpf.h"
+#include "taskwork.bpf.h"
 
 const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
 const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
-
-#ifdef AIPROF_HAVE_TASK_WORK           /* the build kernel's BTF has bpf_task_work */
-const volatile bool task_work_built = true;
-
-/* Linux 6.18: a callback run in one task's context on its return to user space */
-extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
-					     void *map__map, bpf_task_work_callback_t callback,
-					     void *aux__prog) __ksym __weak;
-#else
-const volatile bool task_work_built = false;
-#endif
 
 bool running = false;
 __u64 lost = 0;
@@ -54,15 +44,11 @@ struct {
 
 #ifdef AIPROF_HAVE_TASK_WORK
 /* per target thread: the task work that completes its record (offcpu_switch_tw) */
-struct offcpu_tw {
-	struct bpf_task_work tw;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, struct offcpu_tw);
+	__type(value, struct tw_slot);
 } offcpu_works SEC(".maps");
 #endif
 
@@ -182,18 +168,7 @@ static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 /* the record is completed in the thread's own context: a task work of its own */
 static __always_inline bool schedule_work(struct task_struct *t)
 {
-	struct offcpu_tw zero = {}, *w;
-	__u32 tid = t->pid;
-
-	w = bpf_map_lookup_elem(&offcpu_works, &tid);
-	if (!w) {
-		bpf_map_update_elem(&offcpu_works, &tid, &zero, BPF_NOEXIST);
-		w = bpf_map_lookup_elem(&offcpu_works, &tid);
-		if (!w)
-			return false;
-	}
-	return bpf_task_work_schedule_resume_impl(t, &w->tw, &offcpu_works, offcpu_tw_run,
-						  NULL) == 0;
+	return tw_schedule(t, &offcpu_works, offcpu_tw_run);
 }
 #else
 static __always_inline bool schedule_work(struct task_struct *t)

@@ -1,10 +1,22 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
- * System calls of the targets from raw_syscalls:sys_enter/sys_exit. Every call of a target
- * thread updates a per-CPU latency record for (tgid, nr); a call that took at least
- * slow_ns also becomes a ring-buffer record naming the file, pipe or socket behind its fd
- * (walked up the dentry and mount tree, so it is the path the target sees) or the path it
- * was given, with the bytes it moved.
+ * System calls of the targets, two ways.
+ *
+ * Switch mode (the default where the kernel has bpf_task_work, Linux 6.18): no syscall
+ * tracepoint at all, so no other task's system calls pay anything. A target thread giving up
+ * the CPU inside a call (sched_switch, the call read from its pt_regs) starts the call's
+ * record; when it is switched back in, a task work of its own completes the record on its way
+ * back to user space, with the return value. Only the calls that gave up the CPU are seen,
+ * timed from the moment they first did; a flush's bytes are not known.
+ *
+ * Trace mode (--all-syscalls, or a kernel without bpf_task_work): raw_syscalls:sys_enter and
+ * sys_exit see every call of a target thread, at the price of the kernel's slow path for every
+ * task's system calls while they are traced.
+ *
+ * Either way each call seen updates a per-CPU latency record for (tgid, nr); a call that took
+ * at least slow_ns also becomes a ring-buffer record naming the file, pipe or socket behind
+ * its fd (walked up the dentry and mount tree, so it is the path the target sees) or the path
+ * it was given, with the bytes it moved.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,20 +24,24 @@
 #include <bpf/bpf_core_read.h>
 #include "syscalls.h"
 #include "maps.bpf.h"
+#include "taskwork.bpf.h"
 
 #define S_IFMT  00170000
 #define S_IFSOCK 0140000
+
+#define PF_EXITING 0x00000004
 
 const volatile __u64 slow_ns = 1000000;
 
 bool running = false;
 __u64 lost = 0;
+__u64 tw_failed = 0;
 
 struct sys_enter_state {
-	__u64 ts;                 /* 0: not in a call we saw start */
+	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
 	__u64 args[3];
 	__u32 nr;
-	__u32 pad;
+	__u32 armed;              /* switch mode: its task work is scheduled */
 };
 
 /* per thread: the call it is in (task storage: no hash update on the hot path) */
@@ -170,8 +186,8 @@ static __always_inline void fill_file(struct syscall_event *e, struct file *f)
 }
 
 /*
- * Both programs run for every system call of every task on the node (a tracepoint cannot be
- * limited to some tasks): for the others they cost an inlined load and the target filter's
+ * Trace mode. Both programs run for every system call of every task on the node (a
+ * tracepoint cannot be limited to some tasks): for the others they cost an inlined load and the target filter's
  * inlined array lookups, no helper call.
  */
 SEC("tp_btf/sys_enter")
@@ -193,35 +209,24 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+/*
+ * The end of the call s describes, ret its return value, in the calling thread's context:
+ * the latency record, the bytes written per fd (trace mode: every write is seen), and the
+ * slow-call record.
+ */
+static __always_inline void finish_call(struct sys_enter_state *s, long ret, bool every_call)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 pid_tgid, now, dur, *w, written = 0, ts0;
-	__u32 nr;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns(), dur, *w;
+	__u64 written = every_call ? 0 : SYSCALL_BYTES_UNKNOWN, ts0 = s->ts;
+	__u32 nr = s->nr;
 	struct syscall_stat_key key;
 	struct sys_fd_key fdk;
-	struct sys_enter_state *s;
 	struct syscall_stat *st;
 	struct syscall_event *e;
 	struct file *f = NULL;
 	__u8 *kindp, kind = 0;
 
-	/* only targets' threads have storage; the filter first spares the others a helper call */
-	if (!is_target(task->tgid))
-		return 0;
-	s = bpf_task_storage_get(&sys_start, task, NULL, 0);
-	if (!s || !s->ts)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	now = bpf_ktime_get_ns();
-	ts0 = s->ts;
 	dur = now - ts0;
-	nr = s->nr;
-	s->ts = 0;
-	if (!running)
-		return 0;
-
 	key.tgid = pid_tgid >> 32;
 	key.nr = nr;
 	st = bpf_map_lookup_elem(&sys_stats, &key);
@@ -248,7 +253,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	fdk.tgid = pid_tgid >> 32;
 	fdk.fd = (__s32)s->args[0];
-	if ((kind & SYS_K_WRITES) && ret > 0) {
+	if (!every_call) {
+		/* the writes that did not give up the CPU were not seen: no count per fd */
+	} else if ((kind & SYS_K_WRITES) && ret > 0) {
 		w = bpf_map_lookup_elem(&sys_written, &fdk);
 		if (w) {
 			__sync_fetch_and_add(w, (__u64)ret);
@@ -265,12 +272,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bpf_map_delete_elem(&sys_written, &fdk);
 	}
 	if (dur < slow_ns)
-		return 0;
+		return;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost, 1);
-		return 0;
+		return;
 	}
 	fill_hdr(&e->hdr, EBPF_REC_SYSCALL, pid_tgid, ts0);
 	e->dur_ns = dur;
@@ -300,6 +307,107 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			e->path_src = SYS_PATH_USER;
 	}
 	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct sys_enter_state *s;
+
+	/* only targets' threads have storage; the filter first spares the others a helper call */
+	if (!is_target(task->tgid))
+		return 0;
+	s = bpf_task_storage_get(&sys_start, task, NULL, 0);
+	if (!s || !s->ts)
+		return 0;
+	if (running)
+		finish_call(s, ret, true);
+	s->ts = 0;
+	return 0;
+}
+
+#ifdef AIPROF_HAVE_TASK_WORK
+/* per target thread: the task work that completes its call's record (sys_switch) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct tw_slot);
+} sys_works SEC(".maps");
+
+/* the task work: the thread is on its way back to user space from the call, ax its result */
+static int sys_tw_run(struct bpf_map *map, void *key, void *value)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct sys_enter_state *s = bpf_task_storage_get(&sys_start, t, NULL, 0);
+	struct pt_regs *regs;
+
+	if (!s || !s->ts)
+		return 0;
+	/* run by do_exit instead: the call (exit, a fatal signal) does not return */
+	regs = (t->flags & PF_EXITING) ? NULL : (struct pt_regs *)bpf_task_pt_regs(t);
+	if (running && regs && BPF_CORE_READ(regs, orig_ax) == s->nr)
+		finish_call(s, (long)BPF_CORE_READ(regs, ax), false);
+	s->ts = 0;
+	s->armed = 0;
+	return 0;
+}
+
+static __always_inline bool schedule_work(struct task_struct *t)
+{
+	return tw_schedule(t, &sys_works, sys_tw_run);
+}
+
+#else
+static __always_inline bool schedule_work(struct task_struct *t)
+{
+	return false;  /* not built in: user space never loads sys_switch */
+}
+#endif
+
+/*
+ * Switch mode. Every context switch on the node runs this, but only a target thread's own
+ * switches go past the inlined filters: prev giving up the CPU inside a call starts the call's
+ * record (the first time in that call), next coming back inside one schedules the task work
+ * that completes it (scheduled here, the thread's own CPU runs the work's setup before the
+ * thread can return to user space).
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct sys_enter_state *s;
+	struct pt_regs *regs;
+	long nr;
+
+	if (!running)
+		return 0;
+	if (is_target(prev->tgid)) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+		nr = regs ? (long)BPF_CORE_READ(regs, orig_ax) : -1;  /* -1: not in a call */
+		s = nr >= 0 ? bpf_task_storage_get(&sys_start, prev, NULL,
+						   BPF_LOCAL_STORAGE_GET_F_CREATE) : NULL;
+		if (s && !s->ts) {
+			s->ts = bpf_ktime_get_ns();
+			s->nr = (__u32)nr;
+			s->armed = 0;
+			s->args[0] = BPF_CORE_READ(regs, di);
+			s->args[1] = BPF_CORE_READ(regs, si);
+			s->args[2] = BPF_CORE_READ(regs, dx);
+		}
+	}
+	if (!is_target(next->tgid))
+		return 0;
+	s = bpf_task_storage_get(&sys_start, next, NULL, 0);
+	if (!s || !s->ts || s->armed)
+		return 0;
+	if (schedule_work(next)) {
+		s->armed = 1;
+	} else {
+		/* the table full, or the thread exiting: the call is not recorded */
+		__sync_fetch_and_add(&tw_failed, 1);
+		s->ts = 0;
+	}
 	return 0;
 }
 

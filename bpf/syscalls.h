@@ -13,6 +13,7 @@
 #define SYSCALL_HIST      40      /* log2(ns) buckets: bucket b holds [2^b, 2^(b+1)) ns */
 #define SYSCALL_PATH_DEPTH 16     /* path components walked up from a dentry */
 #define SYSCALL_NAME_LEN  64      /* bytes kept per component (NUL included) */
+#define SYSCALL_BYTES_UNKNOWN (~0ull) /* a flush's bytes where the writes were not all seen */
 
 /* What user space says about each syscall number (map sys_kinds, one byte per nr). */
 enum syscall_kind {
@@ -45,12 +46,14 @@ enum syscall_path_src {
 };
 
 struct syscall_event {
-	struct ebpf_rec_hdr hdr;  /* type EBPF_REC_SYSCALL; ts = entry */
+	struct ebpf_rec_hdr hdr;  /* type EBPF_REC_SYSCALL; ts = entry (switch mode: the
+				   * first time the call gave up the CPU) */
 	__u64 dur_ns;
 	__s64 ret;
 	__u64 args[3];
 	__u64 bytes;              /* ret for reads/writes; for an fsync-like call the bytes written
-				   * to the file since the last one (or since recording began) */
+				   * to the file since the last one (or since recording began),
+				   * SYSCALL_BYTES_UNKNOWN in switch mode */
 	__u64 file_size;          /* i_size of the file, 0 if none */
 	__u64 ino;
 	__u32 nr;

@@ -319,6 +319,9 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "frequency_hz", e->opts.frequency_hz);
 	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
 	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);
+	/* which calls the per-syscall counts and latencies are of (scope.syscalls says how) */
+	if (e->on & EBPF_COLLECT_SYSCALLS)
+		jsonw_kv_str(w, "syscalls_counted", e->sys_switch ? "gave_up_cpu" : "every_call");
 	for (size_t i = 0; i < e->nt; i++) {
 		samples += e->t[i].cpu_samples;
 		summed += e->t[i].summed;

@@ -3,7 +3,8 @@
  * The eBPF collectors' part of timeline.json.gz and the folded stacks:
  *   cpu_sample  instant events ("i", thread scope) named after the innermost frame
  *   offcpu      X events, dur = time blocked, named after why (syscall: kernel function)
- *   syscall     X events for slow calls: name, fd, path, bytes, ret
+ *   syscall     X events for slow calls: name, fd, path, bytes (not for a flush
+ *               whose writes were not all seen), ret
  * Stacks are not repeated per event: "sf" points into the top-level stackFrames table
  * (Chrome Trace Event format), one node per distinct call path.
  */
@@ -133,7 +134,8 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 			jsonw_kv_int(w, "fd", s->fd);
 		if (s->target)
 			jsonw_kv_str(w, "path", s->target);
-		jsonw_kv_uint(w, "bytes", s->bytes);
+		if (!s->bytes_unknown)
+			jsonw_kv_uint(w, "bytes", s->bytes);
 		if (s->file_size)
 			jsonw_kv_uint(w, "file_size", s->file_size);
 		jsonw_kv_int(w, "ret", s->ret);

@@ -85,6 +85,10 @@ static void usage(FILE *out)
 		"      --frequency HZ         on-CPU samples per second (default 99)\n"
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
+		"      --all-syscalls         count every syscall of the targets (raw_syscalls:\n"
+		"                             every process's syscalls take the kernel's slow\n"
+		"                             path meanwhile); default: only the calls that gave\n"
+		"                             up the CPU, which costs the other processes nothing\n"
 		"      --unwind cfi|fp        native stacks: cfi (default) copies 16 KiB of user\n"
 		"                             stack per eBPF sample and unwinds it with the\n"
 		"                             modules' .eh_frame/.debug_frame where frame pointers\n"
@@ -444,6 +448,9 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 	case 'Q':
 		o->eo.no_follow = true;
 		return EXIT_OK;
+	case 'A':
+		o->eo.all_syscalls = true;
+		return EXIT_OK;
 	case 'U':
 		return cli_unwind_option(oc, arg, &o->eo.unwind_stack_bytes);
 	case 'Y':
@@ -504,6 +511,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "no-follow", no_argument, NULL, 'Q' },
+		{ "all-syscalls", no_argument, NULL, 'A' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },

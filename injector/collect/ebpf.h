@@ -42,6 +42,9 @@ struct ebpf_opts {
 	uint64_t slow_syscall_ns;         /* a call at least this long is an event; default 1 ms */
 	const char *btf_path;             /* NULL: $AIPROF_VMLINUX_BTF, else /sys/kernel/btf/vmlinux */
 	bool no_follow;                   /* do not record the processes the targets start */
+	bool all_syscalls;                /* every syscall through raw_syscalls (every task's
+					   * calls on the kernel's slow path), not only those
+					   * that gave up the CPU */
 	uint32_t unwind_stack_bytes;      /* user stack copied per stack for CFI unwinding, at
 					   * most EBPF_UCOPY_MAX; 0: frame pointers only */
 	const char *unwind_cache;         /* directory of the unwind rules shared on the node

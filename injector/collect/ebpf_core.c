@@ -23,6 +23,7 @@
 #ifndef AIPROF_NO_EBPF
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <bpf/btf.h>
 #endif
 
 /* ---- shared helpers ------------------------------------------------------------------- */
@@ -541,6 +542,18 @@ uint64_t ebpf_task_for_ns(const struct task_dump *d)
 #ifndef AIPROF_NO_EBPF
 
 /* ---- shared maps ------------------------------------------------------------------------ */
+
+bool ebpf_kernel_has_task_work(const char *btf_path)
+{
+	struct btf *btf = btf_path ? btf__parse(btf_path, NULL) : btf__load_vmlinux_btf();
+	bool has;
+
+	if (!btf)
+		return false;
+	has = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+	return has;
+}
 
 static const char *const shared_maps[EBPF_SHARED_MAPS] = {
 	"targets", "py_procs", "py_threads", "events",

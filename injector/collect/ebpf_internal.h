@@ -61,6 +61,7 @@ struct ebpf_sys_ev {
 	uint64_t bytes, file_size;
 	uint32_t tid, nr;
 	int64_t fd;               /* -1 when the call has no fd argument */
+	bool bytes_unknown;       /* a flush whose file's writes were not all seen (switch mode) */
 	char *target;             /* file path, "pipe:[ino]", socket description; NULL if none */
 };
 
@@ -143,11 +144,12 @@ struct ebpf {
 	char why[EC__N][256];             /* per collector, why it is off (if asked for) */
 	/* per collector that runs, what triggers its programs: "task" (only the targets'
 	 * threads), or "global (why)" (every task on the node; the tgid filter drops the rest) */
-	char scope[EC__N][320];
+	char scope[EC__N][448];
 	struct cpu_bpf *cpu;
 	struct offcpu_bpf *off;
 	bool off_task_work;              /* off-CPU records completed by bpf_task_work */
 	struct syscalls_bpf *sys;
+	bool sys_switch;                 /* syscalls from context switches, not raw_syscalls */
 	struct tasks_bpf *tasks;
 	struct bpf_link *tasks_link;
 	int shared_fd[EBPF_SHARED_MAPS];  /* targets, py_procs, py_threads, events; -1 until loaded */
@@ -177,8 +179,9 @@ struct ebpf {
 };
 
 /*
- * The scope of the tracepoint collectors (offcpu: sched_switch, sys_exit; syscalls:
- * raw_syscalls). A BPF program on a tracepoint runs for every task: attached through a
+ * The scope of the tracepoint collectors (offcpu: sched_switch, and sys_exit without
+ * bpf_task_work; syscalls: sched_switch, or raw_syscalls with --all-syscalls or without
+ * bpf_task_work). A BPF program on a tracepoint runs for every task: attached through a
  * perf event opened for a task or a cgroup it is still put on the tracepoint itself (the
  * perf event's filter only decides which samples reach its buffer), and there are no
  * kprobes or trampolines here to hook the targets' code paths instead.
@@ -220,6 +223,9 @@ const char *ebpf_state_letter(uint32_t state);
 /* May td keep one more event whole (cpu, offcpu, syscall together)? Past the budget it is
  * counted in td->summed; its weight goes into the flame graphs all the same. */
 bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td);
+/* Whether the kernel (its BTF at btf_path, NULL: the running one) has bpf_task_work, Linux
+ * 6.18: a record completed in the target thread's own context without a syscall tracepoint. */
+bool ebpf_kernel_has_task_work(const char *btf_path);
 
 /*
  * One collector: ebpf_cpu.c, ebpf_offcpu.c, ebpf_syscalls.c, each a triad with its

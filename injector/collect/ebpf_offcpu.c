@@ -16,7 +16,6 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "bpf/offcpu.h"
@@ -29,19 +28,6 @@
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL  /* Linux 6.9: a pidfd for a thread */
 #endif
-
-/* Whether the kernel has bpf_task_work (Linux 6.18): records completed without sys_exit. */
-static bool kernel_has_task_work(const char *btf_path)
-{
-	struct btf *btf = btf_path ? btf__parse(btf_path, NULL) : btf__load_vmlinux_btf();
-	bool has;
-
-	if (!btf)
-		return false;
-	has = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) > 0;
-	btf__free(btf);
-	return has;
-}
 
 static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 {
@@ -91,7 +77,7 @@ static int ebpf_offcpu__open(struct ebpf *e)
 	const char *force = getenv("AIPROF_EBPF_OFFCPU_TASK_WORK");  /* "0": sys_exit, for tests */
 
 	e->off_task_work = !(force && strcmp(force, "0") == 0) &&
-			   kernel_has_task_work(e->opts.btf_path);
+			   ebpf_kernel_has_task_work(e->opts.btf_path);
 	if (e->off_task_work)
 		r = offcpu_load(e, true, &skel);
 	if (r < 0) {

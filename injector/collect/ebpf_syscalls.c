@@ -134,7 +134,8 @@ char *ebpf_syscall_target(const struct syscall_event *ev)
 
 #include "syscalls.skel.h"
 
-static int ebpf_syscalls__open(struct ebpf *e)
+/* Opens and loads the collector in switch mode (bpf_task_work) or trace mode (raw_syscalls). */
+static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf **ret)
 {
 	struct bpf_object_open_opts oo = { .sz = sizeof(oo), .btf_custom_path = e->opts.btf_path };
 	struct syscalls_bpf *skel;
@@ -147,17 +148,49 @@ static int ebpf_syscalls__open(struct ebpf *e)
 			 "syscall collector: %s", strerror(-r));
 		return r;
 	}
+	if (switch_mode && !skel->rodata->task_work_built) {
+		/* built against a kernel's BTF without it */
+		syscalls_bpf__destroy(skel);
+		return -ENOSYS;
+	}
 	skel->rodata->slow_ns = e->opts.slow_syscall_ns;
+	bpf_program__set_autoload(skel->progs.sys_switch, switch_mode);
+	bpf_program__set_autoload(skel->progs.sys_enter, !switch_mode);
+	bpf_program__set_autoload(skel->progs.sys_exit, !switch_mode);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
 		r = syscalls_bpf__load(skel);
 	if (r < 0) {
 		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "the kernel refused the "
-			 "syscall collector (raw_syscalls, BTF tracepoints): %s", strerror(-r));
+			 "syscall collector (%s, task storage): %s", switch_mode ?
+			 "sched_switch BTF tracepoint, bpf_task_work" : "raw_syscalls BTF tracepoints",
+			 strerror(-r));
 		syscalls_bpf__destroy(skel);
 		return r;
 	}
+	*ret = skel;
+	return 0;
+}
+
+/*
+ * Switch mode unless --all-syscalls asks for every call: then, or where the kernel has no
+ * bpf_task_work, raw_syscalls.
+ */
+static int ebpf_syscalls__open(struct ebpf *e)
+{
+	struct syscalls_bpf *skel = NULL;
+	int r = -ENOSYS;
+
+	e->sys_switch = !e->opts.all_syscalls && ebpf_kernel_has_task_work(e->opts.btf_path);
+	if (e->sys_switch)
+		r = syscalls_load(e, true, &skel);
+	if (r < 0) {
+		e->sys_switch = false;
+		r = syscalls_load(e, false, &skel);
+	}
+	if (r < 0)
+		return r;
 	ebpf_loaded(e, skel->obj);
 	e->sys = skel;
 	return 0;
@@ -187,7 +220,13 @@ static int ebpf_syscalls__attach(struct ebpf *e)
 
 	if (r < 0)
 		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "cannot attach to "
-			 "raw_syscalls: %s", strerror(-r));
+			 "%s: %s", e->sys_switch ? "sched_switch" : "raw_syscalls", strerror(-r));
+	else if (e->sys_switch)
+		snprintf(e->scope[EC_SYSCALLS], sizeof(e->scope[EC_SYSCALLS]), "%s",
+			 EBPF_SCOPE_TRACEPOINT "; no syscall tracepoint: only the calls that gave "
+			 "up the CPU are seen, read at the target thread's own context switches and "
+			 "completed by a task work of its own, bpf_task_work; a flush's bytes are not "
+			 "known; --all-syscalls sees every call)");
 	else
 		snprintf(e->scope[EC_SYSCALLS], sizeof(e->scope[EC_SYSCALLS]), "%s",
 			 EBPF_SCOPE_TRACEPOINT EBPF_SCOPE_SYSCALLS_TAIL);
@@ -199,8 +238,11 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 	if (!e->sys)
 		return;
 	e->sys->bss->running = on;
-	if (!on)
+	if (!on) {
 		e->lost += __atomic_exchange_n(&e->sys->bss->lost, 0, __ATOMIC_RELAXED);
+		/* a call whose task work could not be scheduled is a record lost too */
+		e->lost += __atomic_exchange_n(&e->sys->bss->tw_failed, 0, __ATOMIC_RELAXED);
+	}
 }
 
 static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
@@ -228,7 +270,9 @@ static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const v
 	kind = s->nr < SYSCALL_NR_MAX ? ebpf_syscall_kind(s->nr) : 0;
 	ev = &td->sys[td->nsys++];
 	*ev = (struct ebpf_sys_ev){
-		.ts = s->hdr.ts, .dur = s->dur_ns, .ret = s->ret, .bytes = s->bytes,
+		.ts = s->hdr.ts, .dur = s->dur_ns, .ret = s->ret,
+		.bytes = s->bytes == SYSCALL_BYTES_UNKNOWN ? 0 : s->bytes,
+		.bytes_unknown = s->bytes == SYSCALL_BYTES_UNKNOWN,
 		.file_size = s->file_size, .tid = s->hdr.tid, .nr = s->nr,
 		.fd = (kind & SYS_K_FD0) ? (int64_t)(int32_t)s->args[0] : -1,
 		.target = ebpf_syscall_target(s),

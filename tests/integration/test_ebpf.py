@@ -214,19 +214,7 @@ def test_offcpu_and_slow_syscalls_with_paths_and_bytes(procs, tmp_path, disk_dir
     off_sync = [e for e in events(tl, "offcpu") if e["tid"] == syncer and
                 e["args"].get("syscall") == "fsync"]
     assert off_sync, [e["name"] for e in events(tl, "offcpu") if e["tid"] == syncer]
-    fsyncs = [e for e in events(tl, "syscall", "fsync") if e["tid"] == syncer]
-    assert len(fsyncs) >= 3, len(fsyncs)
-    fsyncs.sort(key=lambda e: e["ts"])
-    for i, e in enumerate(fsyncs):
-        assert e["args"]["path"] == path, e
-        # the writes before the window opened are not seen: the first fsync of the window
-        # may count only the part of its chunk written inside it
-        if i == 0:
-            assert 0 <= e["args"]["bytes"] <= fsync_bytes, e
-        else:
-            assert e["args"]["bytes"] == fsync_bytes, e
-        assert e["args"]["file_size"] == fsync_bytes and e["args"]["ret"] == 0, e
-        assert e["dur"] >= 1000  # the default threshold, 1 ms
+    check_fsyncs(tl, syncer, path, fsync_bytes, every_call=False)
     # off-CPU stacks: folded, weights in microseconds, the kernel side down to the wait
     off = folded(out, "offcpu.folded")
     assert any("fsync" in ";".join(f) and any("fsync" in x and x.endswith("_[k]") for x in f)
@@ -242,6 +230,41 @@ def test_offcpu_and_slow_syscalls_with_paths_and_bytes(procs, tmp_path, disk_dir
     assert table["fsync"]["count"] >= 3 and table["fsync"]["slow"] >= 3
     assert table["read"]["count"] >= 10 and table["read"]["max_us"] >= 20_000
     assert eb["offcpu"]["blocks"] >= len(off_reader)
+    assert s["ebpf"]["syscalls_counted"] == "gave_up_cpu", s["ebpf"]
+
+    # --all-syscalls: every call is seen, so a flush says how many bytes it wrote out
+    out = tmp_path / "all"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "3s", "-o", str(out), "--all-syscalls",
+                    "--collectors", "syscalls"])
+    assert r.returncode == 0, r.stderr
+    check_fsyncs(load_timeline(out), syncer, path, fsync_bytes, every_call=True)
+    s = load_summary(out)
+    assert s["ebpf"]["syscalls_counted"] == "every_call", s["ebpf"]
+    table = {x["name"]: x for x in s["ebpf"]["targets"][0]["syscalls"]}
+    # every write is counted now, not only those that gave up the CPU: the syncer's chunks
+    # and the feeder's writes to the pipe, one each 50 ms
+    assert table["write"]["count"] >= 3 * (fsync_bytes // (1 << 20)) + 30, table["write"]
+
+
+def check_fsyncs(tl, syncer, path, fsync_bytes, every_call):
+    """The syncer's slow fsync events name the file; with every call seen, each says the
+    bytes written to it since the one before."""
+    fsyncs = [e for e in events(tl, "syscall", "fsync") if e["tid"] == syncer]
+    assert len(fsyncs) >= 3, len(fsyncs)
+    fsyncs.sort(key=lambda e: e["ts"])
+    for i, e in enumerate(fsyncs):
+        assert e["args"]["path"] == path, e
+        if not every_call:
+            # the writes that did not give up the CPU were not seen: no byte count
+            assert "bytes" not in e["args"], e
+        elif i == 0:
+            # the writes before the window opened are not seen: the first fsync of the
+            # window may count only the part of its chunk written inside it
+            assert 0 <= e["args"]["bytes"] <= fsync_bytes, e
+        else:
+            assert e["args"]["bytes"] == fsync_bytes, e
+        assert e["args"]["file_size"] == fsync_bytes and e["args"]["ret"] == 0, e
+        assert e["dur"] >= 1000  # the default threshold, 1 ms
 
 
 def test_ebpf_off_keeps_library_data(procs, tmp_path):

@@ -3,11 +3,15 @@
 triggered by the targets only and which by every task, as summary.json's ebpf.scope and
 stderr say, and that a busy process nobody asked for is never interrupted by the CPU sampler.
 """
+import json
 import os
+import subprocess
 import sys
+import time
 
-from conftest import (BUILD, events, load_summary, load_timeline, require_root, run_aiprof)
-from test_ebpf import folded
+from conftest import (AIPROF, BUILD, events, load_summary, load_timeline, require_root,
+                      run_aiprof)
+from test_ebpf import BLOCKING, disk_dir, folded, kv  # noqa: F401 (disk_dir: a fixture)
 
 HOT = os.path.join(BUILD, "tests", "workloads", "hot_functions")
 # a target whose busy thread starts 1.5 s after it says ready: after aiprof attached, so
@@ -56,6 +60,8 @@ def test_cpu_sampler_runs_on_target_threads_only(procs, tmp_path):
     # the tracepoint collectors cannot be limited to the targets: said, with the reason
     for c in ("offcpu", "syscalls"):
         assert scope[c].startswith("global (") and "tracepoint" in scope[c], scope
+        # but neither needs a syscall tracepoint (Linux 6.18's bpf_task_work)
+        assert "no syscall tracepoint" in scope[c], scope
     for c in ("offcpu", "syscalls"):
         assert f"eBPF {c}: attached for every process on this machine" in r.stderr, r.stderr
     assert "eBPF cpu" not in r.stderr
@@ -140,3 +146,50 @@ def test_offcpu_needs_no_syscall_tracepoint(procs, tmp_path):
         assert 30 <= eb["offcpu_events"] <= 45, (how, eb)
         assert waits >= 30 * 50000 * 0.8, (how, stacks[:3])
     assert abs(got["task work"][0] - got["sys_exit"][0]) <= 4, got
+
+
+def syscall_programs_loaded():
+    """Names of the loaded BPF programs that trace every task's system calls."""
+    r = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    return {p.get("name") for p in json.loads(r.stdout)} & {"sys_enter", "sys_exit",
+                                                             "offcpu_sys_exit"}
+
+
+def test_syscalls_need_no_syscall_tracepoint(procs, tmp_path, disk_dir):
+    """By default the syscall collector sees the calls that gave up the CPU, at the target's
+    own context switches, each completed by a task work of the thread's own: no program on
+    raw_syscalls is loaded while it records (so no other process's system calls take the
+    kernel's slow path), and the slow pipe reads are the records that --all-syscalls, which
+    traces every call, gives: the same calls, path, bytes and return value."""
+    require_root()
+    _, line = procs.start([BLOCKING, "--dir", disk_dir, "--seconds", "60"], ready="ready")
+    info = kv(line)
+    pid, reader, pipe_bytes = int(info["pid"]), int(info["reader_tid"]), int(info["pipe_bytes"])
+    got = {}
+    for how, extra in (("switch", []), ("trace", ["--all-syscalls"])):
+        out = tmp_path / how
+        p = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "-d", "3s", "-o", str(out),
+                              "--method", "ebpf"] + extra, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(2)     # recording by now (the window is 3 s)
+        loaded = syscall_programs_loaded()
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert loaded == (set() if how == "switch" else {"sys_enter", "sys_exit"}), (how, loaded)
+        eb = load_summary(out)["ebpf"]
+        assert eb["syscalls_counted"] == ("gave_up_cpu" if how == "switch" else "every_call")
+        assert ("slow path" in eb["scope"]["syscalls"]) == (how == "trace"), eb["scope"]
+        reads = [e for e in events(load_timeline(out), "syscall", "read") if e["tid"] == reader]
+        # the reader waits ~50 ms in each read: 3 s of them, every one a slow record
+        assert 40 <= len(reads) <= 65, (how, len(reads))
+        for e in reads:
+            assert e["args"]["path"].startswith("pipe:[") and e["args"]["fd"] >= 0, e
+            assert e["args"]["bytes"] == e["args"]["ret"] == pipe_bytes, e
+            assert 20_000 <= e["dur"] <= 200_000, e     # microseconds
+        table = {x["name"]: x for x in eb["targets"][0]["syscalls"]}
+        got[how] = (len(reads), table["read"]["count"])
+    # the same waits both ways; every call counts only with --all-syscalls
+    assert abs(got["switch"][0] - got["trace"][0]) <= 6, got
+    assert got["trace"][1] >= got["trace"][0], got
