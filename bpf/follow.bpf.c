@@ -105,6 +105,8 @@ int BPF_PROG(follow_exit, struct task_struct *p)
 		if (!t)
 			return 0;
 		if (t->tgid == tgid) {
+			/* how it ended (exit_code is set before this tracepoint), for the summary */
+			report(FOLLOW_EXIT, tgid, p->pid, (__u32)p->exit_code, p);
 			/* the whole slot at once, as place() writes it: tgid is its low half */
 			__u64 was = (__u64)t->index << 32 | tgid;
 

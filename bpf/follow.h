@@ -15,6 +15,8 @@ enum follow_kind {
 	FOLLOW_FORK = 1,          /* tgid = the child, parent = the target that forked it */
 	FOLLOW_EXEC = 2,          /* tgid exec'd a new program (comm: its new name) */
 	FOLLOW_FULL = 3,          /* a child not followed: the limit was reached */
+	FOLLOW_EXIT = 4,          /* tgid's last thread exited; parent = its exit status, as
+				   * wait(2) gives it (signal in the low 7 bits, code << 8) */
 };
 
 struct follow_event {

@@ -247,7 +247,9 @@ struct aiprof_ring_hdr {
 	_Atomic uint32_t hooks_patched; /* GOT entries currently pointing at hooks */
 	_Atomic uint32_t modules_seen;
 	_Atomic uint32_t cupti_state;   /* enum aiprof_cupti_state */
-	uint32_t pad0;
+	/* set by the injector when it is done with the ring (after the last drain): the
+	 * library goes dormant, its control thread exits and the ring's fd is closed */
+	_Atomic uint32_t release;
 	char cupti_reason[192];         /* NUL-terminated; why CUPTI is or is not in use */
 
 	uint8_t pad1[64];
@@ -273,12 +275,17 @@ struct aiprof_ring_hdr {
 		uint16_t fr_code, fr_previous, fr_instr, fr_owner, fr_is_entry;
 		uint64_t code_mask;
 	} py;
+	/* the control thread's id (gettid() in the target's namespace), once it runs: the
+	 * injector leaves it out of the target's data */
+	_Atomic uint32_t ctl_tid;
+	uint32_t pad5;
 };
 
 _Static_assert(sizeof(struct aiprof_ring_hdr) <= AIPROF_RING_HDR_SIZE, "ring header too big");
 
 enum aiprof_lib_state {
 	AIPROF_LIB_IDLE = 0, AIPROF_LIB_RECORDING = 1,
+	AIPROF_LIB_RELEASED = 2,    /* dormant: no thread, no fd; the ring is let go */
 };
 
 enum aiprof_cupti_state {

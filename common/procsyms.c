@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "elfsym.h"
 #include "procmaps.h"
@@ -333,6 +334,33 @@ int proc_syms__find(struct proc_syms *ps, const char *module_glob, const char *s
 			err = r;
 	}
 	return err;
+}
+
+int proc_syms__code(struct proc_syms *ps, uint64_t addr, struct elf_file **ret_elf,
+		    uint64_t *ret_bias, uint64_t *ret_key)
+{
+	const struct maps_entry *e;
+	struct ps_module *mod;
+	struct elf_file *elf;
+	size_t modi;
+	int r;
+
+	if (!ps || !ret_elf || !ret_bias || !ret_key)
+		return -EINVAL;
+	e = maps__find_addr(ps->maps, addr);
+	if (!e || !(e->prot & PROT_EXEC) || !maps_entry__is_file(e))
+		return -ENOENT;
+	modi = ps->entry_mod ? ps->entry_mod[e - ps->maps->v] : NONE;
+	if (modi == NONE)
+		return -ENOENT;
+	mod = &ps->mods[modi];
+	if ((r = module_elf(ps, mod, &elf)) < 0)
+		return r;
+	if ((r = module_bias(ps, mod, elf, ret_bias)) < 0)
+		return r;
+	*ret_elf = elf;
+	*ret_key = (uint64_t)mod->elf;
+	return 0;
 }
 
 int proc_syms__symbolize_info(struct proc_syms *ps, uint64_t addr, struct proc_sym *ret)

@@ -57,6 +57,16 @@ struct proc_sym {
 	uint64_t symbol_offset;
 };
 
+/*
+ * The ELF file behind the file-backed executable mapping at addr and its load bias (runtime
+ * address = bias + vaddr), for an unwinder; *ret_key is the same for every load of one file
+ * in this proc_syms. The file stays valid until proc_syms__free(). 0, -ENOENT if addr is in
+ * no such mapping, the open error if the file could not be read, -ENOMEM.
+ */
+struct elf_file;
+int proc_syms__code(struct proc_syms *ps, uint64_t addr, struct elf_file **ret_elf,
+		    uint64_t *ret_bias, uint64_t *ret_key);
+
 /* Returns 0 (symbol may be NULL), or -ENOENT if no mapping contains addr. */
 int proc_syms__symbolize_info(struct proc_syms *ps, uint64_t addr, struct proc_sym *ret);
 

@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "model/names.h"
 #include "model/profile.h"
+#include "target/target.h"
 #include "analysis.h"
 #include "findings.h"
 
@@ -147,12 +149,12 @@ static const struct finding_threshold_row thresholds[TH__N] = {
 
 #define TH(id) (thresholds[id].value)
 
-const char *const finding_categories[8] = {
+const char *const finding_categories[FINDING_CATEGORIES] = {
 	"PageableMemcpy", "SmallKernels", "SyncCheckpoint", "DataLoaderStall",
-	"NcclHang", "Straggler", "ExcessiveSync", "GpuMemoryGrowth",
+	"NcclHang", "Straggler", "ExcessiveSync", "GpuMemoryGrowth", "TargetDied",
 };
 
-static const char *const remedies[8] = {
+static const char *const remedies[FINDING_CATEGORIES] = {
 	/* PageableMemcpy */
 	"Copy from page-locked (pinned) host memory: DataLoader(pin_memory=True) and "
 	"tensor.to(device, non_blocking=True), or cudaMallocHost/cudaHostRegister for your own "
@@ -186,6 +188,11 @@ static const char *const remedies[8] = {
 	"Device memory grows without frees: look for tensors kept alive across steps (lists of "
 	"losses without .detach()/.item(), caches, hooks); free or reuse buffers; watch "
 	"torch.cuda.memory_allocated() per step.",
+	/* TargetDied */
+	"A process of the job ended during the window: its signal or exit code, and what "
+	"aiprof was doing in it, are in the evidence. Look at the job's own log for the "
+	"reason (an OOM kill, a failed assertion, a launcher tearing its ranks down); if aiprof "
+	"was injecting when it died, report it with the summary.json: that is aiprof's bug.",
 };
 
 const struct finding_threshold_row *findings_thresholds(size_t *n)
@@ -1496,6 +1503,38 @@ static int rule_excessive_sync(struct ctx *x)
 	return 0;
 }
 
+/* A target that was killed by a signal, or exited with a failure, during the window. */
+static int rule_target_died(struct ctx *x)
+{
+	for (size_t i = 0; i < x->p->ntargets; i++) {
+		const struct target *t = &x->p->targets[i];
+		bool sig = WIFSIGNALED(t->exit_status);
+		struct finding *f;
+		char how[64];
+
+		if (!t->died || (!sig && WEXITSTATUS(t->exit_status) == 0))
+			continue;       /* an ordinary exit (a worker that finished) is no finding */
+		proc_status_text(t->exit_status, how, sizeof(how));
+		f = add_finding(x->f, 8, sig ? SEV_CRITICAL : SEV_WARNING);
+		if (!f)
+			return -ENOMEM;
+		f->pid = t->pid;
+		snprintf(f->summary, sizeof(f->summary), "%s (pid %d) %s %.3f s into the window, "
+			 "while aiprof was %s.", t->comm, t->pid, how,
+			 t->exit_ns > x->p->start_ns ? (double)(t->exit_ns - x->p->start_ns) / 1e9 : 0,
+			 t->died_during);
+		ev_u64(f, "pid", (uint64_t)t->pid);
+		if (ev_str(f, "how", how) < 0 || ev_str(f, "aiprof_was", t->died_during) < 0 ||
+		    ev_str(f, "cmdline", t->cmdline) < 0)
+			return -ENOMEM;
+		if (sig)
+			ev_u64(f, "signal", (uint64_t)WTERMSIG(t->exit_status));
+		else
+			ev_u64(f, "exit_code", (uint64_t)WEXITSTATUS(t->exit_status));
+	}
+	return 0;
+}
+
 static int rule_memory_growth(struct ctx *x)
 {
 	const struct analysis *a = x->a;
@@ -1538,7 +1577,7 @@ static int finding_order(const void *x, const void *y)
 
 	if (a->severity != b->severity)
 		return a->severity < b->severity ? 1 : -1;
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < FINDING_CATEGORIES; i++) {
 		if (a->category == finding_categories[i])
 			ca = i;
 		if (b->category == finding_categories[i])
@@ -1586,6 +1625,8 @@ int findings__run(const struct profile *p, const struct analysis *a, const struc
 		r = rule_excessive_sync(&x);
 	if (!r)
 		r = rule_memory_growth(&x);
+	if (!r)
+		r = rule_target_died(&x);
 	free(x.hang_from);
 	if (r < 0) {
 		findings__free(f);

@@ -106,7 +106,8 @@ struct findings {
 };
 
 /* The rule categories, in report order. */
-extern const char *const finding_categories[8];
+#define FINDING_CATEGORIES 9
+extern const char *const finding_categories[FINDING_CATEGORIES];
 
 const char *finding_severity_name(enum finding_severity s);
 

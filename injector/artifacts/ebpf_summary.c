@@ -246,6 +246,9 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	}
 	/* past the event budget: in the flame graphs and totals, not in the timeline */
 	jsonw_kv_uint(w, "events_summed", td->summed);
+	/* aiprof's own threads in it (by tid): what of theirs was left out */
+	jsonw_kv_uint(w, "aiprof_threads", td->nown);
+	jsonw_kv_uint(w, "aiprof_records_left_out", td->own_records);
 	jsonw_key(w, "python");
 	jsonw_obj_open(w);
 	if (td->py) {

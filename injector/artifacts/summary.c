@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "jsonw.h"
@@ -16,6 +18,7 @@
 #include "collect/ebpf.h"
 #include "ebpf_artifacts.h"
 #include "collect/uprobes.h"
+#include "target/target.h"
 #include "analyze/diagnosis.h"
 #include "launch_stacks.h"
 #include "summary.h"
@@ -134,6 +137,31 @@ static void write_target(struct jsonw *w, const struct profile *p, const struct 
 	if (t->inj.return_path[0])
 		jsonw_kv_str(w, "return_path", t->inj.return_path);
 	write_us(w, "load_us", t->inj.load_ns);
+	/* it ended in the window: how, when, and what aiprof was doing in it */
+	if (t->died) {
+		char ended[64];
+
+		proc_status_text(t->exit_status, ended, sizeof(ended));
+		jsonw_key(w, "exit");
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "how", ended);
+		if (WIFSIGNALED(t->exit_status)) {
+			const char *sig = sigabbrev_np(WTERMSIG(t->exit_status));
+			char name[24];
+
+			snprintf(name, sizeof(name), "SIG%s", sig ? sig : "?");
+			jsonw_kv_str(w, "signal", name);
+		} else {
+			jsonw_kv_int(w, "code", WEXITSTATUS(t->exit_status));
+		}
+		jsonw_kv_uint(w, "after_ms", t->exit_ns > p->start_ns ?
+			      (t->exit_ns - p->start_ns) / 1000000 : 0);
+		jsonw_kv_str(w, "aiprof_was", t->died_during);
+		jsonw_obj_close(w);
+	}
+	/* whether the library let go of the process after the window */
+	if (t->released)
+		jsonw_kv_str(w, "detached", t->released > 0 ? "released" : "not confirmed");
 	jsonw_kv_uint(w, "events", t->store.n + t->store.over.events);
 	/* of those, past the event budget: in the sums (counts, tables), not kept whole */
 	jsonw_kv_uint(w, "summed_events", t->store.over.events);

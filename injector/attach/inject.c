@@ -6,18 +6,19 @@
  *
  *  1. Only ONE thread of the target is ever stopped (PTRACE_SEIZE + PTRACE_INTERRUPT);
  *     every other thread keeps running, so locks they hold are released as usual.
- *  2. The stopped thread must not hold a lock that the code we make it run needs
- *     (malloc arenas, the stack cache, the loader's locks). We only proceed at a
- *     *safe point*, otherwise we let it run for a millisecond and look again:
- *       - it is blocked in an allow-listed syscall (read, poll, futex, nanosleep, ...)
- *         — the syscalls glibc's malloc and loader make while holding their locks
- *         (mmap, munmap, brk, madvise, mprotect) are not on the list; a futex wait is
- *         only safe if the futex word does not live in libc or ld.so (their internal
- *         locks do), or
- *       - it runs outside libc and ld.so (application code, libpython, libtorch, vDSO);
- *       - and in both cases no signal frame is on its stack: a handler may have
- *         interrupted malloc, so the sigreturn trampoline's address on the stack means
- *         "not safe now".
+ *  2. The stopped thread must not be inside the state the code we make it run needs
+ *     (malloc arenas and the thread's tcache, the stack cache, the loader's TLS tables)
+ *     nor half-way through any other libc function. We only proceed at a *safe point*,
+ *     judged from the thread's whole stack walked by CFI (safepoint.h): blocked in an
+ *     allow-listed syscall inside a public libc function that holds no libc state there
+ *     (read, poll, pthread_cond_wait, ...), or running the program's own code; no libc,
+ *     loader or signal frame between there and the thread's start frames; and a walk
+ *     that reaches the root. Otherwise we let it run for a millisecond and look again.
+ *     (The syscall alone is not enough: the loader blocks in openat and read while it
+ *     maps a library, and the program's code runs under dlopen as constructors. Before
+ *     this, a table of libc's mappings that silently filled up with libpthreadpool's took
+ *     a thread inside malloc for "application code": 1 in 6 attaches during `import
+ *     torch` aborted the process in sysmalloc.)
  *  3. At the safe point the hijacked thread only makes short calls: mmap + mprotect of
  *     two pages, memfd_create and pthread_create. The dlopen itself —
  *     slow, and running our constructors — happens on the NEW thread, so the target's
@@ -88,6 +89,7 @@
 #include "timeutil.h"
 #include "target/target.h"
 #include "inject.h"
+#include "safepoint.h"
 #include "session.h"
 
 #ifndef __x86_64__
@@ -117,6 +119,7 @@
 #define SD_NAME     168
 #define SD_SELF     200
 #define SD_DETACH   208
+#define SD_TID      216
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -132,6 +135,7 @@ struct stub_data {
 	char path[64];
 	char name[32];
 	uint64_t self_fn, detach_fn;
+	uint32_t tid, pad;          /* the worker's gettid(), in the target's namespace */
 };
 _Static_assert(offsetof(struct stub_data, dlopen_fn) == SD_DLOPEN, "stub layout");
 _Static_assert(offsetof(struct stub_data, dlerror_fn) == SD_DLERROR, "stub layout");
@@ -151,6 +155,7 @@ _Static_assert(offsetof(struct stub_data, path) == SD_PATH, "stub layout");
 _Static_assert(offsetof(struct stub_data, name) == SD_NAME, "stub layout");
 _Static_assert(offsetof(struct stub_data, self_fn) == SD_SELF, "stub layout");
 _Static_assert(offsetof(struct stub_data, detach_fn) == SD_DETACH, "stub layout");
+_Static_assert(offsetof(struct stub_data, tid) == SD_TID, "stub layout");
 
 /*
  * void *worker(struct stub_data *d) — runs on the thread pthread_create made. Only
@@ -164,6 +169,9 @@ __asm__(
 	"aiprof_worker_stub:\n"
 	"	push %rbx\n"
 	"	mov %rdi, %rbx\n"
+	"	mov $186, %eax\n"                          /* SYS_gettid: who we are, for the */
+	"	syscall\n"                                 /* injector to leave out of the data */
+	"	mov %eax, " STR(SD_TID) "(%rbx)\n"
 	"	call *" STR(SD_SELF) "(%rbx)\n"            /* pthread_detach(pthread_self()) */
 	"	mov %rax, %rdi\n"
 	"	call *" STR(SD_DETACH) "(%rbx)\n"
@@ -341,17 +349,11 @@ static void sched_restore(pid_t tid, struct sched_saved *saved)
 
 /* ---- target description ------------------------------------------------------------- */
 
-struct addr_range {
-	uint64_t start, end;
-};
-
 struct target_funcs {
 	uint64_t dlopen, dlerror, close, munmap, mmap, mprotect, syscall;
 	uint64_t pthread_create, pthread_detach, pthread_self;
 	uint64_t rearm, rearm_error;   /* a dormant copy's aiprof_rearm(), 0 if none to wake */
 	uint64_t restore_rt;           /* glibc's sigreturn trampoline, 0 if not found */
-	struct addr_range locked[16];  /* libc / ld.so / libpthread mappings */
-	size_t nlocked;
 };
 
 struct tracee {
@@ -371,6 +373,8 @@ struct tracee {
 	bool in_cave_call;             /* registers are a call's: going home is the path's job */
 	bool boost_calls;              /* SCHED_FIFO while a call runs */
 	bool released;                 /* let go inside a call: no more calls, no detach */
+	const char *doing;             /* what it runs for us now, for a death's account */
+	int died_status;               /* the thread ended under us: its wait(2) status, or -1 */
 };
 
 static int read_mem(struct tracee *t, uint64_t addr, void *buf, size_t len)
@@ -391,14 +395,6 @@ static int write_mem(struct tracee *t, uint64_t addr, const void *buf, size_t le
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-static bool in_ranges(const struct target_funcs *f, uint64_t a)
-{
-	for (size_t i = 0; i < f->nlocked; i++)
-		if (a >= f->locked[i].start && a < f->locked[i].end)
-			return true;
-	return false;
-}
-
 bool inject_is_loaded(pid_t pid)
 {
 	struct maps *m = NULL;
@@ -414,16 +410,6 @@ bool inject_is_loaded(pid_t pid)
 	}
 	maps__free(m);
 	return found;
-}
-
-static bool is_locked_module(const char *path)
-{
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0 ||
-	       strncmp(base, "ld-linux", 8) == 0 || strncmp(base, "ld-musl", 7) == 0 ||
-	       strncmp(base, "libpthread", 10) == 0 || strncmp(base, "libdl", 5) == 0;
 }
 
 /*
@@ -607,16 +593,6 @@ static int resolve_funcs(pid_t pid, bool wake, struct target_funcs *f, char *msg
 		snprintf(msg, msglen, "cannot read /proc/%d/maps: %s", pid, strerror(-r));
 		goto out;
 	}
-	for (size_t i = 0; i < m->n; i++) {
-		const struct maps_entry *e = &m->v[i];
-
-		if (e->path && is_locked_module(e->path) &&
-		    f->nlocked < sizeof(f->locked) / sizeof(f->locked[0])) {
-			f->locked[f->nlocked].start = e->start;
-			f->locked[f->nlocked].end = e->end;
-			f->nlocked++;
-		}
-	}
 	f->restore_rt = find_restore_rt(pid, m);
 	r = 0;
 	/*
@@ -702,8 +678,10 @@ static int tracee_attach(struct tracee *t)
 		}
 		if (r < 0)
 			return r;
-		if (WIFEXITED(status) || WIFSIGNALED(status))
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			t->died_status = status;
 			return -ESRCH;
+		}
 		if (!WIFSTOPPED(status))
 			continue;
 		if ((status >> 16) == PTRACE_EVENT_STOP)
@@ -744,7 +722,7 @@ static int tracee_detach(struct tracee *t)
 	return r;
 }
 
-static bool syscall_is_safe(long nr, uint64_t arg0, const struct target_funcs *f)
+static bool syscall_is_safe(long nr, uint64_t arg0, const struct safepoint *sp)
 {
 	switch (nr) {
 	case SYS_read: case SYS_write: case SYS_readv: case SYS_writev:
@@ -763,7 +741,7 @@ static bool syscall_is_safe(long nr, uint64_t arg0, const struct target_funcs *f
 		return true;
 	case SYS_futex:
 		/* libc's and ld.so's own locks live in their data: a waiter there may hold another */
-		return !in_ranges(f, arg0);
+		return !safepoint__in_libc(sp, arg0);
 	default:
 		return false;
 	}
@@ -773,21 +751,28 @@ static bool syscall_is_safe(long nr, uint64_t arg0, const struct target_funcs *f
  * true if the saved context is a point where making the thread call into libc is safe;
  * `where` says what the thread was doing.
  */
-static bool at_safe_point(struct tracee *t, const struct target_funcs *f, char *where,
-			  size_t len)
+static bool at_safe_point(struct tracee *t, const struct target_funcs *f,
+			  struct safepoint *sp, char *where, size_t len)
 {
 	const struct user_regs_struct *g = &t->saved;
 	long nr = (long)g->orig_rax;
+	struct unwind_regs ur = {
+		.r = { [UW_RAX] = g->rax, [UW_RDX] = g->rdx, [UW_RCX] = g->rcx, [UW_RBX] = g->rbx,
+		       [UW_RSI] = g->rsi, [UW_RDI] = g->rdi, [UW_RBP] = g->rbp, [UW_RSP] = g->rsp,
+		       [UW_R8] = g->r8, [UW_R9] = g->r9, [UW_R10] = g->r10, [UW_R11] = g->r11,
+		       [UW_R12] = g->r12, [UW_R13] = g->r13, [UW_R14] = g->r14, [UW_R15] = g->r15,
+		       [UW_RIP] = g->rip },
+		.valid = (1u << UW_NREGS) - 1,
+	};
 
-	if (nr >= 0) {
+	if (nr >= 0)
 		snprintf(where, len, "syscall %ld", nr);
-		if (!syscall_is_safe(nr, g->rdi, f))
-			return false;
-	} else {
-		snprintf(where, len, "%s code", in_ranges(f, g->rip) ? "libc" : "application");
-		if (in_ranges(f, g->rip))
-			return false;
-	}
+	else
+		snprintf(where, len, "%s code", safepoint__in_libc(sp, g->rip) ? "libc" :
+			 "application");
+	if (!safepoint__judge(sp, &ur, nr >= 0, nr >= 0 && syscall_is_safe(nr, g->rdi, sp),
+			      where, len))
+		return false;
 	if (f->restore_rt) {
 		/* a signal frame's return address on the stack: we are inside a handler */
 		uint64_t words[1024];
@@ -1102,6 +1087,7 @@ static int remote_call(struct tracee *t, uint64_t fn, const uint64_t a[6], uint6
 		if (r < 0)
 			goto out;
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			t->died_status = status;
 			r = -ESRCH;
 			goto out;
 		}
@@ -1223,6 +1209,7 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 	size_t stub_len = (size_t)(aiprof_worker_stub_end - aiprof_worker_stub);
 	int r;
 
+	t->doing = "mmap";
 	r = call6(t, f->mmap, 0, STUB_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		  (uint64_t)-1, 0, &base);
 	if (r < 0 || base == (uint64_t)MAP_FAILED || base == 0) {
@@ -1238,6 +1225,7 @@ static int do_inject(struct tracee *t, const struct target_funcs *f, const void 
 		goto fail_unmap;
 	if (f->rearm)
 		goto no_memfd;          /* the library is there, dormant: nothing to load */
+	t->doing = "memfd_create";
 	r = call6(t, f->syscall, SYS_memfd_create, data + SD_NAME, MFD_CLOEXEC, 0, 0, 0, &fd);
 	if (r < 0 || (int64_t)fd < 0) {
 		snprintf(msg, msglen, "memfd_create in the target failed (%s)",
@@ -1272,6 +1260,7 @@ no_memfd:
 		r = write_mem(t, base, aiprof_worker_stub, stub_len);
 	if (r < 0)
 		goto fail_close;
+	t->doing = "mprotect";
 	r = call6(t, f->mprotect, base, STUB_PAGE, PROT_READ | PROT_EXEC, 0, 0, 0, &rv);
 	if (r < 0 || rv != 0) {
 		snprintf(msg, msglen, "mprotect in the target failed; the target may forbid "
@@ -1283,6 +1272,7 @@ no_memfd:
 	/* threads inherit the policy of their creator: no boost from here on */
 	t->boost_calls = false;
 	if (f->pthread_create && f->pthread_detach && f->pthread_self && !*direct) {
+		t->doing = "pthread_create";
 		r = call6(t, f->pthread_create, data + SD_THREAD, 0, base, data, 0, 0, &rv);
 		if (r < 0 || rv != 0) {
 			snprintf(msg, msglen, "pthread_create in the target failed (%s)",
@@ -1300,6 +1290,7 @@ no_memfd:
 	{
 		const uint64_t a[6] = { data + SD_PATH, 2 /* RTLD_NOW */, 0, 0, 0, 0 };
 
+		t->doing = "dlopen";
 		r = remote_call(t, sd.dlopen_fn, a, 10 * NSEC_PER_SEC, &rv);
 	}
 	if (r >= 0 && rv == 0 && sd.dlerror_fn) {
@@ -1325,6 +1316,7 @@ no_memfd:
 	return r;
 
 fail_close:
+	t->doing = "cleaning up after a failed call";
 	(void)call6(t, f->close, fd, 0, 0, 0, 0, 0, &rv);
 fail_unmap:
 	(void)call6(t, f->munmap, base, STUB_LEN, 0, 0, 0, 0, &rv);
@@ -1332,8 +1324,8 @@ fail_unmap:
 }
 
 /* Waits for the stub thread to report, reads its result, and lets it clean up. */
-static int wait_worker(pid_t pid, uint64_t data, bool woken, uint64_t timeout_ns, char *msg,
-		       size_t msglen)
+static int wait_worker(pid_t pid, uint64_t data, bool woken, uint64_t timeout_ns,
+		       pid_t *ret_tid, char *msg, size_t msglen)
 {
 	uint64_t deadline = now_monotonic_ns() + timeout_ns;
 	struct tracee t = { .pid = pid, .mem_fd = -1 };
@@ -1375,6 +1367,9 @@ static int wait_worker(pid_t pid, uint64_t data, bool woken, uint64_t timeout_ns
 	} else {
 		r = 0;
 	}
+	/* still alive, waiting for the ack: its host tid can be read now */
+	if (sd.tid)
+		*ret_tid = proc_host_tid(pid, sd.tid);
 	(void)write_mem(&t, data + SD_ACK, &ack, sizeof(ack));
 out:
 	close(t.mem_fd);
@@ -1409,6 +1404,7 @@ struct inject_job {
 	pid_t pid;
 	struct tracee t;
 	struct target_funcs funcs;
+	struct safepoint *sp;           /* judges each stop (safepoint.h) */
 	char *lib;                      /* libaiprof.so's bytes */
 	size_t lib_len;
 	bool wake;                      /* a forked child's dormant copy: wake it, load nothing */
@@ -1466,6 +1462,12 @@ static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
 	if (j->t.mem_fd < 0) {
 		r = -errno;
 		snprintf(rep->message, sizeof(rep->message), "cannot open %s: %s", path, strerror(errno));
+		return r;
+	}
+	r = safepoint__new(j->pid, j->t.mem_fd, &j->sp);
+	if (r < 0) {
+		snprintf(rep->message, sizeof(rep->message), "cannot read the modules of pid %d "
+			 "to judge its safe points: %s", j->pid, strerror(-r));
 		return r;
 	}
 	j->t.cave = find_cave(&j->t, (size_t)(aiprof_cave_end - aiprof_cave));
@@ -1537,6 +1539,7 @@ static int find_thread_and_inject(struct inject_job *j, uint64_t timeout)
 		}
 		for (size_t i = 0; i < ntids && now_monotonic_ns() < j->deadline; i++) {
 			j->t.tid = tids[i];
+			j->t.doing = "stopping a thread to look for a safe point";
 			r = tracee_attach(&j->t);
 			if (r == -ESRCH)
 				continue;       /* that thread just exited */
@@ -1550,7 +1553,10 @@ static int find_thread_and_inject(struct inject_job *j, uint64_t timeout)
 				return r;
 			}
 			rep->attempts++;
-			if (!at_safe_point(&j->t, &j->funcs, rep->safe_point, sizeof(rep->safe_point))) {
+			if (rep->attempts % 16 == 0)
+				(void)safepoint__refresh(j->sp);  /* a dlopen that finished meanwhile */
+			if (!at_safe_point(&j->t, &j->funcs, j->sp, rep->safe_point,
+					   sizeof(rep->safe_point))) {
 				rep->unsafe_stops++;
 				tracee_detach(&j->t);
 				sleep_ns((500 + (uint64_t)(rand() % 1500)) * NSEC_PER_USEC);
@@ -1564,9 +1570,9 @@ static int find_thread_and_inject(struct inject_job *j, uint64_t timeout)
 	if (r == -ESRCH)
 		return r;
 	snprintf(rep->message, sizeof(rep->message), "no thread of pid %d reached a safe point "
-		 "within %llu ms (every stop found a thread inside libc or a signal handler); try "
-		 "again, or use a longer --inject-timeout", j->pid,
-		 (unsigned long long)(timeout / NSEC_PER_MSEC));
+		 "within %llu ms (the last stop: %s); try again, or use a longer --inject-timeout, "
+		 "or --method ebpf, which stops nothing", j->pid,
+		 (unsigned long long)(timeout / NSEC_PER_MSEC), rep->safe_point);
 	return -ETIMEDOUT;
 }
 
@@ -1574,12 +1580,14 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 {
 	uint64_t timeout = opts->timeout_ns ? opts->timeout_ns : 5 * NSEC_PER_SEC;
 	uint64_t start = now_monotonic_ns();
-	struct inject_job j = { .pid = pid, .t = { .pid = pid, .mem_fd = -1 },
+	struct inject_job j = { .pid = pid, .t = { .pid = pid, .mem_fd = -1, .died_status = -1 },
 				.deadline = start + timeout, .rep = rep };
 	sigset_t held, oldmask;
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
+	rep->started_ns = start;
+	rep->died_status = -1;
 	r = remote_call_timeout(&j.t.call_timeout_ns, rep->message, sizeof(rep->message));
 	if (r < 0)
 		return r;
@@ -1618,14 +1626,23 @@ int inject_library(pid_t pid, const struct inject_opts *opts, struct inject_repo
 		if (!j.direct) {
 			uint64_t now = now_monotonic_ns(), left = j.deadline > now ? j.deadline - now : 0;
 
-			r = wait_worker(pid, j.data, j.wake, left + 5 * NSEC_PER_SEC, rep->message,
-					sizeof(rep->message));
+			r = wait_worker(pid, j.data, j.wake, left + 5 * NSEC_PER_SEC,
+					&rep->loader_tid, rep->message, sizeof(rep->message));
 		}
 		rep->load_ns = now_monotonic_ns() - start;
 	}
 	rep->stop_ns = j.t.stop_ns;
+	if (j.t.died_status >= 0) {
+		rep->died_status = j.t.died_status;
+		snprintf(rep->died_doing, sizeof(rep->died_doing), "%s", j.t.doing ? j.t.doing : "");
+	} else if (r < 0 && (rep->died_status = proc_exit_status(pid)) >= 0) {
+		/* gone while the loader thread ran dlopen, or between our calls */
+		snprintf(rep->died_doing, sizeof(rep->died_doing), "%s", j.data ?
+			 "dlopen on the thread it started" : "the injection");
+	}
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
 out:
+	safepoint__free(j.sp);
 	if (j.t.mem_fd >= 0)
 		close(j.t.mem_fd);
 	free(j.lib);

@@ -26,6 +26,8 @@ struct session {
 	uint64_t tail;          /* the consumer's position: ours, not the header's */
 	bool recording;
 	bool orphan;            /* the process exec'd: no library answers any more */
+	bool released;          /* session__release() was called */
+	int release_err;        /* and what it returned */
 };
 
 /* ---- finding and mapping the ring --------------------------------------------------- */
@@ -315,11 +317,48 @@ void session__stop(struct session *s, struct event_store *store)
 		store->drops = atomic_load_explicit(&s->hdr->drops, memory_order_relaxed);
 }
 
+pid_t session__ctl_tid(struct session *s, uint64_t wait_ns)
+{
+	uint64_t deadline = now_monotonic_ns() + wait_ns;
+	uint32_t ns;
+
+	while (!(ns = atomic_load_explicit(&s->hdr->ctl_tid, memory_order_acquire)) &&
+	       now_monotonic_ns() < deadline && !target_exited(s->pid))
+		sleep_ns(500 * NSEC_PER_USEC);
+	return ns ? proc_host_tid(s->pid, ns) : 0;
+}
+
+int session__release(struct session *s)
+{
+	uint64_t deadline;
+
+	session__stop(s, NULL);
+	if (s->released)
+		return s->release_err;
+	s->released = true;
+	atomic_store_explicit(&s->hdr->release, 1, memory_order_release);
+	kick(s);
+	s->release_err = -ESRCH;
+	if (s->orphan)
+		return s->release_err;
+	deadline = now_monotonic_ns() + 500 * NSEC_PER_MSEC;
+	for (;;) {
+		if (atomic_load_explicit(&s->hdr->lib_state, memory_order_acquire) ==
+		    AIPROF_LIB_RELEASED)
+			return s->release_err = 0;
+		if (target_exited(s->pid))
+			return s->release_err;
+		if (now_monotonic_ns() >= deadline)
+			return s->release_err = -ETIMEDOUT;
+		sleep_ns(500 * NSEC_PER_USEC);
+	}
+}
+
 void session__free(struct session *s)
 {
 	if (!s)
 		return;
-	session__stop(s, NULL);
+	(void)session__release(s);
 	munmap(s->hdr, s->map_len);
 	free(s);
 }

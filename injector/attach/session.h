@@ -39,7 +39,17 @@ size_t session__drain(struct session *s, struct event_store *store);
 void session__orphan(struct session *s);
 /* Turns recording off and drains what producers were still writing. */
 void session__stop(struct session *s, struct event_store *store);
+/*
+ * After the last drain: tells the library the window is over, so that its control thread
+ * exits and its ring's fd is closed (nothing of ours is left running in the process), and
+ * waits up to 500 ms for it to say so. 0 when it did, -ETIMEDOUT, -ESRCH when the process
+ * is gone or exec'd. The session reads no more events after this.
+ */
+int session__release(struct session *s);
 
 const struct aiprof_ring_hdr *session__hdr(const struct session *s);
+/* The host tid of the library's control thread, waiting up to wait_ns for it to start;
+ * 0 if it did not say. */
+pid_t session__ctl_tid(struct session *s, uint64_t wait_ns);
 
 #endif

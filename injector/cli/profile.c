@@ -215,6 +215,20 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 	r = inject_library(t->pid, io, &t->inj);
 	if (r == -EPERM)
 		target_explain_eperm(t->pid, t->inj.message, sizeof(t->inj.message));
+	if (r < 0 && t->inj.died_status >= 0) {
+		char how[64];
+
+		/* a death is never silent: what it died of, and what we were doing in it */
+		proc_status_text(t->inj.died_status, how, sizeof(how));
+		t->died = true;
+		t->exit_status = t->inj.died_status;
+		t->exit_ns = now_monotonic_ns();
+		snprintf(t->died_during, sizeof(t->died_during), "injecting: %s",
+			 t->inj.died_doing[0] ? t->inj.died_doing : "the injection");
+		snprintf(t->message, sizeof(t->message), "pid %d %s while aiprof was injecting "
+			 "(%s, thread %d)", t->pid, how, t->inj.died_doing, t->inj.tid);
+		return -ESRCH;
+	}
 	if (r < 0) {
 		snprintf(t->message, sizeof(t->message), "%s", t->inj.message);
 		return r;
@@ -242,6 +256,11 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 			 t->pid, strerror(-r));
 		return r == -EPROTO || r == -EBADMSG ? r : -EIO;
 	}
+	/* our threads in it, left out of its data (the loader has exited by now, but its
+	 * records of the window may come for a followed process) */
+	if (t->inj.how == INJECT_PTRACE || t->inj.how == INJECT_PTRACE_WOKEN)
+		t->own_tids[0] = t->inj.loader_tid;
+	t->own_tids[1] = session__ctl_tid(t->session, 200 * NSEC_PER_MSEC);
 	return 0;
 }
 
@@ -793,6 +812,10 @@ static int start_ebpf(struct run *run)
 			log_notice("eBPF collectors off: %s", run->ebpf_why);
 		else
 			log_info("eBPF collectors on: %s", ebpf__describe(run->ebpf, desc, sizeof(desc)));
+		for (size_t i = 0; r >= 0 && i < o->tg.npids; i++)
+			for (size_t k = 0; k < 2; k++)
+				ebpf__exclude_thread(run->ebpf, run->targets[i].pid,
+						     run->targets[i].own_tids[k]);
 		/* what the window costs processes that are not profiled (summary.json: ebpf.scope),
 		 * one line per reason */
 		for (size_t i = 0; run->ebpf && i < sizeof(ebpf_names) / sizeof(ebpf_names[0]); i++) {
@@ -869,6 +892,8 @@ static void late_poll(struct run *run)
 			}
 		run->ntargets++;
 		*nt = t;
+		for (size_t k = 0; k < 2; k++)
+			ebpf__exclude_thread(run->ebpf, nt->pid, nt->own_tids[k]);
 		nt->store.max_events = run->late_max_events;
 		if (nt->session)
 			session__start(nt->session, lib_collectors(run->o));
@@ -958,6 +983,8 @@ static void stop_window(struct run *run)
 		} else if (t->session) {
 			session__stop(t->session, &t->store);
 			copy_lib_status(t);
+			/* the window is over for it: no thread or fd of ours stays behind */
+			t->released = session__release(t->session) == 0 ? 1 : -1;
 		} else {
 			if (!t->error)
 				target_refresh_threads(t);
@@ -968,8 +995,25 @@ static void stop_window(struct run *run)
 		target_refresh_threads(t);
 		target_name_launches(t);
 	}
-	for (size_t i = 0; i < run->ntargets; i++)
-		event_store__demangle(&run->targets[i].store);
+	for (size_t i = 0; i < run->ntargets; i++) {
+		struct target *t = &run->targets[i];
+		int st;
+		uint64_t ns;
+
+		event_store__demangle(&t->store);
+		if (t->died || !ebpf__exit_of(run->ebpf, t->pid, &st, &ns))
+			continue;
+		/* it ended during the window: how, and what aiprof was doing in it */
+		t->died = true;
+		t->exit_status = st;
+		t->exit_ns = ns;
+		snprintf(t->died_during, sizeof(t->died_during), "%s",
+			 t->error ? "not attached" :
+			 t->inj.started_ns && ns < t->inj.started_ns + t->inj.load_ns ? "injecting" :
+			 t->uprobes ? "recording (eBPF method: uprobes, nothing in the process)" :
+			 t->session ? "recording (the library's hooks live in it)" :
+			 "recording (eBPF collectors only)");
+	}
 	run->prof.end_ns = now_monotonic_ns();
 	if (stop_requested)
 		log_notice("window ended early by a signal");
@@ -1124,6 +1168,24 @@ static void report_results(struct run *run)
 	termlog_count(term, "window_ms", (run->prof.end_ns - run->prof.start_ns) / NSEC_PER_MSEC);
 	if (run->n_exited)
 		termlog_count(term, "processes_exited", run->n_exited);
+	{
+		/* a death is never silent: each process killed by a signal, by pid, in the status */
+		uint64_t killed = 0;
+
+		for (size_t i = 0; i < run->ntargets; i++) {
+			const struct target *t = &run->targets[i];
+			char key[40];
+
+			if (!t->died || !WIFSIGNALED(t->exit_status))
+				continue;
+			if (killed++ < 4) {
+				snprintf(key, sizeof(key), "killed_pid_%d_signal", (int)t->pid);
+				termlog_count(term, key, (uint64_t)WTERMSIG(t->exit_status));
+			}
+		}
+		if (killed)
+			termlog_count(term, "processes_killed", killed);
+	}
 	if (run->cut_realtime_ns) {
 		termlog_count(term, "window_cut", 1);
 		termlog_count(term, "window_end_unix_ms", run->cut_realtime_ns / NSEC_PER_MSEC);

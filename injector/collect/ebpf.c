@@ -97,6 +97,8 @@ static int on_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	e->records++;
+	if (td->nown && h->type != EBPF_REC_FOLLOW && ebpf_tid_is_ours(td, h->tid))
+		return 0;       /* aiprof's own thread: never in the target's data */
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		if (collectors[i]->rec_type == h->type) {
 			collectors[i]->record(e, td, data, size);

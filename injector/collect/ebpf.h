@@ -108,5 +108,16 @@ struct ebpf_proc_note {
  * next call. */
 size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max);
 
+/*
+ * tid of pid is aiprof's own (the library's control thread, the thread that loaded it):
+ * its records are left out of every artifact from now on, and those already kept are
+ * taken out. No-op for a pid that is not recorded, or a tid of 0.
+ */
+void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid);
+
+/* Whether pid's last thread exited during the window (the kernel's exit tracepoint): its
+ * wait(2) status and when (CLOCK_MONOTONIC). false if not seen (or not followed). */
+bool ebpf__exit_of(const struct ebpf *e, pid_t pid, int *ret_status, uint64_t *ret_ns);
+
 
 #endif

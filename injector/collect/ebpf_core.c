@@ -71,6 +71,72 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
 	td->ntids++;
 }
 
+bool ebpf__exit_of(const struct ebpf *e, pid_t pid, int *ret_status, uint64_t *ret_ns)
+{
+	for (size_t i = 0; e && i < e->nt; i++)
+		if (e->t[i].pid == pid && e->t[i].exited) {
+			*ret_status = e->t[i].exit_status;
+			*ret_ns = e->t[i].exit_ns;
+			return true;
+		}
+	return false;
+}
+
+bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid)
+{
+	for (size_t i = 0; i < td->nown; i++)
+		if (td->own[i] == tid) {
+			td->own_records++;
+			return true;
+		}
+	return false;
+}
+
+void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid)
+{
+	struct ebpf_tdata *td = e && tid > 0 ? ebpf_tdata_of(e, (uint32_t)pid) : NULL;
+	size_t k;
+
+	if (!td || td->nown == sizeof(td->own) / sizeof(td->own[0]))
+		return;
+	for (size_t i = 0; i < td->nown; i++)
+		if (td->own[i] == (uint32_t)tid)
+			return;
+	td->own[td->nown++] = (uint32_t)tid;
+	/* what came before it was known: out of the events kept and the stacks' weights */
+	for (size_t i = k = 0; i < td->ncpu; i++)
+		if (td->cpu[i].tid == (uint32_t)tid) {
+			stack_store__sub(&e->stacks, td->cpu[i].stack, STACK_CPU, 1);
+			td->cpu_samples--;
+			td->own_records++;
+		} else {
+			td->cpu[k++] = td->cpu[i];
+		}
+	td->ncpu = k;
+	for (size_t i = k = 0; i < td->noff; i++)
+		if (td->off[i].tid == (uint32_t)tid) {
+			uint64_t us = td->off[i].dur / 1000;
+
+			stack_store__sub(&e->stacks, td->off[i].stack, STACK_OFFCPU, us ? us : 1);
+			td->own_records++;
+		} else {
+			td->off[k++] = td->off[i];
+		}
+	td->noff = k;
+	for (size_t i = k = 0; i < td->nsys; i++)
+		if (td->sys[i].tid == (uint32_t)tid) {
+			free(td->sys[i].target);
+			td->own_records++;
+		} else {
+			td->sys[k++] = td->sys[i];
+		}
+	td->nsys = k;
+	for (size_t i = k = 0; i < td->ntids; i++)
+		if (td->tids[i].tid != (uint32_t)tid)
+			td->tids[k++] = td->tids[i];
+	td->ntids = k;
+}
+
 bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td)
 {
 	if (!e->opts.max_events || td->ncpu + td->noff + td->nsys < e->opts.max_events)
@@ -753,7 +819,9 @@ int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata 
 			if (len - off < rec)
 				break;
 			td = ebpf_tdata_of(e, d->hdr.tgid);
-			if (td) {
+			if (td && td->nown && ebpf_tid_is_ours(td, d->hdr.tid)) {
+				/* aiprof's own thread: not one of the target's */
+			} else if (td) {
 				r = fn(e, td, d, arg);
 				if (r < 0)
 					goto out;

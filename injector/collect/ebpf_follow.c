@@ -156,6 +156,13 @@ static void ebpf_follow__record(struct ebpf *e, struct ebpf_tdata *td, const voi
 	case FOLLOW_FULL:
 		e->follow_full++;
 		break;
+	case FOLLOW_EXIT:
+		if (td && !td->exited) {
+			td->exited = true;
+			td->exit_status = (int)f->parent;
+			td->exit_ns = f->hdr.ts;
+		}
+		break;
 	default:
 		e->bad_records++;
 	}

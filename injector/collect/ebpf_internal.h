@@ -96,6 +96,9 @@ struct ebpf_tdata {
 	pid_t parent;             /* followed: the target that started it; 0 for a given target */
 	uint64_t started_ns;      /* followed: when it was forked (CLOCK_MONOTONIC) */
 	bool execd;               /* it exec'd a new program during the window */
+	bool exited;              /* its last thread exited during the window: */
+	int exit_status;          /* ...as wait(2) gives it */
+	uint64_t exit_ns;         /* ...when (CLOCK_MONOTONIC) */
 	uint64_t py_soon_ns;      /* read its Python threads again then (a fresh child's
 				   * interpreter renames its thread after the fork); 0: no */
 	uint32_t root;            /* frame id of the "comm-pid" root frame */
@@ -108,6 +111,10 @@ struct ebpf_tdata {
 	struct u64map pythreads;  /* host tids currently in the py_threads map */
 	struct ebpf_tid *tids;
 	size_t ntids, captids;
+	uint32_t own[4];          /* aiprof's threads in it (host tids): their records are
+				   * left out (ebpf__exclude_thread) */
+	size_t nown;
+	uint64_t own_records;     /* records of those threads left out */
 
 	struct ebpf_cpu_ev *cpu;
 	size_t ncpu, capcpu;
@@ -198,6 +205,8 @@ struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);
  * new ones are dropped. */
 void ebpf_follow_note(struct ebpf *e, pid_t pid, pid_t parent, uint64_t ns, bool execd);
 void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
+/* true for a thread of aiprof's own in td (counted in own_records) */
+bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid);
 /*
  * Turns a kernel-side stacks block into a stack id of the store (frames root first:
  * "comm-pid", native/Python, kernel). With a stack copy uc (may be NULL) the native part is

@@ -98,6 +98,12 @@ int stack_store__add(struct stack_store *s, uint32_t stack, enum stack_kind kind
 	return 0;
 }
 
+void stack_store__sub(struct stack_store *s, uint32_t stack, enum stack_kind kind, uint64_t w)
+{
+	if (kind < STACK_KINDS && stack < s->weight_cap)
+		s->weight[kind][stack] -= w < s->weight[kind][stack] ? w : s->weight[kind][stack];
+}
+
 uint64_t stack_store__weight(const struct stack_store *s, uint32_t stack, enum stack_kind kind)
 {
 	if (kind >= STACK_KINDS || stack >= s->weight_cap)

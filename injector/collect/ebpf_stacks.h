@@ -48,6 +48,8 @@ const uint32_t *stack_store__stack_frames(const struct stack_store *s, uint32_t 
 size_t stack_store__nstacks(const struct stack_store *s);
 
 int stack_store__add(struct stack_store *s, uint32_t stack, enum stack_kind kind, uint64_t w);
+/* Takes w back from a stack's weight (never below 0). */
+void stack_store__sub(struct stack_store *s, uint32_t stack, enum stack_kind kind, uint64_t w);
 uint64_t stack_store__weight(const struct stack_store *s, uint32_t stack, enum stack_kind kind);
 
 /*

@@ -20,9 +20,15 @@ struct inject_report {
 	uint64_t stop_ns;         /* total time that thread spent stopped by us */
 	unsigned attempts;        /* interrupts until a safe point was found */
 	uint64_t load_ns;         /* from the first stop until the library was up */
-	char safe_point[64];      /* where the thread was when we used it, e.g. "syscall 7" */
+	char safe_point[192];     /* where the thread was when we used it (or, on failure, at
+				   * the last stop), e.g. "syscall 7, 23 frames" */
 	char return_path[32];     /* how the return path's marker stops the thread: "SIGURG",
 				   * or "syscall-stops" where no quiet signal was free */
+	uint64_t started_ns;      /* when the injection began (CLOCK_MONOTONIC) */
+	int died_status;          /* the process died while a thread was stopped or in a call:
+				   * its wait(2) status; -1 if it did not */
+	char died_doing[64];      /* what aiprof was doing in it then ("mmap", "safe-point check") */
+	pid_t loader_tid;         /* the thread that ran dlopen (host tid; 0 if unknown) */
 	unsigned unsafe_stops;    /* stops that found the thread inside libc or a handler */
 	char message[512];        /* on failure: what went wrong and what to do */
 };

@@ -50,6 +50,17 @@ struct target {
 	uint32_t cupti_state;
 	char cupti_reason[192];
 	uint32_t hooks_patched, modules_seen;
+	/* after the window (ptrace method): 1 the library confirmed it went dormant (its
+	 * control thread exited, its ring's fd closed), -1 it did not answer, 0 not asked */
+	int released;
+	/* it ended during the window (or the injection): its wait(2) status, when, and what
+	 * aiprof was doing in it ("injecting: mmap", "recording", ...) */
+	bool died;
+	int exit_status;
+	uint64_t exit_ns;
+	char died_during[96];
+	pid_t own_tids[2];              /* aiprof's threads in it (loader, control): left out
+					 * of its data; 0 where none */
 	int error;                      /* 0, or the negative errno that stopped this target */
 	char message[512];
 };

@@ -9,7 +9,10 @@
  *    hook could not patch at once, and dlopen()s through pointers we never saw);
  *  - if enabled with a heartbeat older than 5 s (the injector died) set enabled = 0;
  *  - on idle -> enabled (or a new generation): verify the GOT, start CUPTI if asked,
- *    publish lib_state = RECORDING; on enabled -> idle: flush CUPTI, lib_state = IDLE.
+ *    publish lib_state = RECORDING; on enabled -> idle: flush CUPTI, lib_state = IDLE;
+ *  - when the injector released the ring (`release`, after its last drain), or vanished
+ *    (a stale heartbeat while recording, or nobody attached for IDLE_RELEASE_NS), go
+ *    dormant (lib.c) and exit: after a window no thread of ours is left in the process.
  * lib_state is written after the work it announces, so an injector that waits for
  * IDLE after disabling knows that the final CUPTI records are in the ring.
  */
@@ -24,6 +27,7 @@
 
 #define HEARTBEAT_STALE_NS  (5ull * 1000 * 1000 * 1000)
 #define CUPTI_RETRY_NS      (5ull * 1000 * 1000 * 1000)
+#define IDLE_RELEASE_NS     (30ull * 1000 * 1000 * 1000)
 
 static void futex_wait_shared(_Atomic uint32_t *word, uint32_t val, long timeout_ns)
 {
@@ -39,6 +43,8 @@ struct ctl_state {
 	bool recording;
 	uint32_t generation;
 	uint64_t cupti_tried_ns;
+	uint64_t busy_ns;       /* when an injector was last seen: attached, or a heartbeat */
+	bool orphaned;          /* the heartbeat went stale while recording */
 };
 
 static void on_start(struct ctl_state *s, uint32_t gen, uint32_t collectors)
@@ -69,7 +75,8 @@ static void on_stop(struct ctl_state *s, const char *why)
 	lib_status("idle: %s", why);
 }
 
-static void control_step(struct ctl_state *s)
+/* true when the copy should go dormant now (the window is over, nobody will read) */
+static bool control_step(struct ctl_state *s)
 {
 	struct aiprof_ring_hdr *h = s->h;
 	uint32_t en, gen, collectors;
@@ -89,6 +96,7 @@ static void control_step(struct ctl_state *s)
 
 			if (atomic_compare_exchange_strong(&h->enabled, &one, 0)) {
 				en = 0;
+				s->orphaned = true;
 				lib_status("injector heartbeat is %llu ms old: recording stopped",
 					   (unsigned long long)(hb ? (now - hb) / 1000000 : now / 1000000));
 			} else {
@@ -113,12 +121,21 @@ static void control_step(struct ctl_state *s)
 		s->cupti_tried_ns = now;
 	}
 	s->generation = gen;
+	if (!s->busy_ns || en || atomic_load_explicit(&h->attached_pid, memory_order_relaxed) ||
+	    now < s->busy_ns)
+		s->busy_ns = now;
+	if (en)
+		return false;
+	return atomic_load_explicit(&h->release, memory_order_acquire) || s->orphaned ||
+	       now - s->busy_ns > IDLE_RELEASE_NS;
 }
 
 static void *control_main(void *arg)
 {
 	struct ctl_state s = { .h = arg };
 	struct timespec warmup = { 0, 60 * 1000 * 1000 };
+
+	atomic_store_explicit(&s.h->ctl_tid, (uint32_t)syscall(SYS_gettid), memory_order_release);
 
 	/* the launch stacks' unwinder, ready before the first recording (a launch before it
 	 * is walked by frame pointers) */
@@ -127,9 +144,12 @@ static void *control_main(void *arg)
 	for (;;) {
 		uint32_t ctl = atomic_load_explicit(&s.h->ctl, memory_order_acquire);
 
-		control_step(&s);
+		if (control_step(&s))
+			break;
 		futex_wait_shared(&s.h->ctl, ctl, 1000L * 1000 * 1000);
 	}
+	lib_status("released: the control thread exits, the ring is let go");
+	lib__go_dormant();
 	return NULL;
 }
 

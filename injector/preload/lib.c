@@ -11,6 +11,11 @@
  * copy goes dormant (idle, no ring, no patching); the injector loads no second copy into
  * such a child (attach/inject.c): it wakes the inherited copy with aiprof_rearm(), which
  * gives it a ring and a control thread of its own.
+ *
+ * At the end of a window the injector releases the ring and the copy goes dormant the same
+ * way (lib__go_dormant): its control thread exits and the ring's fd is closed, so nothing of
+ * ours runs in the process or holds anything of it but the idle GOT hooks and the mapped
+ * library; the next window wakes it with aiprof_rearm().
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -44,7 +49,9 @@ bool g_active;
 
 struct aiprof_ring_hdr *g_ring;                 /* the ring we own, NULL if none */
 static int g_ring_fd = -1;
-static bool g_rearmable;                       /* the dormant copy of a forked child */
+static bool g_rearmable;                       /* dormant: a forked child's, or released */
+static bool g_forked;                           /* dormant because of fork(), not a release */
+static void *g_ring_spare;                      /* a let-go ring's address, reused by the next */
 static const char *g_rearm_error;
 static dev_t g_ring_dev;                        /* identity of the memfd behind g_ring_fd */
 static ino_t g_ring_ino;
@@ -237,11 +244,15 @@ static int ring_create(void)
 	}
 	/* the injector maps it too: it must never shrink under that mapping (SIGBUS there) */
 	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
-	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* over the placeholder a released ring left (a hook may still hold its address): one
+	 * address for every window, never a new one each time */
+	p = mmap(g_ring_spare, bytes, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | (g_ring_spare ? MAP_FIXED : 0), fd, 0);
 	if (p == MAP_FAILED) {
 		r = -errno;
 		goto fail;
 	}
+	g_ring_spare = NULL;
 	ring__init(p, AIPROF_RING_SLOTS, g_pid, aiprof_preload_build);
 	if (fd_stat(fd, &st) == 0) {
 		g_ring_dev = st.st_dev;
@@ -292,6 +303,32 @@ static void atfork_child(void)
 	patch__atfork_child();
 	hostmem__atfork_child();
 	cupti__atfork_child();
+	g_forked = true;
+	if (ring)
+		g_ring_spare = ring;
+	__atomic_store_n(&g_rearmable, true, __ATOMIC_RELEASE);
+}
+
+void lib__go_dormant(void)
+{
+	struct aiprof_ring_hdr *ring = g_ring;
+
+	/* from here the hooks see the idle header; one that loaded the ring's address just
+	 * before finishes its event into private zeroed pages at that address, read by nobody */
+	__atomic_store_n(&g_hdr, &g_idle_hdr, __ATOMIC_RELEASE);
+	patch__set_dormant();
+	g_active = false;
+	__atomic_store_n(&g_ring, NULL, __ATOMIC_RELEASE);
+	if (ring) {
+		atomic_store_explicit(&ring->lib_state, AIPROF_LIB_RELEASED, memory_order_release);
+		if (mmap(ring, g_ring_bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+			g_ring_spare = ring;
+	}
+	if (ring_fd_is_ours(g_ring_fd))
+		close(g_ring_fd);
+	g_ring_fd = -1;
+	g_forked = false;
 	__atomic_store_n(&g_rearmable, true, __ATOMIC_RELEASE);
 }
 
@@ -328,7 +365,8 @@ __attribute__((visibility("default"))) void *aiprof_rearm(const char *unused, in
 	(void)unused;
 	(void)flags;
 	if (!__atomic_exchange_n(&g_rearmable, false, __ATOMIC_ACQ_REL)) {
-		g_rearm_error = "libaiprof.so is not a forked child's dormant copy";
+		g_rearm_error = "libaiprof.so is not dormant (not a forked child's copy, nor "
+				"released by an injector)";
 		return NULL;
 	}
 	g_pid = (uint32_t)getpid();
@@ -343,15 +381,17 @@ __attribute__((visibility("default"))) void *aiprof_rearm(const char *unused, in
 		return NULL;
 	}
 	intern__forget_sent();
-	cupti__rearm_child();
+	if (g_forked)
+		cupti__rearm_child();
 	patch__rearm();
 	if (go_live() < 0) {
 		g_active = false;
 		g_rearm_error = "cannot start the control thread";
 		return NULL;
 	}
-	lib_status("libaiprof build %016llx woken in forked child pid %u: %u GOT slots hooked",
-		   (unsigned long long)aiprof_preload_build, g_pid,
+	lib_status("libaiprof build %016llx woken in %s pid %u: %u GOT slots hooked",
+		   (unsigned long long)aiprof_preload_build,
+		   g_forked ? "forked child" : "released", g_pid,
 		   atomic_load(&g_ring->hooks_patched));
 	return g_ring;
 }

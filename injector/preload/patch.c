@@ -842,6 +842,13 @@ void patch__atfork_child(void)
 	g_dormant = true;
 }
 
+void patch__set_dormant(void)
+{
+	pthread_mutex_lock(&g_patch_lock);
+	g_dormant = true;
+	pthread_mutex_unlock(&g_patch_lock);
+}
+
 /* The forked child's copy is woken (lib.c aiprof_rearm): its module table and GOT slots are
  * the parent's, still valid in the child's copy of the address space. */
 void patch__rearm(void)

@@ -178,6 +178,8 @@ int patch__rescan(bool wait);
 bool patch__modules_changed(void);
 void patch__atfork_child(void);
 void patch__rearm(void);
+/* Released by the injector (lib.c lib__go_dormant): no more patching until woken. */
+void patch__set_dormant(void);
 
 /* ---- process state (lib.c) --------------------------------------------------------- */
 
@@ -391,6 +393,12 @@ void callstack__load_unwinder(void);
 
 /* Starts the control thread serving ring `h`. Returns 0 or -errno. */
 int control__start(struct aiprof_ring_hdr *h);
+/*
+ * The window is over (the injector released the ring, or vanished): the hooks idle for good,
+ * the ring's pages are let go and its fd closed, and the copy can be woken again with
+ * aiprof_rearm(). Called by the control thread, which then exits. (lib.c)
+ */
+void lib__go_dormant(void);
 
 /* ---- CUPTI (cupti.c) --------------------------------------------------------------- */
 

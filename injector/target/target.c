@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "procsyms.h"
@@ -261,6 +262,60 @@ static void read_nstid(pid_t pid, pid_t tid, uint32_t *host, uint32_t *ns)
 	}
 }
 
+void proc_status_text(int status, char *buf, size_t len)
+{
+	const char *name;
+
+	if (WIFSIGNALED(status)) {
+		name = sigabbrev_np(WTERMSIG(status));
+		snprintf(buf, len, "killed by SIG%s%s", name ? name : "?",
+			 WCOREDUMP(status) ? " (core dumped)" : "");
+	} else {
+		snprintf(buf, len, "exited with code %d", WEXITSTATUS(status));
+	}
+}
+
+int proc_exit_status(pid_t pid)
+{
+	char path[64], buf[4096], *p;
+	int n, field = 3;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	n = readfile_buf(path, buf, sizeof(buf));
+	p = n > 0 ? strrchr(buf, ')') : NULL;     /* comm may hold spaces and parentheses */
+	if (!p || p[1] != ' ' || (p[2] != 'Z' && p[2] != 'X'))
+		return -1;
+	for (p += 2; *p && field < 52; p++)
+		if (*p == ' ')
+			field++;
+	return field == 52 && *p >= '0' && *p <= '9' ? (int)strtol(p, NULL, 10) : -1;
+}
+
+pid_t proc_host_tid(pid_t pid, uint32_t ns_tid)
+{
+	char path[64];
+	struct dirent *de;
+	pid_t found = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while (!found && (de = readdir(d))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+		uint32_t host, ns;
+
+		if (tid <= 0)
+			continue;
+		read_nstid(pid, tid, &host, &ns);
+		if (ns == ns_tid)
+			found = (pid_t)host;
+	}
+	closedir(d);
+	return found;
+}
+
 void target_refresh_threads(struct target *t)
 {
 	char path[64];
@@ -277,8 +332,8 @@ void target_refresh_threads(struct target *t)
 		struct tid_name *tn = NULL;
 		char cpath[96], comm[32];
 
-		if (tid <= 0)
-			continue;
+		if (tid <= 0 || tid == t->own_tids[0] || tid == t->own_tids[1])
+			continue;       /* aiprof's own threads are not the target's */
 		read_nstid(t->pid, tid, &host, &ns);
 		for (size_t i = 0; i < t->nthreads; i++)
 			if (t->threads[i].ns_tid == ns)

@@ -30,6 +30,13 @@ bool target_same_process(const struct target *t);
 
 /* Re-reads /proc/PID/task so library tids (pid namespace) map to host tids and names. */
 void target_refresh_threads(struct target *t);
+/* The host tid of the thread of pid whose id in the process's own pid namespace is ns_tid;
+ * 0 if it has none (it exited). */
+pid_t proc_host_tid(pid_t pid, uint32_t ns_tid);
+/* The wait(2) status of pid if it is a zombie (field 52 of /proc/PID/stat), else -1. */
+int proc_exit_status(pid_t pid);
+/* "killed by SIGKILL", "killed by SIGABRT (core dumped)", "exited with code 3" */
+void proc_status_text(int status, char *buf, size_t len);
 
 /*
  * Does a /proc/PID/status text say the thread runs with a CET shadow stack (the

@@ -554,7 +554,7 @@ static void test_thresholds_table(void **state)
 		assert_non_null(t[i].name);
 		assert_non_null(t[i].why);
 		assert_true(t[i].value > 0);
-		for (size_t c = 0; c < 8; c++)
+		for (size_t c = 0; c < FINDING_CATEGORIES; c++)
 			known |= strcmp(t[i].category, finding_categories[c]) == 0;
 		assert_true(known);
 	}
