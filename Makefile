@@ -5,6 +5,8 @@
 #   make demo       profile the bundled demo workloads locally and print where the report is
 #   make fuzz       build the libFuzzer targets (clang) and run each briefly
 #   make bench      run the benchmarks (prints ratios measured side by side)
+#   make faults     attach 200 times at random instants of real PyTorch start-ups and 40
+#                   launches whose ranks start in the window (make test runs a few of each)
 #   make V=1        show full commands
 #   make SAN=1      build with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/
 
@@ -79,6 +81,10 @@ bench: everything
 fuzz:
 	$(Q)bash tests/fuzz/run.sh
 
+faults: everything
+	$(Q)AIPROF_FAULT_RUNS=200 AIPROF_FAULT_LAUNCHES=40 BUILD=$(BUILD) /usr/bin/python3 -m pytest \
+		-q -p no:cacheprovider -rfEs tests/integration/test_attach_anytime.py
+
 clean:
 	rm -rf build build-san build-fuzz
 
@@ -100,7 +106,7 @@ images: $(BUILD)/aiprof $(BUILD)/libaiprof.so $(BUILD)/aiprof-controller
 	$(Q)BUILD=$(BUILD) IMAGE_REPO=$(IMAGE_REPO) IMAGE_TAG=$(IMAGE_TAG) bash scripts/build-images.sh
 endif
 
-.PHONY: all everything test demo bench fuzz clean images
+.PHONY: all everything test demo bench fuzz faults clean images
 .DELETE_ON_ERROR:
 .SECONDARY:
 

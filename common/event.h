@@ -278,7 +278,8 @@ struct aiprof_ring_hdr {
 	/* the control thread's id (gettid() in the target's namespace), once it runs: the
 	 * injector leaves it out of the target's data */
 	_Atomic uint32_t ctl_tid;
-	uint32_t pad5;
+	/* 1: loaded with LD_PRELOAD, the copy stays live between windows (never released) */
+	_Atomic uint32_t stays_live;
 };
 
 _Static_assert(sizeof(struct aiprof_ring_hdr) <= AIPROF_RING_HDR_SIZE, "ring header too big");

@@ -161,7 +161,9 @@ static void write_target(struct jsonw *w, const struct profile *p, const struct 
 	}
 	/* whether the library let go of the process after the window */
 	if (t->released)
-		jsonw_kv_str(w, "detached", t->released > 0 ? "released" : "not confirmed");
+		jsonw_kv_str(w, "detached", t->released == 1 ? "released" : t->released == 2 ?
+			     "kept: loaded with LD_PRELOAD" : t->released == 3 ?
+			     "the process ended (or exec'd)" : "not confirmed");
 	jsonw_kv_uint(w, "events", t->store.n + t->store.over.events);
 	/* of those, past the event budget: in the sums (counts, tables), not kept whole */
 	jsonw_kv_uint(w, "summed_events", t->store.over.events);

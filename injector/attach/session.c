@@ -336,6 +336,8 @@ int session__release(struct session *s)
 	if (s->released)
 		return s->release_err;
 	s->released = true;
+	if (atomic_load_explicit(&s->hdr->stays_live, memory_order_relaxed))
+		return s->release_err = -EALREADY;     /* LD_PRELOAD put it there: it stays */
 	atomic_store_explicit(&s->hdr->release, 1, memory_order_release);
 	kick(s);
 	s->release_err = -ESRCH;

@@ -43,7 +43,7 @@ void session__stop(struct session *s, struct event_store *store);
  * After the last drain: tells the library the window is over, so that its control thread
  * exits and its ring's fd is closed (nothing of ours is left running in the process), and
  * waits up to 500 ms for it to say so. 0 when it did, -ETIMEDOUT, -ESRCH when the process
- * is gone or exec'd. The session reads no more events after this.
+ * is gone or exec'd, -EALREADY for a copy LD_PRELOAD loaded (it stays live). The session reads no more events after this.
  */
 int session__release(struct session *s);
 

@@ -245,6 +245,11 @@ static int attach_target(struct target *t, const struct inject_opts *io)
 	else
 		log_info("pid %d: libaiprof.so already loaded, reusing it (no ptrace)", t->pid);
 	r = session__open(t->pid, 3 * NSEC_PER_SEC, &t->session);
+	if (r < 0 && target_exited(t->pid)) {
+		snprintf(t->message, sizeof(t->message), "pid %d exited while aiprof attached to "
+			 "it (its library was loaded, its ring not yet read)", t->pid);
+		return -ESRCH;
+	}
 	if (r < 0) {
 		snprintf(t->message, sizeof(t->message), r == -EPROTO ?
 			 "pid %d has a libaiprof.so of another version loaded; use the matching "
@@ -984,7 +989,12 @@ static void stop_window(struct run *run)
 			session__stop(t->session, &t->store);
 			copy_lib_status(t);
 			/* the window is over for it: no thread or fd of ours stays behind */
-			t->released = session__release(t->session) == 0 ? 1 : -1;
+			switch (session__release(t->session)) {
+			case 0:         t->released = 1; break;
+			case -EALREADY: t->released = 2; break;
+			case -ESRCH:    t->released = 3; break;
+			default:        t->released = -1; break;
+			}
 		} else {
 			if (!t->error)
 				target_refresh_threads(t);

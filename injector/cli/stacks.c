@@ -29,6 +29,7 @@ struct stacks_opts {
 	struct cli_targets tg;
 	const char *output;       /* NULL: stdout */
 	bool json, help;
+	bool no_children;         /* the processes given only, not what they started */
 	uint32_t unwind_bytes;
 	const char *unwind_cache;       /* NULL: rules not shared */
 };
@@ -51,6 +52,9 @@ static void usage(FILE *f)
 		"                             matches\n"
 		"      --format text|json     text (default) or JSON (schema aiprof.stacks/v1, what\n"
 		"                             'aiprof merge' groups across ranks)\n"
+		"      --no-children          only the processes given; by default the processes\n"
+		"                             they started (a launcher's ranks, DataLoader workers,\n"
+		"                             and theirs) are shown too\n"
 		"  -o, --output FILE          write there instead of standard output\n"
 		"      --unwind cfi|fp        native stacks by CFI (default) or frame pointers\n"
 		"      --unwind-cache DIR|none  unwind rules shared with the other aiprof runs\n"
@@ -72,6 +76,7 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "termination-log", required_argument, NULL, 'W' },
+		{ "no-children", no_argument, NULL, 'N' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -111,6 +116,9 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 			break;
 		case 'W':
 			break;  /* taken by cli_run() */
+		case 'N':
+			o->no_children = true;
+			break;
 		case 'v':
 			log_set_max_level(LOG_DEBUG);
 			break;
@@ -150,6 +158,11 @@ static int stacks_body(int argc, char **argv, struct cli_result *res)
 		if (kill(o.tg.pids[i], 0) < 0 && errno == ESRCH)
 			return cli_fail(res, EXIT_NO_TARGET, 0, "no process %d (check the pid: "
 					"aiprof stacks takes host pids)", o.tg.pids[i]);
+	/* a launcher's ranks, a loader's workers: what the processes started, unless told not */
+	if (!o.no_children)
+		o.tg.npids += container__descendants("/proc", o.tg.pids, o.tg.npids,
+						     o.tg.pids + o.tg.npids,
+						     CLI_MAX_TARGETS - o.tg.npids);
 	eo = (struct ebpf_opts){ .collectors = EBPF_COLLECT_TASKS | EBPF_COLLECT_PYTHON,
 				 .unwind_stack_bytes = o.unwind_bytes, .no_follow = true,
 				   .unwind_cache = o.unwind_cache };

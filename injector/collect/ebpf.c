@@ -123,43 +123,76 @@ static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)
 }
 
 /*
- * Following: the processes the given targets had already started (DataLoader workers of an
- * epoch in progress) are recorded too, as their children.
+ * Following: the processes the targets had already started (a launcher's ranks, the
+ * DataLoader workers of an epoch in progress, and theirs) are recorded too, as children of
+ * their parents. Called once before the programs load and once more when the follower runs
+ * (ebpf__start): a fork in between is found by the second scan, every later one by the
+ * follower. A process counts as a child only if it started no earlier than its parent (never
+ * a pid reused). Returns how many were added, or -ENOMEM.
  */
-static int add_children(struct ebpf *e, size_t ngiven)
+static int add_children(struct ebpf *e)
 {
+	struct proc_link { pid_t pid, ppid; unsigned long long start; } *v = NULL;
+	size_t n = 0, cap = 0, before = e->nt;
 	struct dirent *de;
 	DIR *d = opendir("/proc");
+	bool grew = true;
 	int r = 0;
 
 	if (!d)
 		return 0;
-	while ((de = readdir(d)) && e->nt < e->capt) {
+	while ((de = readdir(d))) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
-		unsigned long long start;
-		pid_t parent = 0;
+		struct proc_link l = { .pid = (pid_t)pid };
 
-		if (pid <= 0 || *end)
+		if (pid <= 0 || *end ||
+		    container__parent_and_start("/proc", l.pid, &l.ppid, &l.start) < 0 || !l.ppid)
 			continue;
-		if (container__parent_and_start("/proc", (pid_t)pid, &parent, &start) < 0 ||
-		    !parent || ebpf_tdata_of(e, (uint32_t)pid))
-			continue;
-		for (size_t i = 0; i < ngiven; i++)
-			if (e->t[i].pid == parent) {
-				struct ebpf_tdata *td = &e->t[e->nt];
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 512;
+			struct proc_link *nv = reallocarray(v, ncap, sizeof(*nv));
 
-				r = ebpf_tdata_init(e, td, (pid_t)pid, NULL);
-				if (r < 0)
-					goto out;
-				e->nt++;
-				td->parent = parent;
-				ebpf_follow_note(e, (pid_t)pid, parent, now_monotonic_ns(), false);
-				break;
+			if (!nv) {
+				r = -ENOMEM;
+				goto out;
 			}
+			v = nv;
+			cap = ncap;
+		}
+		v[n++] = l;
 	}
+	/* to the closure: children of targets, then their children */
+	while (grew && e->nt < e->capt) {
+		grew = false;
+		for (size_t i = 0; i < n && e->nt < e->capt; i++) {
+			unsigned long long pstart = 0;
+			bool parent_known = false;
+			struct ebpf_tdata *td;
+
+			if (ebpf_tdata_of(e, (uint32_t)v[i].pid) || !ebpf_tdata_of(e, (uint32_t)v[i].ppid))
+				continue;
+			for (size_t k = 0; k < n && !parent_known; k++)
+				if (v[k].pid == v[i].ppid) {
+					pstart = v[k].start;
+					parent_known = true;
+				}
+			if (!parent_known || v[i].start < pstart)
+				continue;
+			td = &e->t[e->nt];
+			r = ebpf_tdata_init(e, td, v[i].pid, NULL);
+			if (r < 0)
+				goto out;
+			e->nt++;
+			td->parent = v[i].ppid;
+			ebpf_follow_note(e, v[i].pid, v[i].ppid, now_monotonic_ns(), false);
+			grew = true;
+		}
+	}
+	r = (int)(e->nt - before);
 out:
 	closedir(d);
+	free(v);
 	return r;
 }
 
@@ -176,8 +209,11 @@ static int setup_targets(struct ebpf *e, const pid_t *pids, size_t npids)
 		if (r < 0)
 			return r;
 	}
-	if (e->opts.collectors & EBPF_COLLECT_FOLLOW)
-		return add_children(e, npids);
+	if (e->opts.collectors & EBPF_COLLECT_FOLLOW) {
+		int r = add_children(e);
+
+		return r < 0 ? r : 0;
+	}
 	return 0;
 }
 
@@ -207,13 +243,14 @@ static int ebpf_target_place(int fd, const struct ebpf_target *v)
 	return -ENOSPC;
 }
 
-static int fill_maps(struct ebpf *e)
+/* Targets from index `from` on into the kernel's filter (and their interpreters' maps). */
+static int fill_maps_from(struct ebpf *e, size_t from)
 {
 	int tfd = ebpf_shared_map_fd(e, "targets"), pfd = ebpf_shared_map_fd(e, "py_procs");
 
 	if (tfd < 0)
 		return tfd;
-	for (size_t i = 0; i < e->nt; i++) {
+	for (size_t i = from; i < e->nt; i++) {
 		struct ebpf_target v = { .tgid = (uint32_t)e->t[i].pid, .index = (uint32_t)i };
 		uint32_t key = (uint32_t)e->t[i].pid;
 		int r = ebpf_target_place(tfd, &v);
@@ -229,6 +266,11 @@ static int fill_maps(struct ebpf *e)
 		}
 	}
 	return 0;
+}
+
+static int fill_maps(struct ebpf *e)
+{
+	return fill_maps_from(e, 0);
 }
 
 /* CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON, in our effective set. */
@@ -420,6 +462,13 @@ void ebpf__start(struct ebpf *e)
 	e->next_tick_ns = e->start_ns + TICK_NS;
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		collectors[i]->set_running(e, true);
+	/* the follower runs now: what forked since the first scan is found by a second one */
+	if (e->on & EBPF_COLLECT_FOLLOW) {
+		size_t before = e->nt;
+
+		if (add_children(e) > 0)
+			(void)fill_maps_from(e, before);
+	}
 }
 
 void ebpf__poll(struct ebpf *e)

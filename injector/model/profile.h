@@ -51,7 +51,8 @@ struct target {
 	char cupti_reason[192];
 	uint32_t hooks_patched, modules_seen;
 	/* after the window (ptrace method): 1 the library confirmed it went dormant (its
-	 * control thread exited, its ring's fd closed), -1 it did not answer, 0 not asked */
+	 * control thread exited, its ring's fd closed), 2 it stays (LD_PRELOAD loaded it),
+	 * 3 the process ended or exec'd first, -1 it did not answer, 0 not asked */
 	int released;
 	/* it ended during the window (or the injection): its wait(2) status, when, and what
 	 * aiprof was doing in it ("injecting: mmap", "recording", ...) */

@@ -11,8 +11,8 @@
  *  - on idle -> enabled (or a new generation): verify the GOT, start CUPTI if asked,
  *    publish lib_state = RECORDING; on enabled -> idle: flush CUPTI, lib_state = IDLE;
  *  - when the injector released the ring (`release`, after its last drain), or vanished
- *    (a stale heartbeat while recording, or nobody attached for IDLE_RELEASE_NS), go
- *    dormant (lib.c) and exit: after a window no thread of ours is left in the process.
+ *    (idle with no heartbeat for IDLE_RELEASE_NS), go dormant (lib.c) and exit: after a
+ *    window no thread of ours is left in the process.
  * lib_state is written after the work it announces, so an injector that waits for
  * IDLE after disabling knows that the final CUPTI records are in the ring.
  */
@@ -43,8 +43,7 @@ struct ctl_state {
 	bool recording;
 	uint32_t generation;
 	uint64_t cupti_tried_ns;
-	uint64_t busy_ns;       /* when an injector was last seen: attached, or a heartbeat */
-	bool orphaned;          /* the heartbeat went stale while recording */
+	uint64_t busy_ns;       /* when an injector was last seen: recording, or a heartbeat */
 };
 
 static void on_start(struct ctl_state *s, uint32_t gen, uint32_t collectors)
@@ -96,7 +95,6 @@ static bool control_step(struct ctl_state *s)
 
 			if (atomic_compare_exchange_strong(&h->enabled, &one, 0)) {
 				en = 0;
-				s->orphaned = true;
 				lib_status("injector heartbeat is %llu ms old: recording stopped",
 					   (unsigned long long)(hb ? (now - hb) / 1000000 : now / 1000000));
 			} else {
@@ -121,12 +119,13 @@ static bool control_step(struct ctl_state *s)
 		s->cupti_tried_ns = now;
 	}
 	s->generation = gen;
-	if (!s->busy_ns || en || atomic_load_explicit(&h->attached_pid, memory_order_relaxed) ||
-	    now < s->busy_ns)
+	if (!s->busy_ns || en || now < s->busy_ns ||
+	    atomic_load_explicit(&h->heartbeat_ns, memory_order_relaxed) + HEARTBEAT_STALE_NS > now)
 		s->busy_ns = now;
-	if (en)
+	if (en || g_preloaded)
 		return false;
-	return atomic_load_explicit(&h->release, memory_order_acquire) || s->orphaned ||
+	/* released after the last drain; or the injector is gone (no heartbeat for long) */
+	return atomic_load_explicit(&h->release, memory_order_acquire) ||
 	       now - s->busy_ns > IDLE_RELEASE_NS;
 }
 
@@ -135,6 +134,7 @@ static void *control_main(void *arg)
 	struct ctl_state s = { .h = arg };
 	struct timespec warmup = { 0, 60 * 1000 * 1000 };
 
+	atomic_store_explicit(&s.h->stays_live, g_preloaded, memory_order_relaxed);
 	atomic_store_explicit(&s.h->ctl_tid, (uint32_t)syscall(SYS_gettid), memory_order_release);
 
 	/* the launch stacks' unwinder, ready before the first recording (a launch before it

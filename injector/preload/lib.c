@@ -51,6 +51,7 @@ struct aiprof_ring_hdr *g_ring;                 /* the ring we own, NULL if none
 static int g_ring_fd = -1;
 static bool g_rearmable;                       /* dormant: a forked child's, or released */
 static bool g_forked;                           /* dormant because of fork(), not a release */
+bool g_preloaded;                               /* loaded by LD_PRELOAD: never released */
 static void *g_ring_spare;                      /* a let-go ring's address, reused by the next */
 static const char *g_rearm_error;
 static dev_t g_ring_dev;                        /* identity of the memfd behind g_ring_fd */
@@ -365,8 +366,8 @@ __attribute__((visibility("default"))) void *aiprof_rearm(const char *unused, in
 	(void)unused;
 	(void)flags;
 	if (!__atomic_exchange_n(&g_rearmable, false, __ATOMIC_ACQ_REL)) {
-		g_rearm_error = "libaiprof.so is not dormant (not a forked child's copy, nor "
-				"released by an injector)";
+		g_rearm_error = "libaiprof.so is not a forked child's dormant copy, nor one an "
+				"injector released";
 		return NULL;
 	}
 	g_pid = (uint32_t)getpid();
@@ -411,6 +412,12 @@ __attribute__((constructor)) static void aiprof_ctor(void)
 	if (__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
 		return;
 	g_pid = (uint32_t)getpid();
+	{
+		/* put there by the user with LD_PRELOAD: stays live between windows */
+		const char *pre = getenv("LD_PRELOAD");
+
+		g_preloaded = pre && strstr(pre, "libaiprof");
+	}
 
 	fd = live_ring_find(g_pid);
 	if (fd >= 0) {

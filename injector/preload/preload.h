@@ -186,6 +186,7 @@ void patch__set_dormant(void);
 extern struct aiprof_ring_hdr *g_ring;  /* the ring this copy owns, NULL if none */
 extern uint32_t g_pid;
 extern bool g_active;                   /* this copy owns the ring and the hooks */
+extern bool g_preloaded;                /* LD_PRELOAD put it there: not released */
 /*
  * The library's only exported symbol, defined in a file generated at link time
  * (module.mk): a hash of the objects linked in. It identifies the build in the ring

@@ -449,6 +449,67 @@ int container__parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,
 	return 0;
 }
 
+struct proc_link {
+	pid_t pid, ppid;
+	unsigned long long start;
+};
+
+size_t container__descendants(const char *proc_root, const pid_t *roots, size_t nroots,
+			      pid_t *out, size_t max)
+{
+	struct proc_link *v = NULL;
+	size_t n = 0, cap = 0, nout = 0;
+	struct dirent *de;
+	DIR *d = opendir(proc_root);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		struct proc_link l = { .pid = (pid_t)pid };
+
+		if (pid <= 0 || *end ||
+		    container__parent_and_start(proc_root, l.pid, &l.ppid, &l.start) < 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 512;
+			struct proc_link *nv = reallocarray(v, ncap, sizeof(*nv));
+
+			if (!nv)
+				break;
+			v = nv;
+			cap = ncap;
+		}
+		v[n++] = l;
+	}
+	closedir(d);
+	/* breadth first from the roots: out[] is the queue; a child must have started no
+	 * earlier than its parent (never a pid the parent's number was reused for) */
+	for (size_t q = 0; q < nroots + nout && nout < max; q++) {
+		pid_t parent = q < nroots ? roots[q] : out[q - nroots];
+		unsigned long long pstart = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (v[i].pid == parent)
+				pstart = v[i].start;
+		for (size_t i = 0; i < n && nout < max; i++) {
+			bool seen = false;
+
+			if (v[i].ppid != parent || v[i].start < pstart)
+				continue;
+			for (size_t k = 0; k < nroots && !seen; k++)
+				seen = roots[k] == v[i].pid;
+			for (size_t k = 0; k < nout && !seen; k++)
+				seen = out[k] == v[i].pid;
+			if (!seen)
+				out[nout++] = v[i].pid;
+		}
+	}
+	free(v);
+	return nout;
+}
+
 int container__choose(const char *proc_root, const pid_t *pids, size_t n, const regex_t *match,
 		      pid_t *out, size_t max, size_t *nout, enum container_rule *rule)
 {

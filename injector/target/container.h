@@ -89,6 +89,14 @@ enum container_rule {
 
 const char *container_rule__name(enum container_rule r);
 
+/*
+ * The descendants of roots alive now (their children, the children's children, ...), by
+ * the parent links of proc_root/PID/stat, each started no earlier than its parent; the roots
+ * themselves are not listed. Writes up to max pids to out and returns how many.
+ */
+size_t container__descendants(const char *proc_root, const pid_t *roots, size_t nroots,
+			      pid_t *out, size_t max);
+
 /* The parent of pid and its start time (clock ticks since boot), from
  * proc_root/PID/stat. 0, the read error, or -EINVAL for a line that does not parse. */
 int container__parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,

@@ -115,20 +115,28 @@ def test_profile_running_trainer(procs, tmp_path, reference_checksum):
     assert s["counts"]["nccl"] > 0
 
 
-def test_second_attach_reuses_library_without_ptrace(procs, tmp_path):
+def lib_copies(pid):
+    """The distinct copies of libaiprof.so mapped in pid (by inode)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split()[4] for line in f if "libaiprof.so" in line}
+
+
+def test_second_attach_wakes_the_released_library(procs, tmp_path):
+    """After a window the library is dormant; the next one wakes that copy, loads none."""
     require_root()
     p, pid = start_trainer(procs, "--ranks", "2", "--steps", "200")
     r1 = run_aiprof(["profile", "--pid", str(pid), "-d", "1s", "-o", str(tmp_path / "a")])
     assert r1.returncode == 0, r1.stderr
+    assert load_summary(tmp_path / "a")["targets"][0]["detached"] == "released"
     r2 = run_aiprof(["profile", "--pid", str(pid), "-d", "1s", "-o", str(tmp_path / "b")])
     assert r2.returncode == 0, r2.stderr
-    s = load_summary(tmp_path / "b")
-    assert s["targets"][0]["injection"] == "already-loaded"
-    assert s["targets"][0]["stopped_us"] == 0
+    t = load_summary(tmp_path / "b")["targets"][0]
+    assert t["injection"] == "ptrace-woken" and t["detached"] == "released", t
     assert events(load_timeline(tmp_path / "b"), "nccl", "ncclAllReduce")
     with open(f"/proc/{pid}/maps") as f:
         maps = f.read()
     # loaded once, from a memfd: nothing was written into the target's filesystem
+    assert len(lib_copies(pid)) == 1, lib_copies(pid)
     assert maps.count("/memfd:libaiprof.so") >= 1 and "/libaiprof.so" not in maps.replace("/memfd:libaiprof.so", "")
     assert finish(p)[0] == 0
 

@@ -808,6 +808,76 @@ static void test_fork_child_woken(void **state)
 	assert_int_equal(h_disable(g_h), 0);
 }
 
+/* threads of this process named name */
+static int threads_named(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[96], comm[32] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "re");
+		if (f && fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		if (f)
+			fclose(f);
+		n += strcmp(comm, name) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * The end of a window (attach/session.c session__release): the library goes dormant, its
+ * control thread exits and its ring's fd is closed; hooks pass through; the next window
+ * wakes it with aiprof_rearm() (a new ring at the same address). Last: it changes g_h.
+ */
+static void test_release_and_wake(void **state)
+{
+	void *(*rearm)(const char *, int) = (void *(*)(const char *, int))dlsym(g_lib, "aiprof_rearm");
+	struct aiprof_ring_hdr *old = g_h, *c;
+	uint64_t before = fx_calls(FX_cudaLaunchKernel);
+	struct stat st;
+	int fd = -1;
+
+	assert_int_equal(h_enable(g_h, AIPROF_COLLECT_CUDA), 0);
+	assert_int_equal(threads_named("aiprof-ctl"), 1);
+	assert_int_equal(h_disable(g_h), 0);
+	atomic_store(&g_h->release, 1);
+	h_kick(g_h);
+	assert_int_equal(h_wait_state(g_h, AIPROF_LIB_RELEASED, 3000), 0);
+	for (int i = 0; i < 200 && threads_named("aiprof-ctl"); i++)
+		usleep(5000);
+	assert_int_equal(threads_named("aiprof-ctl"), 0);
+	assert_int_equal(h_ring_fds(NULL), 0);
+	/* the hooks pass through, and nothing is recorded anywhere */
+	assert_int_equal(caller_launch((void *)0x51, 1, 1), 0);
+	assert_int_equal(fx_calls(FX_cudaLaunchKernel), before + 1);
+	/* woken: a ring and a control thread again, events flow */
+	assert_non_null(rearm(NULL, 0));
+	assert_null(rearm(NULL, 0));            /* once */
+	assert_int_equal(h_ring_fds(&fd), 1);
+	assert_int_equal(fstat(fd, &st), 0);
+	c = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(c != MAP_FAILED);
+	assert_true(c != old);
+	assert_int_equal(h_enable(c, AIPROF_COLLECT_CUDA), 0);
+	h_drain(c, g_ev, MAXEV, true);
+	caller_launch((void *)0x52, 1, 1);
+	assert_int_equal(h_drain(c, g_ev, MAXEV, false), 1);
+	assert_int_equal(g_ev[0].u.launch.func, 0x52);
+	assert_int_equal(threads_named("aiprof-ctl"), 1);
+	assert_int_equal(h_disable(c), 0);
+	munmap(c, (size_t)st.st_size);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -827,6 +897,7 @@ int main(void)
 		cmocka_unit_test_setup(test_second_copy_inert, test_setup),
 		cmocka_unit_test_setup(test_fork_child_isolated, test_setup),
 		cmocka_unit_test_setup(test_fork_child_woken, test_setup),
+		cmocka_unit_test_setup(test_release_and_wake, test_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
