@@ -59,6 +59,14 @@ struct {
 	__type(value, struct syscall_stat);
 } sys_stats SEC(".maps");
 
+/* host tids of aiprof's own threads in the targets (filled by user space): not counted */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} own_tids SEC(".maps");
+
 /* nr -> enum syscall_kind bits, filled by user space */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -226,6 +234,12 @@ static __always_inline void finish_call(struct sys_enter_state *s, long ret, boo
 	struct file *f = NULL;
 	__u8 *kindp, kind = 0;
 
+	{
+		__u32 tid = (__u32)pid_tgid;
+
+		if (bpf_map_lookup_elem(&own_tids, &tid))
+			return;         /* aiprof's own thread: in none of the target's data */
+	}
 	dur = now - ts0;
 	key.tgid = pid_tgid >> 32;
 	key.nr = nr;

@@ -10,6 +10,7 @@
 #include "analyze/analysis.h"
 #include "analyze/diagnosis.h"
 #include "analyze/findings.h"
+#include "target/target.h"
 #include "flamegraph.h"
 #include "launch_stacks.h"
 #include "membuf.h"
@@ -304,7 +305,15 @@ void report_html(const struct profile *p, const char *const svgs[3], struct memb
 	for (size_t i = 0; i < p->ntargets; i++) {
 		membuf_puts(b, i ? ", " : "");
 		esc(b, p->targets[i].comm);
-		membuf_printf(b, " (pid %d%s)", p->targets[i].pid, p->targets[i].error ? ", failed" : "");
+		membuf_printf(b, " (pid %d%s", p->targets[i].pid, p->targets[i].error ? ", failed" : "");
+		if (p->targets[i].died) {
+			/* a process that ended in the window is named, with how */
+			char how[64];
+
+			proc_status_text(p->targets[i].exit_status, how, sizeof(how));
+			membuf_printf(b, ", %s", how);
+		}
+		membuf_puts(b, ")");
 	}
 	membuf_printf(b, "; GPU timing: %s</p></header>\n<main>\n",
 		      a && a->gpu_timing ? "CUPTI" : "API-level (no CUPTI)");

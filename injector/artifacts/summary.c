@@ -458,6 +458,8 @@ static void write_late(struct jsonw *w, const struct late_stats *l)
 	jsonw_kv_uint(w, "attached", l->attached);
 	jsonw_kv_uint(w, "failed", l->failed);
 	jsonw_kv_uint(w, "exited_before_attach", l->gone);
+	/* died while aiprof attached them: in targets[], with how (targets[].exit) */
+	jsonw_kv_uint(w, "died_while_attached", l->died);
 	jsonw_kv_uint(w, "over_limit", l->over);
 	jsonw_kv_uint(w, "execd_after_attach", l->execd_after);
 	if (l->last_failure[0])

@@ -1540,6 +1540,8 @@ static int find_thread_and_inject(struct inject_job *j, uint64_t timeout)
 		for (size_t i = 0; i < ntids && now_monotonic_ns() < j->deadline; i++) {
 			j->t.tid = tids[i];
 			j->t.doing = "stopping a thread to look for a safe point";
+			if (rep->attempts && rep->attempts % 16 == 0)
+				(void)safepoint__refresh(j->sp);  /* a dlopen that finished meanwhile */
 			r = tracee_attach(&j->t);
 			if (r == -ESRCH)
 				continue;       /* that thread just exited */
@@ -1553,12 +1555,16 @@ static int find_thread_and_inject(struct inject_job *j, uint64_t timeout)
 				return r;
 			}
 			rep->attempts++;
-			if (rep->attempts % 16 == 0)
-				(void)safepoint__refresh(j->sp);  /* a dlopen that finished meanwhile */
 			if (!at_safe_point(&j->t, &j->funcs, j->sp, rep->safe_point,
 					   sizeof(rep->safe_point))) {
 				rep->unsafe_stops++;
 				tracee_detach(&j->t);
+				/* modules its stack runs through, read now that it runs again; tried
+				 * again at once */
+				if (safepoint__warm(j->sp) > 0) {
+					i--;
+					continue;
+				}
 				sleep_ns((500 + (uint64_t)(rand() % 1500)) * NSEC_PER_USEC);
 				r = -ETIMEDOUT;
 				continue;

@@ -15,6 +15,7 @@
 #include "elfsym.h"
 #include "procmaps.h"
 #include "procsyms.h"
+#include "u64map.h"
 #include "safepoint.h"
 
 /*
@@ -70,6 +71,18 @@ struct safepoint {
 	struct sp_ranges libc, loader, leaf;
 	uint64_t pcs[SAFEPOINT_MAX_FRAMES];
 	struct sp_frame frames[SAFEPOINT_MAX_FRAMES];
+	/* the stack from %rsp up, read in one go while the thread is stopped: most of the
+	 * walk's reads come from here instead of a pread each */
+	uint8_t stack[SAFEPOINT_STACK_COPY];
+	uint64_t stack_at, stack_len;
+	/* modules whose unwind tables are read (keys): reading them is slow (libtorch's
+	 * .eh_frame is tens of MB), so never while a thread is stopped. A walk that meets a
+	 * module not read yet stops there; the module's pc waits in pending for
+	 * safepoint__warm(), called once the thread runs again. */
+	struct u64map warm;
+	uint64_t pending[32];
+	size_t npending;
+	bool warming;
 };
 
 static int ranges_add(struct sp_ranges *r, uint64_t start, uint64_t end)
@@ -157,6 +170,36 @@ static int classify_modules(struct safepoint *sp)
 	return 0;
 }
 
+static int mem_code(void *arg, uint64_t pc, struct unwind_code *ret);
+int safepoint__warm(struct safepoint *sp);
+
+/*
+ * Before any thread is stopped: every executable module's ELF opened, and the unwind tables
+ * of those on every stack (the C library and the loader, whose frames start each thread,
+ * and the executable) read, so that a stop costs the walk alone.
+ */
+static int prepare_modules(struct safepoint *sp)
+{
+	const struct maps *m = proc_syms__maps(sp->ps);
+	bool exe_seen = false;
+
+	sp->npending = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		const struct maps_entry *e = &m->v[i];
+		struct elf_file *elf;
+		uint64_t bias, key;
+
+		if (!(e->prot & PROT_EXEC) || !maps_entry__is_file(e) ||
+		    proc_syms__code(sp->ps, e->start, &elf, &bias, &key) < 0)
+			continue;
+		if ((!exe_seen || ranges_have(&sp->libc, e->start) || ranges_have(&sp->loader, e->start)) &&
+		    sp->npending < sizeof(sp->pending) / sizeof(sp->pending[0]))
+			sp->pending[sp->npending++] = e->start;
+		exe_seen = true;
+	}
+	return safepoint__warm(sp) < 0 ? -ENOMEM : 0;
+}
+
 int safepoint__new(pid_t pid, int mem_fd, struct safepoint **ret)
 {
 	struct safepoint *sp = calloc(1, sizeof(*sp));
@@ -171,6 +214,8 @@ int safepoint__new(pid_t pid, int mem_fd, struct safepoint **ret)
 		r = unwind_tables__new(0, &sp->uw);
 	if (r >= 0)
 		r = classify_modules(sp);
+	if (r >= 0)
+		r = prepare_modules(sp);
 	if (r < 0) {
 		safepoint__free(sp);
 		return r;
@@ -184,6 +229,7 @@ void safepoint__free(struct safepoint *sp)
 	if (!sp)
 		return;
 	unwind_tables__free(sp->uw);
+	u64map_clear(&sp->warm);
 	proc_syms__free(sp->ps);
 	free(sp->libc.v);
 	free(sp->loader.v);
@@ -286,7 +332,25 @@ static bool mem_read(void *arg, uint64_t addr, uint64_t *ret)
 {
 	const struct safepoint *sp = arg;
 
+	if (addr >= sp->stack_at && addr - sp->stack_at <= sp->stack_len &&
+	    sp->stack_len - (addr - sp->stack_at) >= sizeof(*ret)) {
+		memcpy(ret, sp->stack + (addr - sp->stack_at), sizeof(*ret));
+		return true;
+	}
 	return pread(sp->mem_fd, ret, sizeof(*ret), (off_t)addr) == (ssize_t)sizeof(*ret);
+}
+
+/* As much of the stack from rsp up as the copy holds; a read that runs past the stack's
+ * mapping gets what the kernel gives (a short count), or the rest of rsp's page. */
+static void copy_stack(struct safepoint *sp, uint64_t rsp)
+{
+	uint64_t at = rsp & ~7ULL;
+	ssize_t n = pread(sp->mem_fd, sp->stack, sizeof(sp->stack), (off_t)at);
+
+	if (n <= 0)
+		n = pread(sp->mem_fd, sp->stack, 4096 - (at & 4095), (off_t)at);
+	sp->stack_at = at;
+	sp->stack_len = n > 0 ? (uint64_t)n : 0;
 }
 
 static int mem_code(void *arg, uint64_t pc, struct unwind_code *ret)
@@ -298,6 +362,11 @@ static int mem_code(void *arg, uint64_t pc, struct unwind_code *ret)
 
 	if (r < 0)
 		return r;
+	if (!sp->warming && !u64map_get(&sp->warm, key, NULL)) {
+		if (sp->npending < sizeof(sp->pending) / sizeof(sp->pending[0]))
+			sp->pending[sp->npending++] = pc;
+		return -EAGAIN;         /* not while the thread is stopped */
+	}
 	*ret = (struct unwind_code){ .elf = elf_file__libelf(elf), .fd = elf_file__fd(elf),
 				     .key = key, .bias = bias };
 	return 0;
@@ -316,6 +385,34 @@ static enum sp_code code_of(const struct safepoint *sp, uint64_t pc)
 	return SP_APP;
 }
 
+/*
+ * The walk stopped at a module not read yet: the others it would meet are most likely
+ * those the stack copy's words point into (return addresses), so they are read in the same
+ * go and the next look gets to the root.
+ */
+static void pending_from_stack(struct safepoint *sp)
+{
+	const struct maps *m = proc_syms__maps(sp->ps);
+
+	/* nothing is opened here (the thread is stopped): mappings only; safepoint__warm()
+	 * finds the modules and skips those read already */
+	for (uint64_t off = 0; off + 8 <= sp->stack_len &&
+	     sp->npending < sizeof(sp->pending) / sizeof(sp->pending[0]); off += 8) {
+		const struct maps_entry *e;
+		uint64_t w;
+		bool dup = false;
+
+		memcpy(&w, sp->stack + off, sizeof(w));
+		e = w > 4096 ? maps__find_addr(m, w) : NULL;
+		if (!e || !(e->prot & PROT_EXEC) || !maps_entry__is_file(e))
+			continue;
+		for (size_t i = 0; i < sp->npending && !dup; i++)
+			dup = maps__find_addr(m, sp->pending[i]) == e;
+		if (!dup)
+			sp->pending[sp->npending++] = w - 1;
+	}
+}
+
 bool safepoint__judge(struct safepoint *sp, const struct unwind_regs *regs, bool in_syscall,
 		      bool syscall_ok, char *where, size_t wherelen)
 {
@@ -325,8 +422,16 @@ bool safepoint__judge(struct safepoint *sp, const struct unwind_regs *regs, bool
 	char why[160];
 	bool ok;
 
+	sp->npending = 0;
+	copy_stack(sp, regs->r[UW_RSP]);
 	if (unwind_stack(sp->uw, &tgt, regs, sp->pcs, SAFEPOINT_MAX_FRAMES, &res) < 0) {
 		snprintf(where + len, wherelen - len, ": out of memory walking its stack");
+		return false;
+	}
+	if (sp->npending) {
+		pending_from_stack(sp);
+		snprintf(where + len, wherelen - len, ": its stack runs through a module whose "
+			 "unwind tables are read first, with the thread running");
 		return false;
 	}
 	for (size_t i = 0; i < res.n; i++) {
@@ -342,4 +447,42 @@ bool safepoint__judge(struct safepoint *sp, const struct unwind_regs *regs, bool
 	else
 		snprintf(where + len, wherelen - len, ": %s", why);
 	return ok;
+}
+
+static bool no_read(void *arg, uint64_t addr, uint64_t *ret)
+{
+	(void)arg;
+	(void)addr;
+	(void)ret;
+	return false;
+}
+
+int safepoint__warm(struct safepoint *sp)
+{
+	struct unwind_target tgt = { .read = no_read, .code = mem_code, .arg = sp };
+	size_t n = sp->npending, warmed = 0;
+	int r = 0;
+
+	sp->warming = true;
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		/* a one-frame walk at the module's pc: the unwinder reads its tables (the step
+		 * after that fails, there being no stack to read) */
+		struct unwind_regs regs = { .valid = 1u << UW_RIP | 1u << UW_RSP };
+		struct unwind_result res;
+		struct elf_file *elf;
+		uint64_t pc1, bias, key;
+
+		if (proc_syms__code(sp->ps, sp->pending[i], &elf, &bias, &key) < 0 ||
+		    u64map_get(&sp->warm, key, NULL))
+			continue;
+		regs.r[UW_RIP] = sp->pending[i];
+		regs.r[UW_RSP] = 8;
+		r = unwind_stack(sp->uw, &tgt, &regs, &pc1, 1, &res);
+		if (r >= 0)
+			r = u64map_put(&sp->warm, key, 1);
+		warmed += r >= 0;
+	}
+	sp->warming = false;
+	sp->npending = 0;
+	return r < 0 ? r : (int)warmed;
 }

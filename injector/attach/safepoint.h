@@ -42,6 +42,7 @@
 #include "target/unwind.h"
 
 #define SAFEPOINT_MAX_FRAMES 1024
+#define SAFEPOINT_STACK_COPY (64 * 1024)
 
 /* What a frame's pc is, for the verdict. */
 enum sp_code {
@@ -85,5 +86,12 @@ bool safepoint__in_libc(const struct safepoint *sp, uint64_t addr);
  */
 bool safepoint__judge(struct safepoint *sp, const struct unwind_regs *regs, bool in_syscall,
 		      bool syscall_ok, char *where, size_t wherelen);
+
+/*
+ * Reads the unwind tables of the modules the last judgment met unread (it said no because
+ * of them): call it with the thread running again, never stopped. Returns how many modules,
+ * or -ENOMEM.
+ */
+int safepoint__warm(struct safepoint *sp);
 
 #endif

@@ -100,7 +100,12 @@ static void *late_main(void *arg)
 		pthread_mutex_unlock(&l->lock);
 		r = l->attach(&it->t, l->ctx);
 		pthread_mutex_lock(&l->lock);
-		if (r == -ESRCH) {
+		if (r == -ESRCH && it->t.died) {
+			/* it died while aiprof was in it: kept, to be named wherever users look */
+			it->t.error = r;
+			it->state = LATE_DONE;
+			l->stats.died++;
+		} else if (r == -ESRCH) {
 			it->state = LATE_FAILED;
 			l->stats.gone++;        /* exited first: nothing failed */
 		} else if (r < 0) {

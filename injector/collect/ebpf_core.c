@@ -103,6 +103,7 @@ void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid)
 		if (td->own[i] == (uint32_t)tid)
 			return;
 	td->own[td->nown++] = (uint32_t)tid;
+	ebpf_syscalls_exclude_tid(e, (uint32_t)tid);
 	/* what came before it was known: out of the events kept and the stacks' weights */
 	for (size_t i = k = 0; i < td->ncpu; i++)
 		if (td->cpu[i].tid == (uint32_t)tid) {
@@ -384,6 +385,8 @@ static int user_frames(struct ebpf *e, struct ebpf_tdata *td, const uint64_t *ip
 			*ret_bad = true;
 			break;
 		}
+		if ((v >> UC_FLAGS_SHIFT) & USYM_OURS)
+			continue;       /* a hook of ours between the program and what it called */
 		native[nn] = (uint32_t)v;
 		eval[nn] = (v & UC_EVAL) != 0;
 		nn++;

@@ -207,6 +207,8 @@ void ebpf_follow_note(struct ebpf *e, pid_t pid, pid_t parent, uint64_t ns, bool
 void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 /* true for a thread of aiprof's own in td (counted in own_records) */
 bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid);
+/* ebpf_syscalls.c: the kernel side leaves tid out of its per-syscall totals too */
+void ebpf_syscalls_exclude_tid(struct ebpf *e, uint32_t tid);
 /*
  * Turns a kernel-side stacks block into a stack id of the store (frames root first:
  * "comm-pid", native/Python, kernel). With a stack copy uc (may be NULL) the native part is

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "elfsym.h"
+#include "event.h"
 #include "procmaps.h"
 #include "targetfile.h"
 #include "timeutil.h"
@@ -375,6 +376,9 @@ int proc_symbolizer__lookup(struct proc_symbolizer *ps, uint64_t addr, char *buf
 			maps_path__matches(e->path, "libc.musl-*") ||
 			maps_path__matches(e->path, "ld-musl-*")))
 		flags |= USYM_LIBC;
+	if (e->path && (strstr(e->path, "/memfd:" AIPROF_LIB_MEMFD) ||
+			maps_path__matches(e->path, "libaiprof.so")))
+		flags |= USYM_OURS;
 	m = state_for(ps, e);
 	if (!m)
 		return -ENOMEM;

@@ -34,6 +34,7 @@ enum usym_flags {
 	USYM_MAPPED = 1 << 0,     /* in an executable mapping of the process */
 	USYM_NAMED = 1 << 1,      /* a symbol was found (not just the module) */
 	USYM_LIBC = 1 << 2,       /* in the C library (where threads and main() are started) */
+	USYM_OURS = 1 << 3,       /* in libaiprof.so (a hook of ours): left out of stacks */
 };
 
 /*

@@ -245,6 +245,14 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 	}
 }
 
+void ebpf_syscalls_exclude_tid(struct ebpf *e, uint32_t tid)
+{
+	uint8_t one = 1;
+
+	if (e->sys)
+		(void)bpf_map_update_elem(bpf_map__fd(e->sys->maps.own_tids), &tid, &one, BPF_ANY);
+}
+
 static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
 {
 	const struct syscall_event *s = data;

@@ -72,6 +72,7 @@ struct late_stats {
 	unsigned offered;               /* processes named by the follower */
 	unsigned attached, failed;
 	unsigned gone;                  /* exited before they were attached */
+	unsigned died;                  /* died while they were being attached (named, kept) */
 	unsigned over;                  /* not attached: LATE_MAX was reached */
 	unsigned execd_after;           /* exec'd after they were attached: attached again */
 	char last_failure[640];         /* "pid N: why" of the last that failed */

@@ -11,6 +11,8 @@ echo "== a traced CUDA call: uprobe pair (--method ebpf) vs libaiprof hook (--me
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_uprobe_vs_hook.py
 echo "== injection"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_inject.py
+echo "== safe points judged from the whole stack: ptrace stop per injection into real Python and PyTorch processes (BASELINE_BUILD=DIR: side by side with another build)"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_safepoint.py 6
 echo "== injector peak RSS against window length, 100k calls/s, 256 MiB memory limit"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_memory.py
 echo "== S3 upload: 256 MiB to radosgw, aiprof vs awscli"

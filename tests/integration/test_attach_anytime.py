@@ -21,6 +21,7 @@ import sys
 import time
 
 from conftest import AIPROF, ROOT, load_summary, load_timeline, require_root, run_aiprof
+from test_kill_safety import traced
 
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 STARTUP = [sys.executable if sys.executable.startswith("/usr/bin/") else "/usr/bin/python3",
@@ -217,3 +218,68 @@ def test_a_two_rank_ddp_job_over_gloo_attached_at_its_launch(procs, tmp_path):
     for t in ebpf_ranks:
         mine = [l for l in folded.splitlines() if f"-{t['pid']};" in l]
         assert any("ddp_gloo.py:" in l for l in mine), (t["pid"], mine[:5])
+
+
+def test_a_target_that_dies_while_injected_is_named_so(procs, tmp_path):
+    """Killed while one of its threads is stopped by aiprof: said as such, never 'a call failed'."""
+    require_root()
+    import json
+    for attempt in range(30):
+        p, _ = procs.start([STARTUP[0], os.path.join(WORKLOADS, "py_waiters.py")], ready="ready")
+        term = tmp_path / f"term{attempt}.json"
+        a = profile(p.pid, tmp_path / f"o{attempt}", "1s", "--termination-log", str(term))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not traced(p.pid) and a.poll() is None:
+            pass
+        landed = traced(p.pid)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        _, aerr = a.communicate(timeout=120)
+        if not landed or "while aiprof was injecting" not in aerr:
+            continue        # the kill came before or after the injection: try again
+        assert f"pid {p.pid} killed by SIGKILL while aiprof was injecting" in aerr, aerr
+        with open(term) as f:
+            msg = json.load(f)
+        assert "killed by SIGKILL while aiprof was injecting" in msg.get("error", ""), msg
+        return
+    raise AssertionError("no kill landed inside an injection in 30 tries")
+
+
+def test_stacks_of_a_launcher_show_its_ranks(procs, tmp_path):
+    """`aiprof stacks --pid LAUNCHER` includes what it started; --no-children leaves them out."""
+    require_root()
+    import json
+    p, _ = procs.start(LAUNCHER + ["--ranks", "2", "--steps", "100000", "--stagger", "0"],
+                       ready="launcher")
+    deadline = time.monotonic() + 20
+    kids = []
+    while time.monotonic() < deadline and len(kids) < 2:
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+        time.sleep(0.05)
+    assert len(kids) == 2, kids
+    r = run_aiprof(["stacks", "--pid", str(p.pid), "--format", "json"])
+    assert r.returncode == 0, r.stderr
+    pids = {q["pid"] for q in json.loads(r.stdout)["processes"]}
+    assert pids == {p.pid, *kids}, (pids, kids)
+    ranks = {q["pid"]: q["rank"] for q in json.loads(r.stdout)["processes"]}
+    assert sorted(ranks[k] for k in kids) == [0, 1], ranks
+    r = run_aiprof(["stacks", "--pid", str(p.pid), "--no-children", "--format", "json"])
+    assert r.returncode == 0, r.stderr
+    assert {q["pid"] for q in json.loads(r.stdout)["processes"]} == {p.pid}
+
+
+
+def test_our_control_thread_is_not_in_the_syscall_table(procs, tmp_path):
+    """A one-thread Python program that only sleeps makes no futex call: the control
+    thread's one wait a second must not be counted as its."""
+    require_root()
+    import json
+    p, _ = procs.start([STARTUP[0], "-c", "import time\nprint('ready', flush=True)\n"
+                        "while True:\n    time.sleep(0.01)\n"], ready="ready")
+    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "3s", "-q", "-o", str(tmp_path / "o")])
+    assert r.returncode == 0, r.stderr
+    s = load_summary(tmp_path / "o")
+    assert "futex" not in json.dumps(s["ebpf"]), \
+        [t.get("syscalls") for t in s["ebpf"]["targets"]]
+    assert "clock_nanosleep" in json.dumps(s["ebpf"])

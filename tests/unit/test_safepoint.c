@@ -157,6 +157,11 @@ static bool judge_child(pid_t pid, char *where, size_t len)
 	assert_int_equal(safepoint__new(pid, fd, &sp), 0);
 	where[0] = 0;
 	ok = safepoint__judge(sp, &ur, (long)g.orig_rax >= 0, true, where, len);
+	/* the first look stops at modules whose tables are not read yet: read, look again */
+	for (int i = 0; i < 16 && !ok && safepoint__warm(sp) > 0; i++) {
+		where[0] = 0;
+		ok = safepoint__judge(sp, &ur, (long)g.orig_rax >= 0, true, where, len);
+	}
 	safepoint__free(sp);
 	close(fd);
 	ptrace(PTRACE_DETACH, pid, NULL, NULL);
