@@ -32,6 +32,20 @@ LAUNCHES = int(os.environ.get("AIPROF_FAULT_LAUNCHES", "2"))
 STEPS = "60"
 
 
+def kill_children(pid):
+    """The launcher's ranks, by pid (its own teardown stops only the launcher)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+    except OSError:
+        return
+    for k in kids:
+        try:
+            os.kill(k, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def result_of(out):
     m = re.findall(r"result=(\S+)", out)
     assert m, f"no result line in {out!r}"
@@ -88,7 +102,10 @@ def test_attach_to_a_launcher_whose_ranks_start_in_the_window(procs, tmp_path):
         p, line = procs.start(LAUNCHER + args, ready="launcher")
         time.sleep(rnd.uniform(0.0, 0.5))
         a = profile(p.pid, tmp_path / f"l{i}", "6s")
-        out, err = p.communicate(timeout=300)
+        try:
+            out, err = p.communicate(timeout=300)
+        finally:
+            kill_children(p.pid)
         _, aerr = a.communicate(timeout=120)
         assert p.returncode == 0, f"launch {i}: a rank died: {err[-2000:]}"
         assert result_of(out) == ref, f"launch {i}: {out!r} != {ref!r}"
@@ -199,7 +216,10 @@ def test_a_two_rank_ddp_job_over_gloo_attached_at_its_launch(procs, tmp_path):
     ref = reference(LAUNCHER + args)
     p, _ = procs.start(LAUNCHER + args, ready="launcher")
     a = profile(p.pid, tmp_path / "o", "20s")
-    out, err = p.communicate(timeout=300)
+    try:
+        out, err = p.communicate(timeout=300)
+    finally:
+        kill_children(p.pid)
     _, aerr = a.communicate(timeout=120)
     assert p.returncode == 0, f"a rank died: {err[-2000:]}"
     assert result_of(out) == ref, f"{out!r} != {ref!r}"     # the same losses, every rank
@@ -257,16 +277,24 @@ def test_stacks_of_a_launcher_show_its_ranks(procs, tmp_path):
         with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
             kids = [int(k) for k in f.read().split()]
         time.sleep(0.05)
-    assert len(kids) == 2, kids
-    r = run_aiprof(["stacks", "--pid", str(p.pid), "--format", "json"])
-    assert r.returncode == 0, r.stderr
-    pids = {q["pid"] for q in json.loads(r.stdout)["processes"]}
-    assert pids == {p.pid, *kids}, (pids, kids)
-    ranks = {q["pid"]: q["rank"] for q in json.loads(r.stdout)["processes"]}
-    assert sorted(ranks[k] for k in kids) == [0, 1], ranks
-    r = run_aiprof(["stacks", "--pid", str(p.pid), "--no-children", "--format", "json"])
-    assert r.returncode == 0, r.stderr
-    assert {q["pid"] for q in json.loads(r.stdout)["processes"]} == {p.pid}
+    try:
+        assert len(kids) == 2, kids
+        r = run_aiprof(["stacks", "--pid", str(p.pid), "--format", "json"])
+        assert r.returncode == 0, r.stderr
+        pids = {q["pid"] for q in json.loads(r.stdout)["processes"]}
+        assert pids == {p.pid, *kids}, (pids, kids)
+        ranks = {q["pid"]: q["rank"] for q in json.loads(r.stdout)["processes"]}
+        assert sorted(ranks[k] for k in kids) == [0, 1], ranks
+        r = run_aiprof(["stacks", "--pid", str(p.pid), "--no-children", "--format", "json"])
+        assert r.returncode == 0, r.stderr
+        assert {q["pid"] for q in json.loads(r.stdout)["processes"]} == {p.pid}
+    finally:
+        # the ranks are the launcher's children, not ours: stopped by their pids here
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 
