@@ -988,13 +988,6 @@ static void stop_window(struct run *run)
 		} else if (t->session) {
 			session__stop(t->session, &t->store);
 			copy_lib_status(t);
-			/* the window is over for it: no thread or fd of ours stays behind */
-			switch (session__release(t->session)) {
-			case 0:         t->released = 1; break;
-			case -EALREADY: t->released = 2; break;
-			case -ESRCH:    t->released = 3; break;
-			default:        t->released = -1; break;
-			}
 		} else {
 			if (!t->error)
 				target_refresh_threads(t);
@@ -1004,6 +997,19 @@ static void stop_window(struct run *run)
 			continue;       /* its threads and maps are the new program's now */
 		target_refresh_threads(t);
 		target_name_launches(t);
+	}
+	/* the window is over: no thread or fd of ours stays behind in any target */
+	for (size_t i = 0; i < run->ntargets; i++) {
+		struct target *t = &run->targets[i];
+
+		if (!t->session)
+			continue;
+		switch (session__release(t->session)) {
+		case 0:         t->released = 1; break;
+		case -EALREADY: t->released = 2; break;
+		case -ESRCH:    t->released = 3; break;
+		default:        t->released = -1; break;
+		}
 	}
 	for (size_t i = 0; i < run->ntargets; i++) {
 		struct target *t = &run->targets[i];

@@ -108,6 +108,14 @@ static int on_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid)
+{
+	if (!e || tid <= 0 || !ebpf_tdata_of(e, (uint32_t)pid))
+		return;
+	ebpf_exclude_thread_records(e, pid, tid);
+	ebpf_syscalls_exclude_tid(e, (uint32_t)tid);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)

@@ -92,7 +92,7 @@ bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid)
 	return false;
 }
 
-void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid)
+void ebpf_exclude_thread_records(struct ebpf *e, pid_t pid, pid_t tid)
 {
 	struct ebpf_tdata *td = e && tid > 0 ? ebpf_tdata_of(e, (uint32_t)pid) : NULL;
 	size_t k;
@@ -103,7 +103,6 @@ void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid)
 		if (td->own[i] == (uint32_t)tid)
 			return;
 	td->own[td->nown++] = (uint32_t)tid;
-	ebpf_syscalls_exclude_tid(e, (uint32_t)tid);
 	/* what came before it was known: out of the events kept and the stacks' weights */
 	for (size_t i = k = 0; i < td->ncpu; i++)
 		if (td->cpu[i].tid == (uint32_t)tid) {

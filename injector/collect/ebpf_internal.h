@@ -209,6 +209,8 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid);
 /* ebpf_syscalls.c: the kernel side leaves tid out of its per-syscall totals too */
 void ebpf_syscalls_exclude_tid(struct ebpf *e, uint32_t tid);
+/* ebpf_core.c: ebpf__exclude_thread()'s user-space part (the records kept and to come) */
+void ebpf_exclude_thread_records(struct ebpf *e, pid_t pid, pid_t tid);
 /*
  * Turns a kernel-side stacks block into a stack id of the store (frames root first:
  * "comm-pid", native/Python, kernel). With a stack copy uc (may be NULL) the native part is

@@ -53,6 +53,9 @@ static bool g_rearmable;                       /* dormant: a forked child's, or 
 static bool g_forked;                           /* dormant because of fork(), not a release */
 bool g_preloaded;                               /* loaded by LD_PRELOAD: never released */
 static void *g_ring_spare;                      /* a let-go ring's address, reused by the next */
+static uint32_t g_last_generation;              /* the let-go ring's: the next ring goes on
+						 * from there, so that what the hooks and the
+						 * call-site caches sent in it is sent again */
 static const char *g_rearm_error;
 static dev_t g_ring_dev;                        /* identity of the memfd behind g_ring_fd */
 static ino_t g_ring_ino;
@@ -296,6 +299,8 @@ static void atfork_child(void)
 	atomic_store_explicit(&g_cupti_active, 0, memory_order_relaxed);
 	__atomic_store_n(&g_ring, NULL, __ATOMIC_RELEASE);
 	if (ring)
+		g_last_generation = atomic_load_explicit(&ring->generation, memory_order_relaxed);
+	if (ring)
 		(void)mmap(ring, g_ring_bytes, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (ring_fd_is_ours(g_ring_fd))
@@ -321,6 +326,7 @@ void lib__go_dormant(void)
 	g_active = false;
 	__atomic_store_n(&g_ring, NULL, __ATOMIC_RELEASE);
 	if (ring) {
+		g_last_generation = atomic_load_explicit(&ring->generation, memory_order_relaxed);
 		atomic_store_explicit(&ring->lib_state, AIPROF_LIB_RELEASED, memory_order_release);
 		if (mmap(ring, g_ring_bytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
@@ -381,6 +387,9 @@ __attribute__((visibility("default"))) void *aiprof_rearm(const char *unused, in
 		g_rearm_error = "cannot create the ring (memfd_create or mmap refused)";
 		return NULL;
 	}
+	/* generations go on across rings: a call site cached in an earlier one is no
+	 * longer taken as sent */
+	atomic_store_explicit(&g_ring->generation, g_last_generation + 1, memory_order_relaxed);
 	intern__forget_sent();
 	if (g_forked)
 		cupti__rearm_child();
