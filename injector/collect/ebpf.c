@@ -140,36 +140,13 @@ static void set_why(struct ebpf *e, enum ebpf_collector c, const char *fmt, ...)
  */
 static int add_children(struct ebpf *e)
 {
-	struct proc_link { pid_t pid, ppid; unsigned long long start; } *v = NULL;
-	size_t n = 0, cap = 0, before = e->nt;
-	struct dirent *de;
-	DIR *d = opendir("/proc");
+	struct proc_link *v = NULL;
+	size_t n = 0, before = e->nt;
 	bool grew = true;
-	int r = 0;
+	int r;
 
-	if (!d)
+	if (container__proc_links("/proc", &v, &n) < 0)
 		return 0;
-	while ((de = readdir(d))) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		struct proc_link l = { .pid = (pid_t)pid };
-
-		if (pid <= 0 || *end ||
-		    container__parent_and_start("/proc", l.pid, &l.ppid, &l.start) < 0 || !l.ppid)
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 512;
-			struct proc_link *nv = reallocarray(v, ncap, sizeof(*nv));
-
-			if (!nv) {
-				r = -ENOMEM;
-				goto out;
-			}
-			v = nv;
-			cap = ncap;
-		}
-		v[n++] = l;
-	}
 	/* to the closure: children of targets, then their children */
 	while (grew && e->nt < e->capt) {
 		grew = false;
@@ -178,7 +155,8 @@ static int add_children(struct ebpf *e)
 			bool parent_known = false;
 			struct ebpf_tdata *td;
 
-			if (ebpf_tdata_of(e, (uint32_t)v[i].pid) || !ebpf_tdata_of(e, (uint32_t)v[i].ppid))
+			if (!v[i].ppid || ebpf_tdata_of(e, (uint32_t)v[i].pid) ||
+			    !ebpf_tdata_of(e, (uint32_t)v[i].ppid))
 				continue;
 			for (size_t k = 0; k < n && !parent_known; k++)
 				if (v[k].pid == v[i].ppid) {
@@ -199,7 +177,6 @@ static int add_children(struct ebpf *e)
 	}
 	r = (int)(e->nt - before);
 out:
-	closedir(d);
 	free(v);
 	return r;
 }

@@ -449,21 +449,15 @@ int container__parent_and_start(const char *proc_root, pid_t pid, pid_t *ppid,
 	return 0;
 }
 
-struct proc_link {
-	pid_t pid, ppid;
-	unsigned long long start;
-};
-
-size_t container__descendants(const char *proc_root, const pid_t *roots, size_t nroots,
-			      pid_t *out, size_t max)
+int container__proc_links(const char *proc_root, struct proc_link **ret, size_t *ret_n)
 {
 	struct proc_link *v = NULL;
-	size_t n = 0, cap = 0, nout = 0;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d = opendir(proc_root);
 
 	if (!d)
-		return 0;
+		return -errno;
 	while ((de = readdir(d))) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
@@ -476,14 +470,30 @@ size_t container__descendants(const char *proc_root, const pid_t *roots, size_t 
 			size_t ncap = cap ? cap * 2 : 512;
 			struct proc_link *nv = reallocarray(v, ncap, sizeof(*nv));
 
-			if (!nv)
-				break;
+			if (!nv) {
+				closedir(d);
+				free(v);
+				return -ENOMEM;
+			}
 			v = nv;
 			cap = ncap;
 		}
 		v[n++] = l;
 	}
 	closedir(d);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+size_t container__descendants(const char *proc_root, const pid_t *roots, size_t nroots,
+			      pid_t *out, size_t max)
+{
+	struct proc_link *v = NULL;
+	size_t n = 0, nout = 0;
+
+	if (container__proc_links(proc_root, &v, &n) < 0)
+		return 0;
 	/* breadth first from the roots: out[] is the queue; a child must have started no
 	 * earlier than its parent (never a pid the parent's number was reused for) */
 	for (size_t q = 0; q < nroots + nout && nout < max; q++) {

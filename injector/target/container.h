@@ -89,6 +89,16 @@ enum container_rule {
 
 const char *container_rule__name(enum container_rule r);
 
+/* One process's parent link: pid, its parent, its start time (clock ticks since boot). */
+struct proc_link {
+	pid_t pid, ppid;
+	unsigned long long start;
+};
+
+/* Every process of proc_root with its parent link; *ret freed by the caller with free().
+ * 0, -ENOMEM, or the error opening proc_root. */
+int container__proc_links(const char *proc_root, struct proc_link **ret, size_t *ret_n);
+
 /*
  * The descendants of roots alive now (their children, the children's children, ...), by
  * the parent links of proc_root/PID/stat, each started no earlier than its parent; the roots
