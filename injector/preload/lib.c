@@ -288,6 +288,25 @@ static bool ring_fd_is_ours(int fd)
  * hook that was mid-event on this thread finishes into memory nobody reads (a zeroed
  * header still yields an in-bounds slot). The child stays idle and never patches.
  */
+/*
+ * Lets go of ring, ours until now: its pages are replaced, at the same address, by private
+ * zeroed memory (a hook that loaded its address just before finishes its event there, read by
+ * nobody), and its fd is closed; the next ring goes on from its generation and takes its
+ * address. Async-signal-safe: the fork child calls it.
+ */
+static void ring_let_go(struct aiprof_ring_hdr *ring)
+{
+	if (ring) {
+		g_last_generation = atomic_load_explicit(&ring->generation, memory_order_relaxed);
+		if (mmap(ring, g_ring_bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+			g_ring_spare = ring;
+	}
+	if (ring_fd_is_ours(g_ring_fd))
+		close(g_ring_fd);
+	g_ring_fd = -1;
+}
+
 static void atfork_child(void)
 {
 	struct aiprof_ring_hdr *ring = g_ring;
@@ -298,20 +317,11 @@ static void atfork_child(void)
 	g_tls.tid = 0;
 	atomic_store_explicit(&g_cupti_active, 0, memory_order_relaxed);
 	__atomic_store_n(&g_ring, NULL, __ATOMIC_RELEASE);
-	if (ring)
-		g_last_generation = atomic_load_explicit(&ring->generation, memory_order_relaxed);
-	if (ring)
-		(void)mmap(ring, g_ring_bytes, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	if (ring_fd_is_ours(g_ring_fd))
-		close(g_ring_fd);
-	g_ring_fd = -1;
+	ring_let_go(ring);
 	patch__atfork_child();
 	hostmem__atfork_child();
 	cupti__atfork_child();
 	g_forked = true;
-	if (ring)
-		g_ring_spare = ring;
 	__atomic_store_n(&g_rearmable, true, __ATOMIC_RELEASE);
 }
 
@@ -319,22 +329,14 @@ void lib__go_dormant(void)
 {
 	struct aiprof_ring_hdr *ring = g_ring;
 
-	/* from here the hooks see the idle header; one that loaded the ring's address just
-	 * before finishes its event into private zeroed pages at that address, read by nobody */
+	/* from here the hooks see the idle header */
 	__atomic_store_n(&g_hdr, &g_idle_hdr, __ATOMIC_RELEASE);
 	patch__set_dormant();
 	g_active = false;
 	__atomic_store_n(&g_ring, NULL, __ATOMIC_RELEASE);
-	if (ring) {
-		g_last_generation = atomic_load_explicit(&ring->generation, memory_order_relaxed);
+	if (ring)
 		atomic_store_explicit(&ring->lib_state, AIPROF_LIB_RELEASED, memory_order_release);
-		if (mmap(ring, g_ring_bytes, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
-			g_ring_spare = ring;
-	}
-	if (ring_fd_is_ours(g_ring_fd))
-		close(g_ring_fd);
-	g_ring_fd = -1;
+	ring_let_go(ring);
 	g_forked = false;
 	__atomic_store_n(&g_rearmable, true, __ATOMIC_RELEASE);
 }
