@@ -93,30 +93,40 @@ def test_attach_at_random_instants_of_a_torch_start(procs, tmp_path):
     assert RUNS < 6 or waited >= 1, waited
 
 
+def launch_profiled(procs, args, ref, out, duration, delay, what):
+    """The launcher with args, profiled after delay seconds: every rank exited 0 with the
+    unprofiled results (ref), aiprof succeeded. Returns the launcher's pid and the ranks'
+    summary entries."""
+    p, _ = procs.start(LAUNCHER + args, ready="launcher")
+    time.sleep(delay)
+    a = profile(p.pid, out, duration)
+    try:
+        lout, err = p.communicate(timeout=300)
+    finally:
+        kill_children(p.pid)
+    _, aerr = a.communicate(timeout=120)
+    assert p.returncode == 0, f"{what}: a rank died: {err[-2000:]}"
+    assert result_of(lout) == ref, f"{what}: {lout!r} != {ref!r}"   # every rank's result
+    assert a.returncode == 0, aerr
+    s = load_summary(out)
+    ranks = [t for t in s["targets"] if t.get("parent") == p.pid]
+    # none died
+    for t in ranks:
+        assert t["state"] == "profiled", t
+        assert t.get("exit", {"how": "exited with code 0"})["how"] == "exited with code 0", t
+    return p.pid, s, ranks
+
+
 def test_attach_to_a_launcher_whose_ranks_start_in_the_window(procs, tmp_path):
     require_root()
     args = ["--ranks", "2", "--steps", STEPS, "--stagger", "0.4"]
     ref = reference(LAUNCHER + args)
     rnd = random.Random(31)
     for i in range(LAUNCHES):
-        p, line = procs.start(LAUNCHER + args, ready="launcher")
-        time.sleep(rnd.uniform(0.0, 0.5))
-        a = profile(p.pid, tmp_path / f"l{i}", "6s")
-        try:
-            out, err = p.communicate(timeout=300)
-        finally:
-            kill_children(p.pid)
-        _, aerr = a.communicate(timeout=120)
-        assert p.returncode == 0, f"launch {i}: a rank died: {err[-2000:]}"
-        assert result_of(out) == ref, f"launch {i}: {out!r} != {ref!r}"
-        assert a.returncode == 0, aerr
-        s = load_summary(tmp_path / f"l{i}")
-        ranks = [t for t in s["targets"] if t.get("parent") == p.pid]
-        # each rank exec'd in the window was attached, and none died
+        _, s, ranks = launch_profiled(procs, args, ref, tmp_path / f"l{i}", "6s",
+                                      rnd.uniform(0.0, 0.5), f"launch {i}")
+        # each rank exec'd in the window was attached
         assert len(ranks) >= 2, s["targets"]
-        for t in ranks:
-            assert t["state"] == "profiled", t
-            assert t.get("exit", {"how": "exited with code 0"})["how"] == "exited with code 0", t
 
 
 def aiprof_threads(pid):
@@ -212,24 +222,10 @@ def test_a_two_rank_ddp_job_over_gloo_attached_at_its_launch(procs, tmp_path):
     args = ["--ranks", "2", "--script", "ddp_gloo.py", "--port", "29537", "--stagger", "0",
             "--steps", "40"]
     ref = reference(LAUNCHER + args)
-    p, _ = procs.start(LAUNCHER + args, ready="launcher")
-    a = profile(p.pid, tmp_path / "o", "20s")
-    try:
-        out, err = p.communicate(timeout=300)
-    finally:
-        kill_children(p.pid)
-    _, aerr = a.communicate(timeout=120)
-    assert p.returncode == 0, f"a rank died: {err[-2000:]}"
-    assert result_of(out) == ref, f"{out!r} != {ref!r}"     # the same losses, every rank
-    assert a.returncode == 0, aerr
-    s = load_summary(tmp_path / "o")
-    ranks = [t for t in s["targets"] if t.get("parent") == p.pid]
+    pid, s, ranks = launch_profiled(procs, args, ref, tmp_path / "o", "20s", 0, "DDP")
     assert len(ranks) == 2, s["targets"]
-    for t in ranks:
-        assert t["state"] == "profiled", t
-        assert t.get("exit", {"how": "exited with code 0"})["how"] == "exited with code 0", t
     # every rank recorded, with Python frames
-    ebpf_ranks = [t for t in s["ebpf"]["targets"] if t.get("parent") == p.pid]
+    ebpf_ranks = [t for t in s["ebpf"]["targets"] if t.get("parent") == pid]
     assert len({t["pid"] for t in ebpf_ranks}) == 2, ebpf_ranks
     with open(tmp_path / "o" / "stacks.folded") as f:
         folded = f.read()
