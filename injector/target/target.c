@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "procstat.h"
 #include "procsyms.h"
 #include "readfile.h"
 #include "redact.h"
@@ -277,18 +278,12 @@ void proc_status_text(int status, char *buf, size_t len)
 
 int proc_exit_status(pid_t pid)
 {
-	char path[64], buf[4096], *p;
-	int n, field = 3;
+	char path[64], buf[4096];
+	int n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	n = readfile_buf(path, buf, sizeof(buf));
-	p = n > 0 ? strrchr(buf, ')') : NULL;     /* comm may hold spaces and parentheses */
-	if (!p || p[1] != ' ' || (p[2] != 'Z' && p[2] != 'X'))
-		return -1;
-	for (p += 2; *p && field < 52; p++)
-		if (*p == ' ')
-			field++;
-	return field == 52 && *p >= '0' && *p <= '9' ? (int)strtol(p, NULL, 10) : -1;
+	return n > 0 ? procstat_exit_status(buf, (size_t)n) : -1;
 }
 
 pid_t proc_host_tid(pid_t pid, uint32_t ns_tid)
