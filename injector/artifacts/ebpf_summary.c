@@ -209,6 +209,12 @@ static void write_unwinding(struct jsonw *w, const struct ebpf *e)
 			jsonw_kv_uint(w, "inserts", us.share.inserts);
 			jsonw_kv_uint(w, "rejected", us.share.rejected);
 			jsonw_kv_uint(w, "table_full", us.share.full);
+			/* modules left unshared because their files could not be had (a
+			 * full disk: ENOSPC), and why: their rows were decoded here */
+			jsonw_kv_uint(w, "files_failed", us.share.files_failed);
+			jsonw_kv_uint(w, "images_failed", us.share.images_failed);
+			if (us.share.last_errno)
+				jsonw_kv_str(w, "files_error", strerror(us.share.last_errno));
 			jsonw_kv_uint(w, "rows_not_shareable", us.rows_not_shareable);
 		} else {
 			jsonw_kv_str(w, "off", e->uw_share_why[0] ? e->uw_share_why :

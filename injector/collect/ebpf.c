@@ -10,6 +10,7 @@
  * through struct ebpf_collector_ops; what they share is in ebpf_core.c.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,6 +494,17 @@ void ebpf__stop(struct ebpf *e)
 		if (collectors[i]->finish)
 			collectors[i]->finish(e);
 	e->stopped = true;
+	if (e->uw) {
+		struct unwind_stats us;
+
+		unwind_tables__stats(e->uw, &us);
+		if (us.shared && (us.share.files_failed || us.share.images_failed))
+			log_notice("unwind cache %s: %" PRIu64 " rules file(s) and %" PRIu64
+				   " image(s) could not be made (%s); those modules' rows were "
+				   "decoded here, not shared", unwind_tables__share_dir(e->uw),
+				   us.share.files_failed, us.share.images_failed,
+				   us.share.last_errno ? strerror(us.share.last_errno) : "?");
+	}
 }
 
 const char *ebpf__scope(const struct ebpf *e, uint32_t collector)

@@ -128,6 +128,27 @@ static bool is_cfi_section(const char *name)
 
 #define IMAGE_SECTIONS 2          /* .eh_frame_hdr and .eh_frame */
 
+/* Whether the module's header is one the shared files describe; *eh: that header. */
+static bool cfi_header_shareable(Elf *elf, GElf_Ehdr *eh)
+{
+	return gelf_getehdr(elf, eh) && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+	       eh->e_ident[EI_DATA] == ELFDATA2LSB && eh->e_machine == EM_X86_64;
+}
+
+/* The header fields the rows depend on, in a fixed layout (no padding reaches the hash). */
+static void cfi_header_digest(struct sha256_ctx *h, const GElf_Ehdr *eh)
+{
+	uint8_t b[16] = { eh->e_ident[EI_CLASS], eh->e_ident[EI_DATA], eh->e_ident[EI_VERSION],
+			  eh->e_ident[EI_OSABI], eh->e_ident[EI_ABIVERSION],
+			  (uint8_t)eh->e_type, (uint8_t)(eh->e_type >> 8),
+			  (uint8_t)eh->e_machine, (uint8_t)(eh->e_machine >> 8) };
+
+	for (int i = 0; i < 4; i++)
+		b[9 + i] = (uint8_t)(eh->e_flags >> (8 * i));
+	sha256_ctx__update(h, "elf-header", sizeof("elf-header"));
+	sha256_ctx__update(h, b, sizeof(b));
+}
+
 /*
  * Bytes of the sections libdw reads the CFI from; with digest, also their SHA-256 (names,
  * addresses, sizes and bytes, read from fd: nothing is kept) and in img[0..*ret_nimg) the
@@ -140,6 +161,7 @@ static int cfi_sections(Elf *elf, int fd, uint64_t *ret_bytes, uint8_t digest[UW
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 	struct stat st;
+	GElf_Ehdr eh;
 	int r = h ? 0 : -1;
 
 	*ret_bytes = 0;
@@ -150,6 +172,14 @@ static int cfi_sections(Elf *elf, int fd, uint64_t *ret_bytes, uint8_t digest[UW
 	}
 	if (h && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)))
 		r = -1;
+	/* The rows also depend on the header (the machine decides the registers, the class
+	 * and byte order how the bytes read): it is in the digest, and a module the shared
+	 * files cannot describe (they hold x86_64 rows, the image is ELF64 little-endian) is
+	 * not shared at all. */
+	if (r == 0 && !cfi_header_shareable(elf, &eh))
+		r = -1;
+	if (r == 0)
+		cfi_header_digest(h, &eh);
 	while ((scn = elf_nextscn(elf, scn))) {
 		const char *name;
 		char buf[65536];
@@ -186,6 +216,24 @@ static int cfi_sections(Elf *elf, int fd, uint64_t *ret_bytes, uint8_t digest[UW
 	if (r == 0)
 		sha256_ctx__final(h, digest);
 	sha256_ctx__free(h);
+	return r;
+}
+
+int unwind_module_digest(int fd, uint8_t digest[UWS_DIGEST_LEN])
+{
+	struct uws_section img[IMAGE_SECTIONS];
+	uint64_t bytes;
+	size_t nimg;
+	Elf *elf;
+	int r;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return -ENOEXEC;
+	r = cfi_sections(elf, fd, &bytes, digest, img, &nimg) == 0 ? 0 : -ENOTSUP;
+	elf_end(elf);
 	return r;
 }
 

@@ -110,6 +110,10 @@ void unwind_tables__stats(const struct unwind_tables *t, struct unwind_stats *re
  */
 int unwind_tables__share(struct unwind_tables *t, const char *dir, char *why, size_t whylen);
 const char *unwind_tables__share_dir(const struct unwind_tables *t);  /* NULL: not shared */
+/* The key the shared directory files the module open on fd under (its CFI sections and the
+ * ELF header fields its rows depend on): 0, or -ENOTSUP when the module is not shared (no
+ * CFI, or a header the shared rows cannot describe), -ENOEXEC if fd is not ELF. */
+int unwind_module_digest(int fd, uint8_t digest[UWS_DIGEST_LEN]);
 
 /*
  * Walks from regs (the interrupted state: r[UW_RIP] is an exact pc) outward. pcs[0] is

@@ -237,6 +237,16 @@ static void hex_name(const uint8_t digest[UWS_DIGEST_LEN], char *out, const char
 	strcpy(out + 2 * UWS_DIGEST_LEN, suffix);
 }
 
+/* All of buf at off: 0, or -errno (-ENOSPC: a full disk, also for a short write). */
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = pwrite(fd, buf, len, (off_t)off);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -ENOSPC;
+}
+
 /* A file of ours, not a link, readable by nobody else. */
 static bool ours(int fd, struct stat *st)
 {
@@ -275,30 +285,52 @@ static int create_file(struct uws_dir *d, const char *name, int (*fill)(int fd, 
 	return fd < 0 ? -errno : fd;
 }
 
+/*
+ * Every block of a rules file allocated now: slots are written through a shared map, and a
+ * store into a hole that the disk has no room for is a SIGBUS, not an error. A file whose
+ * blocks are all there (what this writes, what an injector of this version made) is left
+ * as it is. -errno (-ENOSPC: a full disk) when the room cannot be had.
+ */
+static int reserve(int fd)
+{
+	struct stat st;
+	int r;
+
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == UWS_FILE_BYTES &&
+	    (uint64_t)st.st_blocks * 512 >= UWS_FILE_BYTES)
+		return 0;
+	r = posix_fallocate(fd, 0, (off_t)UWS_FILE_BYTES);
+	return r ? -r : 0;
+}
+
 static int fill_rules(int fd, void *arg)
 {
 	const uint8_t *digest = arg;
 	struct uws_header h = { .version = UWS_VERSION, .nslots = UWS_SLOTS };
+	int r;
 
 	memcpy(h.magic, UWS_MAGIC, sizeof(h.magic));
 	memcpy(h.digest, digest, UWS_DIGEST_LEN);
 	if (getrandom(&h.salt, sizeof(h.salt), 0) != sizeof(h.salt))
 		h.salt = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-	if (ftruncate(fd, (off_t)UWS_FILE_BYTES) < 0)
-		return -errno;
-	if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
-		return -EIO;
-	return 0;
+	r = reserve(fd);
+	if (r < 0)
+		return r;
+	return pwrite_all(fd, &h, sizeof(h), 0);
 }
 
-/* Maps the file on fd if it is ours, the size it must be, and its header matches. */
-static void *map_file(int fd, const uint8_t digest[UWS_DIGEST_LEN], uint64_t *ret_salt)
+/* Maps the file on fd if it is ours, the size it must be, and its header matches; *err:
+ * why not, when the disk is why (the file itself is fine). */
+static void *map_file(int fd, const uint8_t digest[UWS_DIGEST_LEN], uint64_t *ret_salt, int *err)
 {
 	const struct uws_header *h;
 	struct stat st;
 	void *map;
 
 	if (!ours(fd, &st) || (uint64_t)st.st_size != UWS_FILE_BYTES)
+		return NULL;
+	*err = reserve(fd);       /* a sparse file (an older injector's) would fault */
+	if (*err < 0)
 		return NULL;
 	map = mmap(NULL, UWS_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
@@ -318,7 +350,7 @@ struct uws_file *uws_dir__file(struct uws_dir *d, const uint8_t digest[UWS_DIGES
 {
 	char name[2 * UWS_DIGEST_LEN + 8];
 	struct uws_file *f;
-	int fd;
+	int fd, err = 0;
 
 	for (size_t i = 0; i < d->nfiles; i++)
 		if (memcmp(d->files[i]->digest, digest, UWS_DIGEST_LEN) == 0)
@@ -338,21 +370,29 @@ struct uws_file *uws_dir__file(struct uws_dir *d, const uint8_t digest[UWS_DIGES
 	memcpy(f->digest, digest, UWS_DIGEST_LEN);
 	d->files[d->nfiles++] = f;      /* kept even when unusable: not tried again */
 	hex_name(digest, name, ".uws");
-	for (int tries = 0; tries < 2 && !f->map; tries++) {
+	for (int tries = 0; tries < 2 && !f->map && err == 0; tries++) {
 		fd = openat(d->dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT)
 			fd = create_file(d, name, fill_rules, (void *)digest);
-		if (fd < 0)
-			return NULL;
-		f->map = map_file(fd, digest, &f->salt);
+		else if (fd < 0)
+			fd = -errno;
+		if (fd < 0) {
+			err = fd;
+			break;
+		}
+		f->map = map_file(fd, digest, &f->salt, &err);
 		close(fd);
 		/* another version's (or a damaged) file of ours: made anew once; who has the
 		 * old one mapped keeps it */
-		if (!f->map && tries == 0 && unlinkat(d->dfd, name, 0) < 0)
+		if (!f->map && err == 0 && tries == 0 && unlinkat(d->dfd, name, 0) < 0)
 			break;
 	}
-	if (!f->map)
+	if (!f->map) {
+		d->st.files_failed++;
+		if (err < 0)
+			d->st.last_errno = -err;
 		return NULL;
+	}
 	f->slots = (struct uws_slot *)((char *)f->map + sizeof(struct uws_header));
 	d->st.files++;
 	d->st.mapped_bytes += UWS_FILE_BYTES;
@@ -456,6 +496,7 @@ struct image_src {
 static int copy_range(int to, uint64_t to_off, int from, uint64_t from_off, uint64_t len)
 {
 	char buf[65536];
+	int r;
 
 	while (len) {
 		size_t want = len < sizeof(buf) ? (size_t)len : sizeof(buf);
@@ -463,8 +504,9 @@ static int copy_range(int to, uint64_t to_off, int from, uint64_t from_off, uint
 
 		if (got <= 0)
 			return got < 0 ? -errno : -EIO;
-		if (pwrite(to, buf, (size_t)got, (off_t)to_off) != got)
-			return -EIO;
+		r = pwrite_all(to, buf, (size_t)got, to_off);
+		if (r < 0)
+			return r;
 		from_off += (uint64_t)got;
 		to_off += (uint64_t)got;
 		len -= (uint64_t)got;
@@ -512,16 +554,15 @@ static int fill_image(int fd, void *arg)
 	memcpy(names + nlen, ".shstrtab", sizeof(".shstrtab"));
 	nlen += sizeof(".shstrtab");
 	sh[src->n + 1].sh_size = nlen;
-	if (pwrite(fd, names, nlen, (off_t)at) != (ssize_t)nlen)
-		return -EIO;
+	r = pwrite_all(fd, names, nlen, at);
+	if (r < 0)
+		return r;
 	at = (at + nlen + 7) & ~7ull;
 	eh.e_shoff = at;
 	eh.e_shnum = (uint16_t)(src->n + 2);
 	eh.e_shstrndx = (uint16_t)(src->n + 1);
-	if (pwrite(fd, sh, eh.e_shnum * sizeof(*sh), (off_t)at) != (ssize_t)(eh.e_shnum * sizeof(*sh)) ||
-	    pwrite(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh))
-		return -EIO;
-	return 0;
+	r = pwrite_all(fd, sh, eh.e_shnum * sizeof(*sh), at);
+	return r < 0 ? r : pwrite_all(fd, &eh, sizeof(eh), 0);
 }
 
 /* Maps an image file of ours whose header and section table lie inside it. */
@@ -590,8 +631,12 @@ const void *uws_dir__image(struct uws_dir *d, const uint8_t digest[UWS_DIGEST_LE
 			ifd = create_file(d, name, fill_image, &src);
 			built = ifd >= 0;
 		}
-		if (ifd < 0)
+		if (ifd < 0) {
+			d->st.images_failed++;
+			if (ifd != -1)
+				d->st.last_errno = -ifd;
 			return NULL;
+		}
 		im->map = map_image(ifd, &im->len);
 		close(ifd);
 		if (!im->map && tries == 0 && unlinkat(d->dfd, name, 0) < 0)

@@ -2,15 +2,18 @@
 /*
  * Unwind rules shared by every aiprof on a node. Each module's CFI, once decoded by one
  * injector, serves the others: one file per module in a cache directory, named by the
- * SHA-256 of the module's CFI sections (their names, addresses and bytes, so the same
+ * SHA-256 of the module's CFI sections (their names, addresses and bytes, and the ELF header
+ * fields the rows depend on: class, byte order, OS ABI, type, machine, flags; so the same
  * libtorch in two container images is one file, and a module that only claims another's
- * build-id gets a file of its own), mapped shared by every injector that unwinds it, filled
+ * build-id, or patches its header, gets a file of its own), mapped shared by every injector that unwinds it, filled
  * as they decode. A rule is the CFI row of one address in compact form: the CFA as a
  * register plus an offset, and for each register undefined, same value, saved at CFA + n, or
  * CFA + n; rows needing a DWARF expression are not shared (the PLT's, rare elsewhere).
  *
- * The file is an open-addressed table of fixed size (UWS_SLOTS slots of 64 bytes: 1 MiB
- * of address space, pages used as slots are). A slot is claimed by a compare-and-swap of
+ * The file is an open-addressed table of fixed size (UWS_SLOTS slots of 64 bytes: 1 MiB,
+ * every block allocated when the file is made or first mapped, so that a store into the
+ * shared map never meets a full disk: that would be a SIGBUS; a disk without room leaves
+ * the module unshared, counted in files_failed). A slot is claimed by a compare-and-swap of
  * its key and never rewritten; its check (a hash of the file's random salt, the key and the
  * rule) is stored last. A reader takes a rule only when the check matches and its fields are
  * in range, so a slot being written, a torn write or a damaged file reads as a miss, and
@@ -91,6 +94,11 @@ struct uws_stats {
 	uint64_t inserts;         /* rules this process added */
 	uint64_t rejected;        /* slots whose check or fields did not hold: read as a miss */
 	uint64_t full;            /* rules not added: no free slot near their place */
+	uint64_t files_failed;    /* modules whose rules file could not be had (not shared) */
+	uint64_t images_failed;   /* images that could not be written (the module's own file
+				   * is read instead) */
+	int last_errno;           /* why, the last time a file could not be had (ENOSPC: the
+				   * disk is full); 0: none */
 };
 
 struct uws_dir;

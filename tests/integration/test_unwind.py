@@ -9,8 +9,10 @@ futex must show their callers up to the start of the process or thread. Shared t
 cache directory, a second run takes its rows from the first run's files, and walks the same
 stacks as a run that shares nothing.
 """
+import errno
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -18,6 +20,7 @@ from conftest import ROOT, load_summary, require_root, run_aiprof
 from test_ebpf import folded
 
 TORCH_TRAIN = os.path.join(ROOT, "tests", "workloads", "torch_train.py")
+PYNESTED = os.path.join(ROOT, "tests", "workloads", "python_nested.py")
 WAITERS = os.path.join(ROOT, "tests", "workloads", "py_waiters.py")
 PYTHON = "/usr/bin/python3"
 NATIVE_TORCH = ("at::", "c10::", "torch::")
@@ -171,3 +174,38 @@ def test_offcpu_callers_of_sleep_and_futex(procs, tmp_path):
     assert s[1] in ("clone3", "__clone3", "[libc.so.6]"), s
     assert any("futex" in f for f in s), s
     assert s.index(next(f for f in s if f.startswith("waiter ("))) > 2, s
+
+
+def test_full_disk_under_cache_leaves_injector_running(procs, tmp_path):
+    """The cache directory on a disk with no room (a 64 KiB tmpfs, smaller than one rules
+    file): the injector profiles the window to the end, decodes every row itself, and the
+    summary and the log say that the cache could not be used and why. Before the rules files
+    were allocated up front, the first slot written into a hole of the sparse shared file
+    was a SIGBUS that killed the injector mid-window."""
+    require_root()
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "aiprof-full",
+                       str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        proc, _ = procs.start([PYTHON, "-u", PYNESTED, "--seconds", "60"], ready="ready",
+                              timeout=30)
+        cache = mnt / "unwind"
+        out = tmp_path / "out"
+        r = run_aiprof(["profile", "--pid", str(proc.pid), "--duration", "2s",
+                        "--collectors", "cpu,python", "--unwind-cache", str(cache),
+                        "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        eb = load_summary(str(out))["ebpf"]
+        assert eb["cpu_samples"] > 0, eb
+        sh = eb["unwinding"]["tables"]["shared"]
+        assert sh["dir"] == str(cache), sh
+        assert sh["files"] == 0 and sh["files_failed"] >= 1, sh
+        assert sh["files_error"] == os.strerror(errno.ENOSPC), sh
+        assert "could not be made (No space left on device)" in r.stderr, r.stderr
+        # the stacks are whole all the same: decoded here
+        assert eb["truncated_stack_share"] <= 0.05, eb["unwinding"]
+        assert proc.poll() is None, "the target died"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])

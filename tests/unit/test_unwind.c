@@ -22,7 +22,9 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <elf.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 #include "injector/collect/ebpf_symbols.h"
@@ -515,6 +517,146 @@ static void test_shared_dir_garbage(void **state)
 	remove_tree(base);
 }
 
+
+/* The file at path copied to dst, then bytes [off, off+n) replaced by b (n 0: a plain copy). */
+static void copy_patched(const char *path, const char *dst, off_t off, const void *b, size_t n)
+{
+	char buf[65536];
+	int in = open(path, O_RDONLY | O_CLOEXEC), out;
+	ssize_t got;
+
+	assert_true(in >= 0);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(out >= 0);
+	while ((got = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)got), got);
+	if (n)
+		assert_int_equal(pwrite(out, b, n, off), (ssize_t)n);
+	close(in);
+	close(out);
+}
+
+/* The shared key of the module at path: 0 and *d, or the error. */
+static int digest_of(const char *path, uint8_t d[UWS_DIGEST_LEN])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	assert_true(fd >= 0);
+	r = unwind_module_digest(fd, d);
+	close(fd);
+	return r;
+}
+
+/*
+ * The key of a module covers its ELF header, not only its CFI bytes: a copy with the same
+ * CFI sections and another OS ABI or flags is another module; one that claims another
+ * machine (whose rows the shared files cannot hold) is not shared at all; a plain copy is
+ * the same module.
+ */
+static void test_digest_covers_elf_header(void **state)
+{
+	char base[] = "/tmp/aiprof-uwkey-XXXXXX", copy[128];
+	uint8_t genuine[UWS_DIGEST_LEN], other[UWS_DIGEST_LEN];
+	const uint8_t osabi = ELFOSABI_FREEBSD, flags[4] = { 1, 0, 0, 0 };
+	const uint16_t machine = EM_AARCH64;
+
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	snprintf(copy, sizeof(copy), "%s/lib.so", base);
+	assert_int_equal(digest_of("/proc/self/exe", genuine), 0);
+
+	copy_patched("/proc/self/exe", copy, 0, NULL, 0);
+	assert_int_equal(digest_of(copy, other), 0);
+	assert_memory_equal(genuine, other, UWS_DIGEST_LEN);
+
+	copy_patched("/proc/self/exe", copy, EI_OSABI, &osabi, 1);
+	assert_int_equal(digest_of(copy, other), 0);
+	assert_memory_not_equal(genuine, other, UWS_DIGEST_LEN);
+
+	copy_patched("/proc/self/exe", copy, offsetof(Elf64_Ehdr, e_flags), flags, 4);
+	assert_int_equal(digest_of(copy, other), 0);
+	assert_memory_not_equal(genuine, other, UWS_DIGEST_LEN);
+
+	copy_patched("/proc/self/exe", copy, offsetof(Elf64_Ehdr, e_machine), &machine, 2);
+	assert_int_equal(digest_of(copy, other), -ENOTSUP);
+
+	unlink(copy);
+	rmdir(base);
+}
+
+/*
+ * A full disk under the directory: the module's rules file cannot be had, and says why
+ * (ENOSPC) instead of a SIGBUS at the first slot written into a hole of a sparse file. A
+ * sparse file left by an older injector on that disk is refused the same way.
+ */
+static char full_disk[] = "/tmp/aiprof-uwfull-XXXXXX";
+
+/* The tmpfs unmounted even when the test failed (a SIGBUS included). */
+static int full_disk_teardown(void **state)
+{
+	(void)state;
+	if (umount2(full_disk, MNT_DETACH) == 0)
+		rmdir(full_disk);
+	return 0;
+}
+
+static void test_shared_full_disk(void **state)
+{
+	char *base = full_disk, dir[128], path[256], why[256];
+	uint8_t digest[UWS_DIGEST_LEN] = { 1, 2, 3 }, digest2[UWS_DIGEST_LEN] = { 4, 5, 6 };
+	struct uws_rule rule = { .flags = UWS_NO_CFI };
+	struct uws_stats st;
+	struct uws_dir *d;
+	struct uws_file *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	if (mount("aiprof-uwfull", base, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0700")) {
+		rmdir(base);
+		skip();           /* not root here: no tmpfs of our own */
+	}
+	snprintf(dir, sizeof(dir), "%s/unwind", base);
+	assert_int_equal(uws_dir__open(dir, &d, why, sizeof(why)), 0);
+	f = uws_dir__file(d, digest);
+	for (uint64_t a = 0; f && a < 4 * UWS_SLOTS; a += 4)
+		uws_file__put(d, f, a, &rule);       /* without a reservation: a SIGBUS */
+	assert_null(f);
+	uws_dir__stats(d, &st);
+	assert_int_equal(st.files, 0);
+	assert_int_equal(st.files_failed, 1);
+	assert_int_equal(st.last_errno, ENOSPC);
+	uws_dir__free(d);
+
+	/* a sparse file of the right size and header, as an injector before this one left */
+	{
+		struct { char magic[8]; uint32_t version, nslots; uint64_t salt;
+			 uint8_t digest[UWS_DIGEST_LEN]; uint8_t pad[8]; } h = {
+			.magic = "AIPRUWS1", .version = 1, .nslots = UWS_SLOTS, .salt = 7 };
+		char name[2 * UWS_DIGEST_LEN + 8];
+		int fd;
+
+		memcpy(h.digest, digest2, UWS_DIGEST_LEN);
+		for (int i = 0; i < UWS_DIGEST_LEN; i++)
+			snprintf(name + 2 * i, 3, "%02x", digest2[i]);
+		snprintf(path, sizeof(path), "%s/%s.uws", dir, name);
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(ftruncate(fd, 64 + (off_t)UWS_SLOTS * 64), 0);
+		assert_int_equal(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+		close(fd);
+	}
+	assert_int_equal(uws_dir__open(dir, &d, why, sizeof(why)), 0);
+	f = uws_dir__file(d, digest2);
+	for (uint64_t a = 0; f && a < 4 * UWS_SLOTS; a += 4)
+		uws_file__put(d, f, a, &rule);
+	assert_null(f);
+	uws_dir__stats(d, &st);
+	assert_int_equal(st.files_failed, 1);
+	assert_int_equal(st.last_errno, ENOSPC);
+	uws_dir__free(d);
+
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +665,8 @@ int main(void)
 		cmocka_unit_test(test_hostile_stacks),
 		cmocka_unit_test(test_shared_rules_same_walk),
 		cmocka_unit_test(test_shared_dir_garbage),
+		cmocka_unit_test(test_digest_covers_elf_header),
+		cmocka_unit_test_teardown(test_shared_full_disk, full_disk_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
