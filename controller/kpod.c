@@ -6,6 +6,7 @@
 #include "kjson.h"
 #include "kpod.h"
 #include "ktime.h"
+#include "common/utf8.h"
 
 /*
  * A packed container: [state u8][flags u8][exit_code i32 LE][name\0][container_id\0]
@@ -93,8 +94,8 @@ static void pack_container(struct packer *p, const json_t *spec, const json_t *s
 		return;
 	if (message) {
 		mlen = strlen(message);
-		if (mlen > KPOD_TERM_MESSAGE_MAX)
-			mlen = KPOD_TERM_MESSAGE_MAX;
+		/* cut at a character's boundary: the message goes on into a status */
+		mlen = utf8_cut(message, mlen, KPOD_TERM_MESSAGE_MAX);
 	}
 	pk_str(p, reason);
 	pk_strn(p, message, mlen);

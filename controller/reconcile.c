@@ -9,6 +9,7 @@
 #include "ktime.h"
 #include "reconcile.h"
 #include "common/termination.h"
+#include "common/utf8.h"
 #include "timeutil.h"
 
 void free_strv(char **v, size_t n)
@@ -167,6 +168,7 @@ static void set_why(char reason_out[48], char message_out[600], const char *reas
 {
 	snprintf(reason_out, 48, "%s", reason);
 	vsnprintf(message_out, 600, fmt, ap);
+	utf8_fix(message_out, 600);     /* it quotes the injector: whole characters only */
 }
 
 __attribute__((format(printf, 4, 5)))

@@ -13,6 +13,7 @@
 
 #include "digest.h"
 #include "termlog.h"
+#include "utf8.h"
 
 void termlog_count(struct termination *t, const char *key, uint64_t value)
 {
@@ -260,8 +261,13 @@ static void count_omitted(struct termination *t, uint64_t more)
  */
 int termlog_fit(struct termination *t, char *buf, size_t len)
 {
-	int n = termination__format(t, buf, len);
+	int n;
 	size_t keep;
+
+	/* the error quotes the target (its argv, its paths): anything, and one byte that is
+	 * not UTF-8 would cost the whole message (jansson refuses the string) */
+	utf8_fix(t->error, sizeof(t->error));
+	n = termination__format(t, buf, len);
 
 	if (n != -E2BIG)
 		return n;
@@ -284,7 +290,8 @@ int termlog_fit(struct termination *t, char *buf, size_t len)
 	/* only the error text and the counts are left: shorten the text */
 	for (size_t cut = strlen(t->error); n == -E2BIG && cut > 16; ) {
 		cut = cut > 64 ? cut - 64 : 16;
-		memcpy(t->error + cut - 3, "...", 4);
+		/* at a character's boundary, never inside one */
+		memcpy(t->error + utf8_cut(t->error, strlen(t->error), cut - 3), "...", 4);
 		n = termination__format(t, buf, len);
 	}
 	return n;

@@ -62,7 +62,9 @@ void termlog_redact(char *s, size_t size);
 
 /*
  * Formats t into buf (at least TERMINATION_MAX bytes), dropping what does not fit as
- * described above (t is changed accordingly). Returns the length, or a negative errno.
+ * described above (t is changed accordingly: the error made valid UTF-8 first, each byte
+ * that is not replaced by '?', and shortened at a character's boundary). Returns the
+ * length, or a negative errno.
  */
 int termlog_fit(struct termination *t, char *buf, size_t len);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "common/termination.h"
+#include "common/utf8.h"
 #include "injector/artifacts/termlog.h"
 
 static char dir[PATH_MAX];
@@ -209,6 +210,60 @@ static void test_too_big(void **state)
 	assert_int_equal(strlen(back->error), TERM_ERROR_MAX - 1);
 }
 
+
+/*
+ * The error quotes a target: its argv has bytes that are not UTF-8, and a long name of
+ * multi-byte characters is cut at the byte bound (inside a character), then shortened
+ * again to fit the message beside long artifact URLs. The message is still one jansson
+ * takes, the reason and the artifact list intact, the bad bytes shown as '?'.
+ */
+static void test_error_not_utf8(void **state)
+{
+	struct termination *t = *state, *back = t + 1;
+	char name[3 * 400 + 1], text[TERM_ERROR_MAX];
+	size_t n = 0;
+
+	for (int i = 0; i < 400; i++, n += 3)
+		memcpy(name + n, "\xe8\xa8\x93", 3);             /* U+8A13, three bytes each */
+	name[n] = 0;
+	snprintf(text, sizeof(text), "cannot attach to pid 42 (python3 tr\xff\xc0"
+		 "ain.py --run \xed\xa0\x80): %s", name);
+	memcpy(t->error, text, sizeof(text));
+	assert_int_equal(strlen(t->error), TERM_ERROR_MAX - 1);   /* cut inside a character */
+	for (size_t i = 0; i < 3; i++) {
+		struct term_artifact *a = &t->artifacts[t->n_artifacts++];
+
+		snprintf(a->name, sizeof(a->name), i == 0 ? "manifest.json" : "f%zu.svg", i);
+		snprintf(a->url, sizeof(a->url), i == 0 ? "s3://bucket/manifest.json" :
+			 "s3://bucket/f%zu.svg", i);
+		memset(a->sha256, 'a', 64);
+	}
+	roundtrip(t, back);
+	assert_int_equal(back->n_artifacts, 3);
+	assert_string_equal(back->artifacts[2].url, "s3://bucket/f2.svg");
+	assert_true(utf8_valid(back->error, strlen(back->error)));
+	assert_non_null(strstr(back->error, "cannot attach to pid 42 (python3 tr?\?ain.py --run ?\?\?): "
+				"\xe8\xa8\x93\xe8\xa8\x93"));
+	assert_int_equal(strlen(strstr(back->error, "\xe8\xa8\x93")) % 3, 0);
+
+	/* a message bound so small the error has to be shortened too: at a boundary */
+	snprintf(text, sizeof(text), "cannot attach: %s", name);
+	memcpy(t->error, text, sizeof(text));
+	{
+		char buf[400], why[256];
+		int len = termlog_fit(t, buf, sizeof(buf));
+
+		assert_true(len > 0 && len < (int)sizeof(buf));
+		if (termination__parse(buf, (size_t)len, back, why, sizeof(why)) != 0)
+			fail_msg("the controller refuses the message: %s\n%s", why, buf);
+	}
+	assert_true(strlen(back->error) < 400);
+	assert_true(utf8_valid(back->error, strlen(back->error)));
+	assert_non_null(strstr(back->error, "cannot attach: \xe8\xa8\x93"));
+	assert_int_equal(strcmp(back->error + strlen(back->error) - 3, "..."), 0);
+	assert_int_equal((strlen(back->error) - strlen("cannot attach: ...")) % 3, 0);
+}
+
 static void test_redact(void **state)
 {
 	struct termination *t = *state, *back = t + 1;
@@ -261,6 +316,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_uploaded_artifacts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_too_big, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redact, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_error_not_utf8, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
