@@ -90,6 +90,7 @@
 #include "target/target.h"
 #include "inject.h"
 #include "safepoint.h"
+#include "seccomp.h"
 #include "session.h"
 
 #ifndef __x86_64__
@@ -1452,6 +1453,9 @@ static int prepare_job(struct inject_job *j, const struct inject_opts *opts)
 		return r;
 	}
 	r = refuse_shadow_stack(j->pid, rep);
+	if (r < 0)
+		return r;
+	r = seccomp_refuse_remote_call(j->pid, rep->message, sizeof(rep->message));
 	if (r < 0)
 		return r;
 	r = resolve_funcs(j->pid, j->wake, &j->funcs, rep->message, sizeof(rep->message));

@@ -26,6 +26,17 @@ def assert_untouched(pid):
     assert not any(s in ("t", "T") for s in thread_states(pid).values())
 
 
+def assert_auto_chose_ebpf(pid, out, reason):
+    """--method auto (the default) records pid with the eBPF method, saying why (reason)
+    in the summary and on stderr, and loads nothing into it."""
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "300ms", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    t = load_summary(out)["targets"][0]
+    assert t["method"] == "ebpf" and reason in t["method_reason"], t
+    assert "--method auto: recording with the eBPF method" in r.stderr, r.stderr
+    assert_untouched(pid)
+
+
 def test_usage_errors():
     r = run_aiprof(["profile"])
     assert r.returncode == EXIT_USAGE and "--pid" in r.stderr
@@ -93,12 +104,7 @@ def test_static_binary(procs, tmp_path):
     assert "statically linked" in r.stderr and "eBPF" in r.stderr
     assert_untouched(p.pid)
     # --method auto (the default) records it with the eBPF method, saying why
-    r = run_aiprof(["profile", "--pid", str(p.pid), "-d", "300ms", "-o", str(tmp_path / "y")])
-    assert r.returncode == 0, r.stderr
-    t = load_summary(tmp_path / "y")["targets"][0]
-    assert t["method"] == "ebpf" and "statically linked" in t["method_reason"], t
-    assert "--method auto: recording with the eBPF method" in r.stderr, r.stderr
-    assert_untouched(p.pid)
+    assert_auto_chose_ebpf(p.pid, tmp_path / "y", "statically linked")
 
 
 def test_unsupported_arch_32bit(procs, tmp_path):
@@ -141,3 +147,53 @@ def test_target_exits_during_window(procs, tmp_path):
     assert p.wait(timeout=60) == 0
     assert r.returncode == 0, r.stderr
     assert (out / "timeline.json.gz").exists() and (out / "summary.json").exists()
+
+
+# A test double of a sandboxed workload: its only thread installs a seccomp filter that
+# kills the whole process on memfd_create(2), a system call of the remote call that loads
+# libaiprof.so, and allows everything else; then it waits.
+SECCOMP_DOUBLE = r"""
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 1;
+	printf("ready\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+"""
+
+
+def test_seccomp_filter_refused_then_ebpf(procs, tmp_path):
+    """A target under a seccomp filter is never made to run a remote call (before the
+    Seccomp: line was read, the injection's memfd_create killed this one): --method ptrace
+    refuses with the reason, --method auto records with the eBPF method and says why."""
+    require_root()
+    exe = build(tmp_path, "seccomp_double", SECCOMP_DOUBLE, "-O2")
+    p, _ = procs.start([exe], ready="ready")
+    with open(f"/proc/{p.pid}/status") as f:
+        assert "Seccomp:\t2" in f.read()
+    r = run_aiprof(["profile", "--method", "ptrace", "--pid", str(p.pid), "-d", "100ms", "-o",
+                    str(tmp_path / "x")])
+    assert r.returncode == EXIT_UNSUPPORTED, r.stderr
+    assert f"of pid {p.pid} runs under seccomp with a filter" in r.stderr, r.stderr
+    assert "--method ebpf" in r.stderr, r.stderr
+    assert p.poll() is None, "the target died"
+    assert_untouched(p.pid)
+    assert_auto_chose_ebpf(p.pid, tmp_path / "y", "runs under seccomp with a filter")
+    assert p.poll() is None, "the target died"
