@@ -27,6 +27,7 @@ const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a reco
 bool running = false;
 __u64 lost = 0;
 __u64 tw_failed = 0;
+__u64 tw_map_full = 0;        /* task works not scheduled: offcpu_works was full */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -168,7 +169,7 @@ static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 /* the record is completed in the thread's own context: a task work of its own */
 static __always_inline bool schedule_work(struct task_struct *t)
 {
-	return tw_schedule(t, &offcpu_works, offcpu_tw_run);
+	return tw_schedule(t, &offcpu_works, offcpu_tw_run, &tw_map_full);
 }
 #else
 static __always_inline bool schedule_work(struct task_struct *t)
@@ -275,5 +276,8 @@ int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
 	s->woke = 0;
 	return 0;
 }
+
+/* a thread's exit: its task work slot goes (loaded only with the task work programs) */
+TW_FORGET_AT_EXIT(offcpu_thread_exit, offcpu_works)
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

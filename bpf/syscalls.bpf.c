@@ -29,13 +29,12 @@
 #define S_IFMT  00170000
 #define S_IFSOCK 0140000
 
-#define PF_EXITING 0x00000004
-
 const volatile __u64 slow_ns = 1000000;
 
 bool running = false;
 __u64 lost = 0;
 __u64 tw_failed = 0;
+__u64 tw_map_full = 0;        /* of them, because sys_works was full */
 
 struct sys_enter_state {
 	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
@@ -370,7 +369,7 @@ static int sys_tw_run(struct bpf_map *map, void *key, void *value)
 
 static __always_inline bool schedule_work(struct task_struct *t)
 {
-	return tw_schedule(t, &sys_works, sys_tw_run);
+	return tw_schedule(t, &sys_works, sys_tw_run, &tw_map_full);
 }
 
 #else
@@ -415,6 +414,10 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	s = bpf_task_storage_get(&sys_start, next, NULL, 0);
 	if (!s || !s->ts || s->armed)
 		return 0;
+	if (next->flags & PF_EXITING) {
+		s->ts = 0;    /* exit or a fatal signal: the call does not return */
+		return 0;
+	}
 	if (schedule_work(next)) {
 		s->armed = 1;
 	} else {
@@ -424,5 +427,8 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	}
 	return 0;
 }
+
+/* a thread's exit: its task work slot goes (loaded only with the task work programs) */
+TW_FORGET_AT_EXIT(sys_thread_exit, sys_works)
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

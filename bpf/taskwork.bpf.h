@@ -10,6 +10,10 @@
 #ifndef AIPROF_BPF_TASKWORK_BPF_H
 #define AIPROF_BPF_TASKWORK_BPF_H
 
+#ifndef PF_EXITING
+#define PF_EXITING 0x00000004     /* task_struct.flags: in do_exit (include/linux/sched.h) */
+#endif
+
 #ifdef AIPROF_HAVE_TASK_WORK
 const volatile bool task_work_built = true;
 
@@ -23,24 +27,58 @@ struct tw_slot {
 };
 
 /* Schedules cb for thread t, in map's slot for it (made on first use); false: no slot
- * (the map full) or the kernel refused (t exiting, already scheduled). */
+ * (the map full: counted in *map_full), t exiting, or the kernel refused (already
+ * scheduled). A slot lives until its thread exits (tw_forget). */
 static __always_inline bool tw_schedule(struct task_struct *t, void *map,
-					bpf_task_work_callback_t cb)
+					bpf_task_work_callback_t cb, __u64 *map_full)
 {
 	struct tw_slot zero = {}, *w;
 	__u32 tid = t->pid;
 
+	/* exiting (past sched_process_exit, maybe): a slot made now would outlive it */
+	if (t->flags & PF_EXITING)
+		return false;
 	w = bpf_map_lookup_elem(map, &tid);
 	if (!w) {
 		bpf_map_update_elem(map, &tid, &zero, BPF_NOEXIST);
 		w = bpf_map_lookup_elem(map, &tid);
-		if (!w)
+		if (!w) {
+			__sync_fetch_and_add(map_full, 1);
 			return false;
+		}
 	}
 	return bpf_task_work_schedule_resume_impl(t, &w->tw, map, cb, NULL) == 0;
 }
+
+/* A thread that exits gives its slot back (a pending work of its is cancelled with it):
+ * without this, the map fills with the slots of threads long gone, and a window with more
+ * threads than it holds loses records. Called from sched_process_exit, for every thread on
+ * the node (a delete of a key that is not there is a cheap miss). */
+static __always_inline void tw_forget(void *map, struct task_struct *t)
+{
+	__u32 tid = t->pid;
+
+	bpf_map_delete_elem(map, &tid);
+}
+
+/* The program (tp_btf/sched_process_exit, named name) that gives an exiting thread's slot
+ * of map back; user space loads it with the programs that schedule into map. */
+#define TW_FORGET_AT_EXIT(name, map)						\
+	SEC("tp_btf/sched_process_exit")					\
+	int BPF_PROG(name, struct task_struct *p)				\
+	{									\
+		tw_forget(&map, p);						\
+		return 0;							\
+	}
 #else
 const volatile bool task_work_built = false;
+
+#define TW_FORGET_AT_EXIT(name, map)						\
+	SEC("tp_btf/sched_process_exit")					\
+	int BPF_PROG(name, struct task_struct *p)				\
+	{									\
+		return 0;   /* never loaded: no task works in this object */	\
+	}
 #endif
 
 #endif

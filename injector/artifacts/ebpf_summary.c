@@ -364,6 +364,9 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "events_summed", summed);
 	jsonw_kv_uint(w, "records", e->records);
 	jsonw_kv_uint(w, "lost_records", e->lost);
+	/* a thread's record completed by a task work whose slot could not be had (the
+	 * 16,384-slot map full of live threads): recorded late (off-CPU) or lost (syscalls) */
+	jsonw_kv_uint(w, "task_work_map_full", e->tw_map_full);
 	jsonw_kv_uint(w, "foreign_records", e->foreign);
 	jsonw_key(w, "targets");
 	jsonw_arr_open(w);

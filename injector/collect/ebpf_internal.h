@@ -181,6 +181,7 @@ struct ebpf {
 	struct py_tstate *tstates;        /* scratch for reading Python thread lists */
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
+	uint64_t tw_map_full;             /* task works not scheduled: their map was full */
 	uint64_t cpu_foreign;             /* sampler runs on a non-target thread (0 when "task") */
 	bool stopped;
 };

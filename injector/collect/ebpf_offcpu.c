@@ -54,6 +54,7 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	bpf_program__set_autoload(skel->progs.offcpu_switch_tw, task_work);
 	bpf_program__set_autoload(skel->progs.offcpu_switch, !task_work);
 	bpf_program__set_autoload(skel->progs.offcpu_sys_exit, !task_work);
+	bpf_program__set_autoload(skel->progs.offcpu_thread_exit, task_work);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -114,8 +115,11 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 	if (!e->off)
 		return;
 	e->off->bss->running = on;
-	if (!on)
+	if (!on) {
 		e->lost += __atomic_exchange_n(&e->off->bss->lost, 0, __ATOMIC_RELAXED);
+		e->tw_map_full += __atomic_exchange_n(&e->off->bss->tw_map_full, 0,
+						      __ATOMIC_RELAXED);
+	}
 }
 
 /* Counts ev (its stack already in the store) and keeps it whole if the budget allows. */

@@ -157,6 +157,7 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 	bpf_program__set_autoload(skel->progs.sys_switch, switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_enter, !switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_exit, !switch_mode);
+	bpf_program__set_autoload(skel->progs.sys_thread_exit, switch_mode);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -242,6 +243,8 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 		e->lost += __atomic_exchange_n(&e->sys->bss->lost, 0, __ATOMIC_RELAXED);
 		/* a call whose task work could not be scheduled is a record lost too */
 		e->lost += __atomic_exchange_n(&e->sys->bss->tw_failed, 0, __ATOMIC_RELAXED);
+		e->tw_map_full += __atomic_exchange_n(&e->sys->bss->tw_map_full, 0,
+						      __ATOMIC_RELAXED);
 	}
 }
 
