@@ -88,8 +88,11 @@ static int resolve_container(struct cli_result *oc, const char *id, const char *
 	r = container__choose("/proc", all, n, have_re ? &re : NULL, pids, max, npids, &rule);
 	if (r < 0) {
 		for (size_t i = 0; i < n && strlen(list) + 64 < sizeof(list); i++) {
-			container__cmdline("/proc", all[i], cmd, sizeof(cmd));
-			redact_cmdline(cmd, sizeof(cmd));   /* this goes to the status */
+			char path[64];
+
+			/* this goes to the status: redacted argument by argument */
+			snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)all[i]);
+			redact_cmdline_file(path, cmd, sizeof(cmd));
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d '%.48s'",
 				 i ? ", " : "", all[i], cmd);
 		}

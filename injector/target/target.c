@@ -212,7 +212,6 @@ bool target_same_process(const struct target *t)
 void target_read_identity(struct target *t)
 {
 	char path[64], buf[256];
-	int n;
 
 	/* the pidfd first, then the start time: if the pid was reused in between, the start
 	 * time is the newcomer's and the pidfd still the first's, so the two disagree later */
@@ -230,12 +229,8 @@ void target_read_identity(struct target *t)
 		snprintf(t->comm, sizeof(t->comm), "pid%d", t->pid);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", t->pid);
-	n = readfile_buf(path, buf, sizeof(buf));
-	for (int i = 0; i < n - 1; i++)
-		if (buf[i] == 0)
-			buf[i] = ' ';
-	snprintf(t->cmdline, sizeof(t->cmdline), "%s", n > 0 ? buf : "");
-	redact_cmdline(t->cmdline, sizeof(t->cmdline));   /* it is shown: summary.json, the log */
+	/* it is shown (summary.json, the log): redacted argument by argument */
+	redact_cmdline_file(path, t->cmdline, sizeof(t->cmdline));
 }
 
 /* NSpid: host pid first, innermost namespace last */

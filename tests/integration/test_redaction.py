@@ -25,6 +25,24 @@ def test_secret_looking_arguments_are_redacted_in_the_summary(procs, tmp_path):
         assert secret not in cmd and secret not in r.stderr, secret
 
 
+
+def test_secret_values_with_spaces_short_p_and_json_config(procs, tmp_path):
+    """A value with spaces is one argument and goes whole; `-pSECRET` (mysql's style) and
+    the secret members of a JSON --config go too; the rest of the line stays readable."""
+    require_root()
+    p, _ = procs.start([sys.executable, "-c", "import sys, time; print('ready', flush=True); time.sleep(60)",
+                        "--password", "correct horse battery", "-pS3CRETpw", "--port", "80",
+                        '--config={"lr": 0.1, "wandb": {"api_key": "wb sk 77"}}'],
+                       ready="ready")
+    out = tmp_path / "out"
+    r = run_aiprof(["profile", "--pid", str(p.pid), "--duration", "1s", "--no-ebpf", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    cmd = load_summary(out)["targets"][0]["cmdline"]
+    assert "--password [redacted] -p[redacted] --port 80" in cmd, cmd
+    assert '--config={"lr": 0.1, "wandb": {"api_key": "[redacted]"}}' in cmd, cmd
+    for secret in ("horse", "battery", "S3CRETpw", "wb sk 77", "77"):
+        assert secret not in cmd and secret not in r.stderr, secret
+
 def test_stderr_is_redacted_like_the_termination_message(tmp_path):
     env = dict(os.environ, AWS_SECRET_ACCESS_KEY="s3cr3tvalue")
     log = tmp_path / "termination"
