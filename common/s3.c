@@ -514,6 +514,14 @@ void s3_error__describe(const struct s3_error *e, const struct s3_config *c, cha
 		sanitize(buf);
 		return;
 	}
+	if (e->local_err == -ETIMEDOUT) {
+		snprintf(buf, len, "%s: %s (%u tr%s): the server at %s answers too slowly (a "
+			 "byte now and then keeps a request from stalling): check its health and "
+			 "the network path, or raise --object-timeout", e->op, a->detail,
+			 e->attempts, e->attempts == 1 ? "y" : "ies", endpoint);
+		sanitize(buf);
+		return;
+	}
 	if (e->local_err) {
 		snprintf(buf, len, "%s: %s", e->op, strerror(-e->local_err));
 		sanitize(buf);
@@ -609,6 +617,7 @@ void s3_client_opts__defaults(struct s3_client_opts *o)
 	o->parallel = 4;
 	o->connect_timeout_ns = 10 * NSEC_PER_SEC;
 	o->stall_timeout_ns = 30 * NSEC_PER_SEC;
+	o->object_timeout_ns = 15 * 60 * NSEC_PER_SEC;
 	o->checksum = S3_CHECKSUM_MD5;
 	o->retry = retry;
 }
@@ -619,7 +628,30 @@ struct s3_client {
 	struct s3_hooks h;
 	CURL *curl;             /* the calling thread's handle; part workers have their own */
 	bool curl_inited;
+	uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation on the current object ends
+				 * by then (set before part workers start; 0: none) */
 };
+
+/* The operation on one object starts now: its deadline (object_timeout_ns). */
+static void begin_object(struct s3_client *c)
+{
+	c->deadline_ns = c->o.object_timeout_ns ? now_monotonic_ns() + c->o.object_timeout_ns : 0;
+}
+
+static bool overdue(const struct s3_client *c)
+{
+	return c->deadline_ns && now_monotonic_ns() >= c->deadline_ns;
+}
+
+/* The attempt a, cut short by the object's deadline. */
+static void set_overdue(const struct s3_client *c, struct s3_attempt *a)
+{
+	char d[32];
+
+	a->net = S3_NET_TIMEOUT;
+	snprintf(a->detail, sizeof(a->detail), "not done within the object's deadline of %s",
+		 format_duration(d, sizeof(d), c->o.object_timeout_ns));
+}
 
 struct s3_client *s3_client__new(const struct s3_config *cfg, const struct s3_client_opts *o,
 				 const struct s3_hooks *h)
@@ -781,10 +813,11 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 /* A request that moves no byte either way for stall_ns is aborted. curl's own low-speed
  * check averages over a window of seconds and so notices a stall several seconds late. */
 struct progress {
-	uint64_t stall_ns;
+	uint64_t stall_ns;        /* 0: no stall bound */
+	uint64_t deadline_ns;     /* 0: none */
 	uint64_t last_ns;
 	curl_off_t ul, dl;
-	bool stalled;
+	bool stalled, overdue;
 };
 
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
@@ -795,13 +828,18 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
 
 	(void)dltotal;
 	(void)ultotal;
+	/* bytes that trickle in keep a transfer from stalling, not from ending */
+	if (p->deadline_ns && now >= p->deadline_ns) {
+		p->overdue = true;
+		return 1;
+	}
 	if (!p->last_ns || ulnow != p->ul || dlnow != p->dl) {
 		p->ul = ulnow;
 		p->dl = dlnow;
 		p->last_ns = now;
 		return 0;
 	}
-	if (now - p->last_ns >= p->stall_ns) {
+	if (p->stall_ns && now - p->last_ns >= p->stall_ns) {
 		p->stalled = true;
 		return 1;
 	}
@@ -917,7 +955,7 @@ static int request_once(struct s3_client *c, CURL *h, const struct req *r, struc
 	};
 	struct body_reader rd = { r->body, r->len, 0 };
 	struct curl_slist *list = NULL;
-	struct progress prog = { .stall_ns = c->o.stall_timeout_ns };
+	struct progress prog = { .stall_ns = c->o.stall_timeout_ns, .deadline_ns = c->deadline_ns };
 	char date[17], errbuf[CURL_ERROR_SIZE] = "";
 	size_t nh = 0;
 	time_t now;
@@ -976,7 +1014,7 @@ static int request_once(struct s3_client *c, CURL *h, const struct req *r, struc
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
 			 (long)(c->o.connect_timeout_ns / NSEC_PER_MSEC));
-	if (prog.stall_ns) {
+	if (prog.stall_ns || prog.deadline_ns) {
 		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(h, CURLOPT_XFERINFODATA, &prog);
@@ -1012,7 +1050,9 @@ static int request_once(struct s3_client *c, CURL *h, const struct req *r, struc
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	a->status = status;
-	if (rc == CURLE_ABORTED_BY_CALLBACK && prog.stalled) {
+	if (rc == CURLE_ABORTED_BY_CALLBACK && prog.overdue) {
+		set_overdue(c, a);
+	} else if (rc == CURLE_ABORTED_BY_CALLBACK && prog.stalled) {
 		char d[32];
 
 		a->net = S3_NET_TIMEOUT;
@@ -1065,7 +1105,16 @@ static int try_request(void *ctx, struct s3_attempt *a)
 
 	if (t->cancel && atomic_load(t->cancel))
 		return -ECANCELED;
+	/* past the object's deadline: no (further) try */
+	if (overdue(t->c)) {
+		set_overdue(t->c, a);
+		return -ETIMEDOUT;
+	}
 	r = request_once(t->c, t->h, t->r, t->resp, a);
+	if (r == 0 && a->net != S3_NET_OK && overdue(t->c)) {
+		set_overdue(t->c, a);
+		return -ETIMEDOUT;
+	}
 	if (r == 0 && t->expect_sha256 && a->status == 404 &&
 	    strcmp(a->code, "NoSuchUpload") == 0) {
 		/* An earlier try (ours, or libcurl resending on a fresh connection) completed
@@ -1159,6 +1208,7 @@ int s3_client__put_buffer(struct s3_client *c, const char *bucket, const char *k
 			  struct s3_error *err)
 {
 	set_op(err, "PUT", bucket, key, NULL);
+	begin_object(c);
 	return put_buffer(c, c->curl, bucket, key, buf, len, m, err, NULL);
 }
 
@@ -1173,6 +1223,7 @@ int s3_client__get_buffer(struct s3_client *c, const char *bucket, const char *k
 	int rc;
 
 	set_op(err, "GET", bucket, key, NULL);
+	begin_object(c);
 	rc = s3_retry_run(&c->o.retry, &c->h, try_request, &t, err);
 	if (rc == 0 && (resp.truncated || resp.body.len > max))
 		rc = -EFBIG;
@@ -1209,6 +1260,7 @@ int s3_client__head(struct s3_client *c, const char *bucket, const char *key,
 	int rc;
 
 	set_op(err, "HEAD", bucket, key, NULL);
+	begin_object(c);
 	rc = s3_retry_run(&c->o.retry, &c->h, try_request, &t, err);
 	if (rc == 0) {
 		ret->size = resp.content_length;
@@ -1445,6 +1497,7 @@ static void mp_abort(struct mp *m)
 		p.max_attempts = 3;
 	quiet.notify = NULL;
 	set_op(&e, "DELETE", m->bucket, m->key, " (abort multipart upload)");
+	begin_object(c);          /* a bound of its own, also after the upload's ran out */
 	s3_retry_run(&p, &quiet, try_request, &t, &e);
 	strbuf__release(&resp.body);
 }
@@ -1530,6 +1583,7 @@ int s3_client__put_file(struct s3_client *c, const char *bucket, const char *key
 	memset(err, 0, sizeof(*err));
 	if (stats)
 		memset(stats, 0, sizeof(*stats));
+	begin_object(c);
 	if (size >= c->o.multipart_threshold && size > 0)
 		return put_multipart(c, bucket, key, fd, size, m, stats, err);
 

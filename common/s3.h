@@ -166,6 +166,10 @@ struct s3_client_opts {
 	unsigned parallel;            /* parts in flight at once */
 	uint64_t connect_timeout_ns;
 	uint64_t stall_timeout_ns;    /* a request that moves no byte for this long is retried */
+	uint64_t object_timeout_ns;   /* one object's operation (every part and try of a PUT, a
+				       * HEAD, a GET) not done in this long fails: a server that
+				       * trickles a byte now and then keeps a request alive past
+				       * the stall timeout; 0: no bound */
 	enum s3_checksum checksum;
 	struct s3_retry_policy retry;
 };

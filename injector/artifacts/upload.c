@@ -55,6 +55,8 @@ const char upload_options_help[] =
 	"  --max-attempts N         tries per request (default 6)\n"
 	"  --stall-timeout DURATION retry a request that moves no byte for this long (30s)\n"
 	"  --connect-timeout DURATION  (default 10s)\n"
+	"  --object-timeout DURATION  give up an object (all its parts and tries) not uploaded\n"
+	"                           in this long, however slowly bytes still move (15m)\n"
 	"  --checksum md5|sha256    Content-MD5 (default) or x-amz-checksum-sha256 on every body\n"
 	"  --delete-after           remove the local files once manifest.json is uploaded\n"
 	"  --force                  upload every file, even one already there with the same\n"
@@ -155,14 +157,18 @@ int upload_opts__parse_option(struct upload_opts *o, int opt, const char *arg, c
 		return 0;
 	case UPLOAD_OPT_STALL_TIMEOUT:
 	case UPLOAD_OPT_CONNECT_TIMEOUT:
+	case UPLOAD_OPT_OBJECT_TIMEOUT:
 		if (parse_duration_ns(arg, &v) < 0 || v < NSEC_PER_SEC) {
 			snprintf(msg, msglen, "--%s %s: give a duration of at least 1s, such as 30s",
-				 opt == UPLOAD_OPT_STALL_TIMEOUT ? "stall-timeout" : "connect-timeout",
+				 opt == UPLOAD_OPT_STALL_TIMEOUT ? "stall-timeout" :
+				 opt == UPLOAD_OPT_OBJECT_TIMEOUT ? "object-timeout" : "connect-timeout",
 				 arg);
 			return -EINVAL;
 		}
 		if (opt == UPLOAD_OPT_STALL_TIMEOUT)
 			o->client.stall_timeout_ns = v;
+		else if (opt == UPLOAD_OPT_OBJECT_TIMEOUT)
+			o->client.object_timeout_ns = v;
 		else
 			o->client.connect_timeout_ns = v;
 		return 0;

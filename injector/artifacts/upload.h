@@ -81,6 +81,7 @@ enum {
 	UPLOAD_OPT_MAX_ATTEMPTS,
 	UPLOAD_OPT_STALL_TIMEOUT,
 	UPLOAD_OPT_CONNECT_TIMEOUT,
+	UPLOAD_OPT_OBJECT_TIMEOUT,
 	UPLOAD_OPT_CHECKSUM,
 	UPLOAD_OPT_DELETE_AFTER,
 	UPLOAD_OPT_FORCE,
@@ -100,6 +101,7 @@ enum {
 	{ "max-attempts", required_argument, NULL, UPLOAD_OPT_MAX_ATTEMPTS }, \
 	{ "stall-timeout", required_argument, NULL, UPLOAD_OPT_STALL_TIMEOUT }, \
 	{ "connect-timeout", required_argument, NULL, UPLOAD_OPT_CONNECT_TIMEOUT }, \
+	{ "object-timeout", required_argument, NULL, UPLOAD_OPT_OBJECT_TIMEOUT }, \
 	{ "checksum", required_argument, NULL, UPLOAD_OPT_CHECKSUM }, \
 	{ "delete-after", no_argument, NULL, UPLOAD_OPT_DELETE_AFTER }, \
 	{ "force", no_argument, NULL, UPLOAD_OPT_FORCE }

@@ -504,3 +504,103 @@ def test_curl_7_88_sigv4_against_radosgw(rgw):
     # so the request carries the header twice (later curl sends only the caller's)
     assert cases["put_caller_date"]["dates"] == "2", p.stdout
     assert all(c["dates"] == "1" for n, c in cases.items() if n != "put_caller_date")
+
+
+class TrickleServer:
+    """A loopback HTTP server that reads each request whole, then answers with a body of one
+    byte every `every` seconds that never finishes: bytes keep moving, so no stall timeout fires. Stops
+    (its own thread and sockets) on stop()."""
+
+    def __init__(self, every=0.5):
+        import socket
+        import threading
+        self.every = every
+        self.requests = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.done = threading.Event()
+        self.conns = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        import threading
+        self.sock.settimeout(0.2)
+        while not self.done.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.conns.append(c)
+            threading.Thread(target=self.trickle, args=(c,), daemon=True).start()
+
+    def trickle(self, c):
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            line = head.split(b"\r\n", 1)[0].decode()
+            self.requests.append(line)
+            h, body = head.split(b"\r\n\r\n", 1)
+            m = [l for l in h.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+            want = int(m[0].split(b":")[1]) if m else 0
+            while len(body) < want:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return
+                body += chunk
+            # the head at once, then the body (what libcurl counts as progress) trickles
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            for _ in range(100000):
+                if self.done.wait(self.every):
+                    return
+                c.sendall(b"x")
+        except OSError:
+            return
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=5)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_object_deadline_against_a_trickling_server(tmp_path):
+    """A server that answers a byte every 0.5 s never trips the 2 s stall timeout; the
+    object's deadline (--object-timeout 3s) ends the upload all the same, with a message
+    that says what happened and what to change, and the local folder intact. Before the
+    deadline, this upload hung for as long as the server trickled."""
+    src = tmp_path / "out"
+    src.mkdir()
+    (src / "summary.json").write_text("{}")
+    srv = TrickleServer(every=0.5)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AIPROF_S3_"))}
+    env.update(AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{srv.port}", AWS_ACCESS_KEY_ID="AKIDTRICKLE",
+               AWS_SECRET_ACCESS_KEY="trickle-secret-value", AWS_REGION="us-east-1")
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([AIPROF, "upload", str(src), "s3://bucket/x", "--force",
+                            "--stall-timeout", "2s", "--object-timeout", "3s",
+                            "--max-attempts", "3"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        took = time.monotonic() - t0
+    finally:
+        srv.stop()
+    assert r.returncode == EXIT_OUTPUT, r.stderr
+    assert srv.requests and srv.requests[0].startswith("PUT /bucket/x/"), srv.requests
+    assert "not done within the object's deadline of 3s (1 try)" in r.stderr, r.stderr
+    assert "no data moved" not in r.stderr, r.stderr      # it never stalled
+    assert "--object-timeout" in r.stderr, r.stderr
+    assert "trickle-secret-value" not in r.stderr
+    assert took < 15, took
+    assert (src / "summary.json").read_text() == "{}"
+    r = subprocess.run([AIPROF, "upload", str(src), "s3://bucket/x", "--object-timeout", "0.5s"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == EXIT_USAGE and "--object-timeout 0.5s: give a duration of at least 1s" \
+        in r.stderr, r.stderr
