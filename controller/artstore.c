@@ -251,9 +251,9 @@ static bool owned_by(const json_t *meta, const char *uid)
 	return false;
 }
 
-int artstore__check_injector(const char *pod, size_t len, const char *ns, const char *session,
-			     const char *session_uid, const char *pod_uid, const char *name_,
-			     char *why, size_t whylen)
+int artstore__check_injector(const char *pod, size_t len, const char *pod_ns, const char *ns,
+			     const char *session, const char *session_uid, const char *pod_uid,
+			     const char *name_, char *why, size_t whylen)
 {
 	const char *slash = strchr(name_, '/');
 	size_t tlen = slash ? (size_t)(slash - name_) : 0;
@@ -262,6 +262,8 @@ int artstore__check_injector(const char *pod, size_t len, const char *ns, const 
 	const char *uid = json_string_value(json_object_get(meta, "uid"));
 	const char *pns = json_string_value(json_object_get(meta, "namespace"));
 	char name[ARTSTORE_OBJ_MAX + 1];
+	/* beside its session, the GC's ownerReference; across namespaces, none can be */
+	bool beside = strcmp(pod_ns, ns) == 0;
 	int r = -EPERM;
 
 	if (!json_is_object(meta) || !uid || !pns) {
@@ -271,22 +273,25 @@ int artstore__check_injector(const char *pod, size_t len, const char *ns, const 
 	str_printable(name, sizeof(name), json_string_value(json_object_get(meta, "name")));
 	if (strcmp(uid, pod_uid) != 0)
 		snprintf(why, whylen, "pod %s/%s is not the pod the token was made for (another "
-			 "UID)", ns, name);
-	else if (strcmp(pns, ns) != 0)
-		snprintf(why, whylen, "the token's pod is not in namespace %s", ns);
+			 "UID)", pod_ns, name);
+	else if (strcmp(pns, pod_ns) != 0)
+		snprintf(why, whylen, "the token's pod is not in namespace %s, where this "
+			 "controller runs injectors", pod_ns);
 	else if (strcmp(label(meta, LABEL_COMPONENT), COMPONENT_INJECTOR) != 0 ||
 		 strcmp(label(meta, LABEL_MANAGED_BY), MANAGED_BY) != 0)
-		snprintf(why, whylen, "pod %s/%s is not an aiprof injector", ns, name);
+		snprintf(why, whylen, "pod %s/%s is not an aiprof injector", pod_ns, name);
 	else if (strcmp(label(meta, LABEL_SESSION), session) != 0 ||
 		 strcmp(label(meta, LABEL_SESSION_UID), session_uid) != 0 ||
-		 !owned_by(meta, session_uid))
-		snprintf(why, whylen, "pod %s/%s is not an injector of session %s/%s", ns, name,
-			 ns, session);
+		 strcmp(label(meta, LABEL_SESSION_NS), ns) != 0 ||
+		 (beside && !owned_by(meta, session_uid)))
+		snprintf(why, whylen, "pod %s/%s is not an injector of session %s/%s", pod_ns,
+			 name, ns, session);
 	else if (!tlen || strlen(label(meta, LABEL_TARGET_POD)) != tlen ||
 		 strncmp(label(meta, LABEL_TARGET_POD), name_, tlen) != 0)
 		/* an injector writes under its own target's name only */
 		snprintf(why, whylen, "pod %s/%s is the injector of target %s, not of the target "
-			 "this artifact's name starts with", ns, name, label(meta, LABEL_TARGET_POD));
+			 "this artifact's name starts with", pod_ns, name,
+			 label(meta, LABEL_TARGET_POD));
 	else
 		r = 0;
 out:
@@ -294,14 +299,52 @@ out:
 	return r;
 }
 
-int artstore__object_uid(const char *obj, size_t len, char uid[ARTSTORE_UID_MAX + 1])
+int artstore__check_session(const char *obj, size_t len, const char *pod_uid, const char *name_,
+			    char uid[ARTSTORE_UID_MAX + 1], char *why, size_t whylen)
 {
 	json_t *doc = json_loadb(obj, len, 0, NULL);
-	bool ok = copy_str(uid, ARTSTORE_UID_MAX + 1,
-			   json_string_value(json_object_get(json_object_get(doc, "metadata"), "uid")));
+	const json_t *meta = json_object_get(doc, "metadata"), *st = json_object_get(doc, "status");
+	const char *phase = json_string_value(json_object_get(st, "phase"));
+	const char *sname = json_string_value(json_object_get(meta, "name"));
+	const char *recorded = NULL;
+	char target[ARTSTORE_OBJ_MAX + 1], shown[ARTSTORE_OBJ_MAX + 1];
+	size_t tlen = strcspn(name_, "/"), i;
+	json_t *t;
+	int r = -EPERM;
 
+	if (!json_is_object(meta) || !copy_str(uid, ARTSTORE_UID_MAX + 1,
+					       json_string_value(json_object_get(meta, "uid")))) {
+		r = -EPROTO;
+		goto out;
+	}
+	str_printable(shown, sizeof(shown), sname);
+	if (tlen >= sizeof(target))
+		tlen = sizeof(target) - 1;
+	memcpy(target, name_, tlen);
+	target[tlen] = '\0';
+	json_array_foreach(json_object_get(st, "targets"), i, t) {
+		const char *pod = json_string_value(json_object_get(t, "pod"));
+
+		if (pod && strcmp(pod, target) == 0)
+			recorded = json_string_value(json_object_get(t, "injectorUID"));
+	}
+	if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)) {
+		snprintf(why, whylen, "session %s has finished (%s): the store takes a session's "
+			 "artifacts only while it runs", shown, phase);
+	} else if (!recorded || !*recorded) {
+		/* the status is written after the pod is made: an early upload retries */
+		snprintf(why, whylen, "the status of session %s names no injector of target %s "
+			 "yet: try again", shown, target);
+		r = -EAGAIN;
+	} else if (strcmp(recorded, pod_uid) != 0) {
+		snprintf(why, whylen, "the token's pod is not the injector session %s recorded "
+			 "for target %s (status.targets[].injectorUID)", shown, target);
+	} else {
+		r = 0;
+	}
+out:
 	json_decref(doc);
-	return ok ? 0 : -EPROTO;
+	return r;
 }
 
 /* An annotation of an object's metadata, or NULL. */

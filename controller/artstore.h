@@ -95,19 +95,28 @@ int artstore__parse_review(const char *body, size_t len, struct artstore_pod *re
 
 /*
  * Whether pod (a Pod's JSON from the API server) is an injector the controller made for the
- * session of session_uid in namespace ns (injspec.c's pod_metadata()): the same UID as the
- * token's pod (pod_uid), labels aiprof.io/session (session), aiprof.io/session-uid,
- * app.kubernetes.io/component aiprof-injector and managed-by aiprof-controller, and an
- * ownerReference to the ProfilingSession of that UID, and the artifact's name (its first
- * component) under its own target pod (label aiprof.io/target-pod). 0, -EPERM with why,
- * -EPROTO.
+ * session of session_uid in namespace ns (injspec.c's pod_metadata()), in pod_ns (the
+ * injector namespace, or ns when the controller has none): the same UID as the token's pod
+ * (pod_uid), labels aiprof.io/session (session), aiprof.io/session-uid,
+ * aiprof.io/session-namespace (ns), app.kubernetes.io/component aiprof-injector and
+ * managed-by aiprof-controller, an ownerReference to the ProfilingSession of that UID when
+ * pod_ns is ns (none can cross namespaces), and the artifact's name (its first component)
+ * under its own target pod (label aiprof.io/target-pod). 0, -EPERM with why, -EPROTO.
  */
-int artstore__check_injector(const char *pod, size_t len, const char *ns, const char *session,
-			     const char *session_uid, const char *pod_uid, const char *name,
-			     char *why, size_t whylen);
+int artstore__check_injector(const char *pod, size_t len, const char *pod_ns, const char *ns,
+			     const char *session, const char *session_uid, const char *pod_uid,
+			     const char *name, char *why, size_t whylen);
 
-/* The metadata.uid of an object's JSON (a session) into uid; -EPROTO without one. */
-int artstore__object_uid(const char *obj, size_t len, char uid[ARTSTORE_UID_MAX + 1]);
+/*
+ * Whether the session (its JSON, status included; outside input) takes name from the pod of
+ * pod_uid: its status.targets[] entry for the target that name's first component names
+ * recorded that pod (injectorUID: the injector the controller created and saw first), and
+ * the session has not finished (status.phase neither Succeeded nor Failed). 0 and the
+ * session's metadata.uid in uid; -EPERM with why (finished, another pod recorded); -EAGAIN
+ * with why (no injector recorded for that target yet: a retry may pass); -EPROTO (no UID).
+ */
+int artstore__check_session(const char *obj, size_t len, const char *pod_uid, const char *name,
+			    char uid[ARTSTORE_UID_MAX + 1], char *why, size_t whylen);
 
 /*
  * What a list of the session's ConfigMaps (a ConfigMapList or PartialObjectMetadataList)

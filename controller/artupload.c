@@ -115,6 +115,13 @@ static int call(struct artupload *u, const char *method, const char *path, const
 			      ret_len, st);
 }
 
+/* Where the injectors of r's session run: the injector namespace (injspec__pods_namespace():
+ * every store session's), or the session's own when the controller has none. */
+static const char *pods_ns(const struct artupload *u, const struct artupload_req *r)
+{
+	return u->cfg.injector_ns && u->cfg.injector_ns[0] ? u->cfg.injector_ns : r->path.ns;
+}
+
 /* Who the token is: 0 and the pod, else the answer is set. The token is wiped here. */
 static int review(struct artupload *u, struct artupload_req *r, struct artstore_pod *pod)
 {
@@ -141,30 +148,36 @@ static int review(struct artupload *u, struct artupload_req *r, struct artstore_
 	if (err < 0)
 		return -say(r, 503, "the answer to the token's review is not a TokenReview: try "
 			    "again");
-	if (strcmp(pod->ns, r->path.ns) != 0)
-		return -say(r, 403, "forbidden: the token is of a pod of namespace %s, not %s",
-			    pod->ns, r->path.ns);
+	if (strcmp(pod->ns, pods_ns(u, r)) != 0)
+		return -say(r, 403, "forbidden: the token is of a pod of namespace %s; this "
+			    "controller runs the injectors of session %s/%s in %s", pod->ns,
+			    r->path.ns, r->path.session, pods_ns(u, r));
 	return 0;
 }
 
-/* The session's UID into uid: 0, else the answer is set. */
-static int session_uid(struct artupload *u, struct artupload_req *r,
-		       char uid[ARTSTORE_UID_MAX + 1])
+/* Whether the session runs and recorded the token's pod as the injector of the target the
+ * name starts with; its UID into uid: 0, else the answer is set. */
+static int check_session(struct artupload *u, struct artupload_req *r,
+			 const struct artstore_pod *pod, char uid[ARTSTORE_UID_MAX + 1])
 {
 	struct kube_status st;
-	char path[512], *resp = NULL;
+	char path[512], why[WHY_MAX], *resp = NULL;
 	size_t len = 0;
 	int err;
 
 	snprintf(path, sizeof(path), SESSION_API_PREFIX "/namespaces/%s/" SESSION_RESOURCE "/%s",
 		 r->path.ns, r->path.session);
-	err = call(u, "GET", path, META_ONE, NULL, 0, &resp, &len, &st);
+	err = call(u, "GET", path, NULL, NULL, 0, &resp, &len, &st);
 	if (err == -ENOENT)
 		return -say(r, 404, "not found: no session %s/%s", r->path.ns, r->path.session);
 	if (err < 0)
 		return -api_failed(r, "cannot read the session", err, &st);
-	err = artstore__object_uid(resp, len, uid);
+	err = artstore__check_session(resp, len, pod->uid, r->path.name, uid, why, sizeof(why));
 	free(resp);
+	if (err == -EPERM)
+		return -say(r, 403, "forbidden: %s", why);
+	if (err == -EAGAIN)
+		return -say(r, 503, "%s", why);
 	return err < 0 ? -say(r, 503, "the session's answer has no UID: try again") : 0;
 }
 
@@ -177,15 +190,15 @@ static int check_pod(struct artupload *u, struct artupload_req *r, const struct 
 	size_t len = 0;
 	int err;
 
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", r->path.ns, pod->name);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", pods_ns(u, r), pod->name);
 	err = call(u, "GET", path, META_ONE, NULL, 0, &resp, &len, &st);
 	if (err == -ENOENT)
-		return -say(r, 403, "forbidden: the token's pod %s/%s is gone", r->path.ns,
+		return -say(r, 403, "forbidden: the token's pod %s/%s is gone", pods_ns(u, r),
 			    pod->name);
 	if (err < 0)
 		return -api_failed(r, "cannot read the token's pod", err, &st);
-	err = artstore__check_injector(resp, len, r->path.ns, r->path.session, uid, pod->uid,
-				       r->path.name, why, sizeof(why));
+	err = artstore__check_injector(resp, len, pods_ns(u, r), r->path.ns, r->path.session,
+				       uid, pod->uid, r->path.name, why, sizeof(why));
 	free(resp);
 	if (err == -EPERM)
 		return -say(r, 403, "forbidden: %s", why);
@@ -263,7 +276,7 @@ static void check(struct artupload *u, struct artupload_req *r)
 	struct artstore_pod pod;
 
 	r->code = 0;
-	if (review(u, r, &pod) < 0 || session_uid(u, r, r->session_uid) < 0 ||
+	if (review(u, r, &pod) < 0 || check_session(u, r, &pod, r->session_uid) < 0 ||
 	    check_pod(u, r, &pod, r->session_uid) < 0)
 		r->session_uid[0] = '\0';
 }

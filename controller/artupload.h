@@ -10,8 +10,10 @@
  *
  * What the worker does, in order, and the answer when a step says no:
  *   CHECK: TokenReview of the token, spec.audiences [aiprof.io/artifacts] 401, 403, 503
- *   GET the session named in the path (its UID)                          404, 503
- *   GET the pod the token is bound to, in the path's namespace: an injector of that
+ *   the token's pod in the injector namespace (injector_ns)              403
+ *   GET the session named in the path: it runs, and its status recorded the token's pod
+ *     as the injector of the name's target (artstore__check_session())   404, 403, 503
+ *   GET the pod the token is bound to, in the injector namespace: an injector of that
  *     session (artstore__check_injector()) with the token's pod UID      403, 503
  *   STORE: SHA-256 of the body against X-Aiprof-Sha256                   400
  *   list the session's ConfigMaps (metadata only): the same name with another checksum
@@ -43,6 +45,9 @@ typedef int (*artupload_request_fn)(void *ctx, const char *method, const char *p
 struct artupload_config {
 	const struct kube_config *kube; /* must outlive the worker */
 	uint64_t max_file, max_session; /* bytes */
+	/* where the controller runs every store session's injector pods (--injector-namespace,
+	 * injspec__pods_namespace()); NULL or "": in the session's namespace */
+	const char *injector_ns;
 	void (*wake)(void *ctx);        /* an upload is done: called from the worker thread */
 	void *ctx;
 	artupload_request_fn request;   /* for tests; NULL: a kube client of kube */

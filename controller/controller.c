@@ -320,6 +320,16 @@ static void match_session(void *ctx, void *obj)
 		m->n++;
 }
 
+/* Whether the injector pod p is of a session this controller watches: one scoped to a
+ * namespace (--namespace) leaves the injector namespace's pods of other namespaces' sessions
+ * to their own controller, which it would otherwise take for orphans and delete. */
+static bool session_watched(const struct controller *c, const struct kpod *p)
+{
+	const char *sns = kpod__session_ns(p)[0] ? kpod__session_ns(p) : kpod__ns(p);
+
+	return !c->cfg.namespace || strcmp(c->cfg.namespace, sns) == 0;
+}
+
 /* A pod changed: its session if it is an injector, else the sessions that target it. */
 static void pod_changed(struct controller *c, const struct kpod *p)
 {
@@ -328,7 +338,7 @@ static void pod_changed(struct controller *c, const struct kpod *p)
 	if (kpod__session_uid(p)[0]) {
 		char key[600];
 
-		if (kpod__session_name(p)[0]) {
+		if (kpod__session_name(p)[0] && session_watched(c, p)) {
 			snprintf(key, sizeof(key), "%s/%s", kpod__session_ns(p)[0] ?
 				 kpod__session_ns(p) : kpod__ns(p), kpod__session_name(p));
 			enqueue(c, key);
@@ -1557,7 +1567,7 @@ static void enqueue_gone(void *ctx, void *obj)
 	char key[600];
 
 	if (!kpod__session_uid(p)[0] || !kpod__session_ns(p)[0] ||
-	    strcmp(kpod__ns(p), c->cfg.rc.inj.ns) != 0)
+	    strcmp(kpod__ns(p), c->cfg.rc.inj.ns) != 0 || !session_watched(c, p))
 		return;
 	snprintf(key, sizeof(key), "%s/%s", kpod__session_ns(p), kpod__session_name(p));
 	s = store__get(informer__store(c->sessions), key);

@@ -1251,6 +1251,7 @@ int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
 	uc.ctx = d;
 	uc.max_file = d->cfg.store_max_file;
 	uc.max_session = d->cfg.store_max_session;
+	uc.injector_ns = cfg->store_injector_ns;
 	r = cfg->auth == HTTPD_AUTH_KUBERNETES ? httpauth__new(&ac, &d->auth) : 0;
 	if (r == 0 && cfg->auth == HTTPD_AUTH_KUBERNETES)
 		r = artupload__new(&uc, &d->store);

@@ -62,6 +62,7 @@ struct httpd_config {
 	const struct kube_config *kube; /* HTTPD_AUTH_KUBERNETES: reviews go there; outlives */
 	unsigned max_ws_clients, max_connections;
 	uint64_t store_max_file, store_max_session;     /* bytes; 0: the defaults (artstore.h) */
+	const char *store_injector_ns;  /* artupload_config.injector_ns; outlives */
 };
 
 struct httpd;

@@ -45,7 +45,10 @@ void injspec__merge_pod_name(const struct session *s, char out[INJECTOR_POD_NAME
 
 const char *injspec__pods_namespace(const struct injector_config *cfg, const struct session *s)
 {
-	bool admins = s->spec.storage_ref || s->spec.s3_defaulted;
+	/* one rule: only a session that gives its own spec.output.s3 (which the admin allowed
+	 * with --allow-inline-s3) has its pods beside it; the admin's storage and the in-cluster
+	 * store put them where tenants have no verbs */
+	bool admins = s->spec.storage_ref || s->spec.s3_defaulted || s->spec.in_cluster;
 
 	return cfg->ns && cfg->ns[0] && admins ? cfg->ns : s->ns;
 }

@@ -11,7 +11,8 @@
  * session asks for library collectors only; plus SYS_ADMIN for eBPF on a
  * kernel older than 5.8, which has no CAP_BPF/CAP_PERFMON), tolerating every taint, an
  * activeDeadlineSeconds of duration + grace. It runs in the injector namespace (the
- * operator's, where tenants have no verbs) when the session's storage is the admin's, labelled
+ * operator's, where tenants have no verbs) when the session's storage is the admin's or the
+ * in-cluster store, labelled
  * with the session's namespace, name and UID (an ownerReference cannot cross namespaces);
  * in the session's own namespace, with an ownerReference to it, when the session gives its
  * own spec.output.s3, whose Secret is the tenant's (injspec__pods_namespace()).
@@ -95,10 +96,10 @@ void injspec__pod_name(const struct session *s, const char *target_pod,
 void injspec__ephemeral_name(const struct session *s, char out[32]);
 
 /*
- * The namespace of s's node-agent and merge pods: cfg->ns for a session whose storage the
- * admin chose (spec.output.storageRef, or the controller's --default-s3-* settings), s's own
- * for one that gives spec.output.s3 itself (--allow-inline-s3: its Secret is in its
- * namespace) or when cfg->ns is NULL.
+ * The namespace of s's node-agent and merge pods: cfg->ns for every session but one that
+ * gives spec.output.s3 itself (--allow-inline-s3: its Secret is in its namespace): the
+ * admin's storage (spec.output.storageRef, the --default-s3-* settings) and the in-cluster
+ * store alike; s's own namespace for that one, or when cfg->ns is NULL.
  */
 const char *injspec__pods_namespace(const struct injector_config *cfg, const struct session *s);
 

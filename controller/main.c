@@ -643,6 +643,7 @@ static int serving_config(const struct options *o, const struct kube_config *kcf
 		.addr = o->metrics, .auth = o->http_auth, .kube = kcfg,
 		.max_ws_clients = o->max_ws ? o->max_ws : HTTPD_MAX_WS_CLIENTS,
 		.store_max_file = o->store_max_file, .store_max_session = o->store_max_session,
+		.store_injector_ns = o->cc.rc.inj.ns,
 	};
 	hc->max_connections = o->max_conns ? o->max_conns :
 		hc->max_ws_clients + HTTPD_SPARE_CONNECTIONS > HTTPD_MAX_CONNECTIONS ?

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for what controller/artstore.c reads from outside: an upload's path and
- * X-Aiprof-Sha256, and the API server's answers (a TokenReview, a Pod, a list of ConfigMaps,
- * one ConfigMap). The first byte picks which. A path accepted must give names the checks
+ * X-Aiprof-Sha256, and the API server's answers (a TokenReview, a Pod, a session, a list of
+ * ConfigMaps, one ConfigMap). The first byte picks which. A path accepted must give names the checks
  * accept again and ConfigMaps whose JSON names them; a review accepted must name a pod in
  * a namespace that fits the fields.
  * FUZZ_SOURCES: controller/artstore.c common/storeurl.c common/s3url.c common/digest.c common/strbuf.c common/readfile.c
@@ -85,11 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		review(s, size - 1);
 		break;
 	case 2:
-		r = artstore__check_injector(s, size - 1, "train", "s1", "u-1", "p-1", "t-0/a.json",
-					     why, sizeof(why));
+		r = artstore__check_injector(s, size - 1, "aiprof-injectors", "train", "s1", "u-1",
+					     "p-1", "t-0/a.json", why, sizeof(why));
 		CHECK(r == 0 || r == -EPERM || r == -EPROTO);
-		r = artstore__object_uid(s, size - 1, uid);
-		CHECK(r == -EPROTO || (r == 0 && uid[0]));
+		r = artstore__check_session(s, size - 1, "p-1", "t-0/a.json", uid, why, sizeof(why));
+		CHECK(r == -EPROTO || r == -EPERM || r == -EAGAIN || (r == 0 && uid[0]));
 		break;
 	case 3:
 		r = artstore__stored(s, size - 1, "a", &others, existing);

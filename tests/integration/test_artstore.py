@@ -4,8 +4,9 @@ artupload.h, httpd.c) against the REAL Kubernetes API server (v1.32, tests/k8s/r
 the uploader's token is a real pod-bound service-account token (TokenRequest with
 --bound-object-kind Pod, audience aiprof.io/artifacts), reviewed by the real TokenReview
 API; the pod is one that looks exactly as controller/injspec.c makes an injector of the
-session (labels, ownerReference) and that stays Pending (no node matches it); the
-ConfigMaps are created by the real API server and deleted with the session by its real
+session in the injector namespace (labels, no ownerReference: none crosses namespaces),
+recorded in the session's status as the injector of its target, and that stays Pending (no
+node matches it); the ConfigMaps are created by the real API server and deleted with the session by its real
 garbage collector (the kit runs the controller manager).
 
 The controller here runs under the chart's RBAC (its objects applied, the chart's service
@@ -35,7 +36,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 from harness import ControllerProcess, wait_for  # noqa: E402
 import played  # noqa: E402
 import realk8s  # noqa: E402
-from test_install import RELEASE_NS, one, render  # noqa: E402
+from test_install import INJ_NS, RELEASE_NS, one, render  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not os.path.exists(CONTROLLER), reason=f"{CONTROLLER} not built")]
 
@@ -52,21 +53,28 @@ def sanitized():
         return b"__asan_init" in f.read()
 
 
-@pytest.fixture(scope="module")
-def k8s(tmp_path_factory):
-    c = realk8s.require()
-    c.apply_crds(os.path.join(ROOT, "crds"))
+def apply_chart_rbac(c, made):
+    """The chart's RBAC objects (its defaults) applied to the real server; what was not there
+    before goes to the front of made (to delete, in order). Returns the rendered docs."""
     docs = render()
-    made = []                           # what this module made (and so deletes)
-    if c.get("namespace", RELEASE_NS) is None:
-        c.ensure_namespace(RELEASE_NS)
-        made.append(["namespace", RELEASE_NS])
     for d in docs:
         if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
             where = ["-n", d["metadata"]["namespace"]] if d["metadata"].get("namespace") else []
             if c.get(d["kind"].lower(), d["metadata"]["name"], *where) is None:
                 made.insert(0, [d["kind"].lower(), d["metadata"]["name"], *where])
             c.apply(d, ns=d["metadata"].get("namespace"))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def k8s(tmp_path_factory):
+    c = realk8s.require()
+    c.apply_crds(os.path.join(ROOT, "crds"))
+    made = []                           # what this module made (and so deletes)
+    if c.get("namespace", RELEASE_NS) is None:
+        c.ensure_namespace(RELEASE_NS)
+        made.append(["namespace", RELEASE_NS])
+    docs = apply_chart_rbac(c, made)
     sa_token = c.token(RELEASE_NS, one(docs, "ServiceAccount")["metadata"]["name"], seconds=1800)
     kubeconfig = c.kubeconfig_for(str(tmp_path_factory.mktemp("sa") / "kubeconfig"), sa_token)
     yield {"cluster": c, "kube": played.admin_client(c, "aiprof-tests-artstore/1"),
@@ -75,16 +83,17 @@ def k8s(tmp_path_factory):
         c.kubectl("delete", *what, "--wait=false")
 
 
-def injector_pod(name, session, uid, labels=None, target="trainer-0"):
-    """A pod as controller/injspec.c labels and owns the injector of target pod `target` of the
-    session, Pending for good: no node has the label it selects."""
+def injector_pod(name, session, uid, labels=None, target="trainer-0", owned=False):
+    """A pod as controller/injspec.c labels the injector of target pod `target` of the session
+    (owned: with the ownerReference it has beside its session), Pending for good: no node has
+    the label it selects."""
     meta = {"name": name, "labels": labels if labels is not None else {
         "aiprof.io/session-uid": uid, "aiprof.io/session": session["metadata"]["name"],
         "aiprof.io/target-pod": target,
         "aiprof.io/session-namespace": session["metadata"]["namespace"],
         "app.kubernetes.io/component": "aiprof-injector",
         "app.kubernetes.io/managed-by": "aiprof-controller"}}
-    if labels is None:
+    if owned:
         meta["ownerReferences"] = [{"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
                                     "name": session["metadata"]["name"], "uid": uid,
                                     "controller": True, "blockOwnerDeletion": True}]
@@ -95,9 +104,12 @@ def injector_pod(name, session, uid, labels=None, target="trainer-0"):
 
 @pytest.fixture(scope="module")
 def env(k8s, tmp_path_factory):
-    """A namespace with a session S, its injector pod I and another pod O; tokens of both
-    pods; and one controller with small bounds (a second, with --http-auth none, made on
-    demand)."""
+    """A namespace with a session S whose injector pods (of targets trainer-0 and trainer-1)
+    run in the chart's injector namespace, as the controller makes them, and are recorded in
+    S's status (phase Profiling, written here: the controller watches another namespace);
+    in S's namespace another pod O and a look-alike F the tenant made (the injector's labels,
+    an ownerReference to S); tokens of each; and one controller with small bounds (a second,
+    with --http-auth none, made on demand)."""
     c, kube = k8s["cluster"], k8s["kube"]
     tag = uuid.uuid4().hex[:6]
     ns, idle = f"as-{tag}", f"as-idle-{tag}"
@@ -114,22 +126,32 @@ def env(k8s, tmp_path_factory):
         assert r.status == 201, r
         session = r.json
         uid = session["metadata"]["uid"]
-        pods = {}
-        for name, labels, target in (("aiprof-s1-injector", None, "trainer-0"),
-                                     ("aiprof-s1-injector-1", None, "trainer-1"),
-                                     ("other", {"app": "other"}, None)):
-            r = kube.post(f"/api/v1/namespaces/{ns}/pods", injector_pod(name, session, uid, labels, target))
+        pods, where = {}, {}
+        for name, pns, labels, target, owned in (
+                (f"aiprof-s1-{tag}-0", INJ_NS, None, "trainer-0", False),
+                (f"aiprof-s1-{tag}-1", INJ_NS, None, "trainer-1", False),
+                # made by the admin's hand in the injector namespace, never recorded
+                (f"aiprof-s1-{tag}-x", INJ_NS, None, "trainer-0", False),
+                ("other", ns, {"app": "other"}, None, False),
+                ("forged", ns, None, "trainer-0", True)):
+            r = kube.post(f"/api/v1/namespaces/{pns}/pods", injector_pod(name, session, uid, labels, target, owned))
             assert r.status == 201, r
-            pods[name] = r.json["metadata"]["uid"]
+            pods[name], where[name] = r.json["metadata"]["uid"], pns
+        r = kube.patch(f"{GROUP}/namespaces/{ns}/profilingsessions/s1/status", {"status": {
+            "phase": "Profiling", "targets": [
+                {"pod": "trainer-0", "container": "trainer", "injectorUID": pods[f"aiprof-s1-{tag}-0"]},
+                {"pod": "trainer-1", "container": "trainer", "injectorUID": pods[f"aiprof-s1-{tag}-1"]}]}})
+        assert r.status == 200, r
 
         def token(pod, audience=AUDIENCE):
-            return c.kubectl("create", "token", "default", "-n", ns, "--audience", audience,
+            return c.kubectl("create", "token", "default", "-n", where[pod], "--audience", audience,
                              "--bound-object-kind", "Pod", "--bound-object-name", pod,
                              "--bound-object-uid", pods[pod], "--duration", "600s", ok=True).stdout.strip()
 
         def controller(*flags):
             args = [CONTROLLER, "--kubeconfig", k8s["kubeconfig"], "--no-leader-elect", "--namespace", idle,
                     "--metrics-addr", "127.0.0.1:0", "--injector-image", "aiprof/aiprof:test",
+                    "--injector-namespace", INJ_NS,
                     "--store-url", "http://127.0.0.1:8080", "--store-max-file-bytes", "2Mi",
                     "--store-max-session-bytes", "3Mi", *flags]
             e = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -139,9 +161,10 @@ def env(k8s, tmp_path_factory):
             return p
 
         e = {"ns": ns, "kube": kube, "cluster": c, "session": session, "uid": uid,
-             "token": token("aiprof-s1-injector"), "other_token": token("other"),
-             "token_1": token("aiprof-s1-injector-1"),
-             "wrong_audience": token("aiprof-s1-injector", audience="not-aiprof"),
+             "token": token(f"aiprof-s1-{tag}-0"), "other_token": token("other"),
+             "token_1": token(f"aiprof-s1-{tag}-1"), "forged_token": token("forged"),
+             "unrecorded_token": token(f"aiprof-s1-{tag}-x"),
+             "wrong_audience": token(f"aiprof-s1-{tag}-0", audience="not-aiprof"),
              "controller": controller}
         e["port"] = controller().port
         yield e
@@ -149,12 +172,14 @@ def env(k8s, tmp_path_factory):
             rc = p.stop()
             text = p.text()
             assert rc == 0, f"the controller exited {rc}: {text[-2000:]}"
-            for t in (e["token"], e["token_1"], e["other_token"], e["wrong_audience"], k8s["admin"],
-                      k8s["sa_token"]):
+            for t in (e["token"], e["token_1"], e["other_token"], e["wrong_audience"], e["forged_token"],
+                      e["unrecorded_token"], k8s["admin"], k8s["sa_token"]):
                 assert t not in text, "a token in the controller's log"
     finally:
         for p in started:
             p.stop()
+        c.kubectl("delete", "pods", "-n", INJ_NS, "-l", f"aiprof.io/session-namespace={ns}",
+                  "--grace-period=0", "--force", "--wait=false")
         for n in (ns, idle):
             c.kubectl("delete", "namespace", n, "--wait=false")
 
@@ -236,10 +261,10 @@ def test_store_answers_and_stores(env):
     st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["wrong_audience"])
     assert st == 401 and AUDIENCE in text, (st, text)
     st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["other_token"])
-    assert st == 403 and "not an aiprof injector" in text, (st, text)
+    assert st == 403 and f"this controller runs the injectors of session {ns}/s1 in {INJ_NS}" in text, (st, text)
     # an injector writes under its own target's name only
     st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/a.txt", b"abc", env["token_1"])
-    assert st == 403 and "injector of target trainer-1" in text, (st, text)
+    assert st == 403 and "not the injector session s1 recorded for target trainer-0" in text, (st, text)
     st, _, text = put(port, f"/v1/artifacts/{ns}/nosuch/trainer-0/a.txt", b"abc", env["token"])
     assert st == 404, (st, text)
     # the token's namespace is the path's
@@ -272,6 +297,29 @@ def test_store_answers_and_stores(env):
     metrics = conn.getresponse().read().decode()
     assert re.search(r'^aiprof_artifact_uploads_total\{code="201"\} 4$', metrics, re.M), metrics
     assert re.search(r"^aiprof_artifact_uploads_in_flight 0$", metrics, re.M)
+
+
+def test_only_the_injector_the_session_recorded_uploads(env):
+    """Issue 30: the store binds an upload to the session's own injector. A pod the tenant
+    made in their namespace with the injector's labels, an ownerReference to the session and
+    a projected token for the store's audience gets 403, as does a look-alike in the injector
+    namespace that the session's status never recorded; the recorded injector is refused too
+    once the session has finished. Nothing of theirs is stored."""
+    port, ns, kube = env["port"], env["ns"], env["kube"]
+    url = f"/v1/artifacts/{ns}/s1/trainer-0/forged.json"
+    st, _, text = put(port, url, b"{}", env["forged_token"])
+    assert st == 403 and f"the token is of a pod of namespace {ns}" in text, (st, text)
+    st, _, text = put(port, url, b"{}", env["unrecorded_token"])
+    assert st == 403 and "not the injector session s1 recorded for target trainer-0" in text, (st, text)
+    status = f"{GROUP}/namespaces/{ns}/profilingsessions/s1/status"
+    assert kube.patch(status, {"status": {"phase": "Succeeded"}}).status == 200
+    try:
+        st, _, text = put(port, url, b"{}", env["token"])
+        assert st == 403 and "has finished (Succeeded)" in text, (st, text)
+    finally:
+        assert kube.patch(status, {"status": {"phase": "Profiling"}}).status == 200
+    assert not [cm for cm in stored(env)
+                if cm["metadata"]["annotations"]["aiprof.io/artifact-name"] == "trainer-0/forged.json"]
 
 
 def test_uploads_at_once_are_bounded(env):

@@ -272,7 +272,8 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
     """The chart's RBAC objects applied to the real server; the controller, with the chart's
     arguments and the chart's service account's token, takes sessions through their life (one
     that succeeds and is deleted by its TTL, one deleted while it runs, one for a Kata pod, two
-    ranks and their merge, one made by a policy's trigger annotation). The audit log shows
+    ranks and their merge, one made by a policy's trigger annotation, one in the in-cluster
+    store whose injector runs in the injector namespace too). The audit log shows
     every request it made: none refused by the real authorizer, none writing a field the CRDs
     do not declare, and every grant of the chart used (or listed with its reason)."""
     if not os.path.exists(CONTROLLER):
@@ -367,6 +368,17 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
         assert spec["hostPID"] is True and spec["nodeName"] == PLAYED_NODE, spec
         succeed(done, f"s3://profiles/{ns}/done")
         wait_for(lambda: phase("done") == "gone", 60, "'done' to succeed and be deleted by its TTL")
+        # a session with no S3 anywhere uses the in-cluster store (the chart's default): its
+        # injector too runs in the injector namespace, under the same grants (issue 30)
+        pod("store-0")
+        k8s.apply({"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession",
+                   "metadata": {"name": "in-store", "namespace": ns},
+                   "spec": {"targets": {"podName": "store-0"}, "duration": "2s"}})
+        in_store = wait_for(lambda: injectors("in-store"), 30, "the injector of 'in-store'")[0]
+        args = k8s.get("pod", in_store, "-n", INJ_NS)["spec"]["containers"][0]["args"]
+        assert "/v1/artifacts/" in args[args.index("-o") + 1], args
+        succeed(in_store, args[args.index("-o") + 1])
+        wait_for(lambda: phase("in-store") == "Succeeded", 60, "'in-store' to succeed")
         wait_for(lambda: injectors("cancelled"), 30, "the injector of 'cancelled'")
         k8s.kubectl("delete", "profilingsession", "cancelled", "-n", ns, "--wait=false", ok=True)
         wait_for(lambda: phase("cancelled") == "gone" and not injectors("cancelled"), 60,
@@ -402,7 +414,7 @@ def test_controller_under_the_charts_rbac_on_the_real_api_server(k8s, tmp_path):
                  30, "an ephemeral injector in kata-0")
         assert p.poll() is None, logtext()[-3000:]
     except AssertionError as e:
-        state = {n: (sess(n) or {}).get("status") for n in ("done", "cancelled", "kata", "ranks")}
+        state = {n: (sess(n) or {}).get("status") for n in ("done", "in-store", "cancelled", "kata", "ranks")}
         raise AssertionError(f"{e}\nsessions: {json.dumps(state)[:3000]}\ncontroller log:\n{logtext()[-4000:]}") from None
     finally:
         if p.poll() is None:

@@ -21,6 +21,7 @@ tenant (impersonation of a user bound to a namespaced Role):
 
 The fixtures and helpers are test_controller.py's (the real API server, played nodes and
 kubelet, one namespace and controller per test)."""
+import base64
 import json
 import os
 import signal
@@ -264,6 +265,13 @@ def test_storage_chosen_by_the_admin(env):
             kube.delete(f"{GROUP}/clusterprofilingstorages/{n}")
 
 
+def can_i(c8s, where):
+    """`kubectl auth can-i create pods/exec -n where --as TENANT`, the real client: yes or no."""
+    r = c8s.kubectl("auth", "can-i", "create", "pods/exec", "-n", where, "--as", TENANT)
+    assert r.returncode in (0, 1), r.stderr
+    return r.stdout.strip()
+
+
 def operator_namespace(e):
     """A namespace of the admin's for the injector pods (the chart's release namespace),
     with the storage's Secret and a played kubelet confirming deletions there; returns
@@ -316,12 +324,8 @@ def test_injector_pods_out_of_the_tenants_reach(env):
         seen = kube.get(f"/api/v1/namespaces/{ns}/pods", headers=h).json["items"]
         assert [p["metadata"]["name"] for p in seen] == ["trainer-0"]
 
-        def can_i(where):
-            r = c8s.kubectl("auth", "can-i", "create", "pods/exec", "-n", where, "--as", TENANT)
-            assert r.returncode in (0, 1), r.stderr
-            return r.stdout.strip()
-        assert can_i(ns) == "yes"               # the check can say yes: in their own namespace
-        assert can_i(ops) == "no"
+        assert can_i(c8s, ns) == "yes"          # the check can say yes: in their own namespace
+        assert can_i(c8s, ops) == "no"
         r = kube.get(f"/api/v1/namespaces/{ops}/pods/{name}", headers=h)
         assert r.status == 403, r
 
@@ -414,3 +418,132 @@ def test_inline_s3_turned_off_under_a_running_session(env):
     make_session(env, name="after")
     st = wait_phase(env, "Failed", name="after")["status"]
     assert "spec.output.s3 is turned off" in st["message"], st
+
+
+def chart_identity(e, tmp_path):
+    """The chart's RBAC objects (its defaults: the in-cluster store on, inline s3 off) applied
+    to the real server, and a kubeconfig of the chart's service account: the controller then
+    runs with exactly the chart's grants. Returns (kubeconfig, the injector namespace, a
+    function that removes what this made)."""
+    from test_artstore import apply_chart_rbac
+    from test_install import INJ_NS, RELEASE_NS, one
+    c8s, made = e["api"]["cluster"], []
+    docs = apply_chart_rbac(c8s, made)
+    token = c8s.token(RELEASE_NS, one(docs, "ServiceAccount")["metadata"]["name"], seconds=1800)
+    kubeconfig = c8s.kubeconfig_for(str(tmp_path / "sa-kubeconfig"), token)
+
+    def remove():
+        for what in made:
+            c8s.kubectl("delete", *what, "--wait=false")
+    return kubeconfig, INJ_NS, remove
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_store_session_injector_stays_out_of_the_tenants_reach(env, tmp_path):
+    """Issue 30: with the chart's defaults and no S3 anywhere, a tenant who may exec into every
+    pod of their namespace profiles a pod there through the in-cluster store — and the
+    node-agent injector (hostPID, uid 0, ptrace and BPF) never appears in their namespace: it
+    runs in the injector namespace, where `kubectl auth can-i create pods/exec` says no. The
+    injector's side is the real client (`aiprof upload` to the URL the controller put in the
+    pod's -o, with a token bound to that pod); the artifact is read back as the tenant, from
+    ConfigMaps of their namespace."""
+    import subprocess
+    import threading
+    h = tenant(env)
+    ns, kube, c8s = env["ns"], env["kube"], env["api"]["cluster"]
+    aiprof = os.environ.get("AIPROF_BIN") or os.path.join(os.path.dirname(__file__), "..", "..",
+                                                          os.environ.get("BUILD", "build"), "aiprof")
+    if not os.path.exists(aiprof):
+        pytest.skip(f"{aiprof} not built")
+    # the built-in `view` in their namespace: how a tenant reads the store's ConfigMaps
+    assert kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": TENANT, "apiGroup": "rbac.authorization.k8s.io"}]}).status == 201
+    kubeconfig, inj_ns, remove = chart_identity(env, tmp_path)
+    halt = env["ctl"].start_reaper(inj_ns)
+    seen_in_ns, stop = [], threading.Event()
+    ctl = token = None
+
+    def watch_tenant_ns():              # "never": looked at every 0.2 s while the test runs
+        while not stop.wait(0.2):
+            seen_in_ns.extend(p["metadata"]["name"] for p in injector_pods(env))
+    watcher = threading.Thread(target=watch_tenant_ns, daemon=True)
+    watcher.start()
+    try:
+        # the store's URL must be known when the controller starts: a port chosen here
+        from harness import ControllerProcess, controller_args
+        from test_controller import CONTROLLER
+        port = free_port()
+        ctl = ControllerProcess(controller_args(
+            CONTROLLER, ns, "--no-leader-elect", "--injector-namespace", inj_ns, "--metrics-addr",
+            f"127.0.0.1:{port}", "--store-url", f"http://127.0.0.1:{port}", kubeconfig=kubeconfig,
+            target_wait="3s", grace="3s", injector_image="aiprof/aiprof:test",
+            identity=f"tenancy-{os.getpid()}", inline_s3=False),
+            str(tmp_path / "controller.log"), {k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+        wait_for(lambda: f"(port {port})" in ctl.text() or ctl.p.poll() is not None, 10, "the store's port")
+        assert ctl.p.poll() is None, ctl.text()[-2000:]
+        make_pod(env)
+        s = {"apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": "in-store"},
+             "spec": {"targets": {"podName": "trainer-0", "container": "trainer"}, "duration": "30s"}}
+        r = kube.post(f"{GROUP}/namespaces/{ns}/profilingsessions", s, headers=h)
+        assert r.status == 201, r
+        inj = wait_for(lambda: (aiprof_pods(env, inj_ns) and [p for p in aiprof_pods(env, inj_ns)
+                                if p["metadata"]["labels"].get("aiprof.io/session-namespace") == ns] or [None])[0],
+                       15, "the store session's injector in the injector namespace")
+        md, name = inj["metadata"], inj["metadata"]["name"]
+        assert md["labels"]["aiprof.io/session-uid"] == r.json["metadata"]["uid"] and "ownerReferences" not in md
+        assert inj["spec"]["hostPID"] is True
+        args = inj["spec"]["containers"][0]["args"]
+        out_url = args[args.index("-o") + 1]
+        assert out_url == f"http://127.0.0.1:{port}/v1/artifacts/{ns}/in-store/trainer-0", args
+        wait_for(lambda: ((get_session(env, "in-store").get("status") or {}).get("targets") or [{}])[0]
+                 .get("injectorUID") == md["uid"], 15, "the injector's UID in the status")
+        env["ctl"].kubelet("run", inj_ns, name)
+        wait_phase(env, "Profiling", name="in-store")
+
+        # the injector's upload, as it runs in the pod: its projected token, the real client
+        token = c8s.kubectl("create", "token", "default", "-n", inj_ns, "--audience", "aiprof.io/artifacts",
+                            "--bound-object-kind", "Pod", "--bound-object-name", name,
+                            "--bound-object-uid", md["uid"], "--duration", "600s", ok=True).stdout.strip()
+        (tmp_path / "token").write_text(token)
+        out = tmp_path / "out"
+        out.mkdir()
+        summary = json.dumps({"findings": [], "note": os.urandom(8).hex()}).encode()
+        (out / "summary.json").write_bytes(summary)
+        up = subprocess.run([aiprof, "upload", str(out), out_url], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, AIPROF_STORE_TOKEN_FILE=str(tmp_path / "token")))
+        assert up.returncode == 0, up.stdout + up.stderr
+        terminate({**env, "ns": inj_ns}, name,
+                  {"artifacts": [result("summary.json", f"{out_url}/summary.json", size=len(summary))]})
+        st = wait_phase(env, "Succeeded", name="in-store")["status"]
+        assert [a["url"] for a in st["artifacts"]] == [f"{out_url}/summary.json"], st
+
+        # what the tenant gets: the artifact, from ConfigMaps of their own namespace
+        cms = kube.get(f"/api/v1/namespaces/{ns}/configmaps", headers=h,
+                       query={"labelSelector": f"aiprof.io/session-uid={md['labels']['aiprof.io/session-uid']}"})
+        assert cms.status == 200, cms
+        mine = [cm for cm in cms.json["items"]
+                if cm["metadata"]["annotations"]["aiprof.io/artifact-name"] == "trainer-0/summary.json"]
+        assert [base64.b64decode(cm["binaryData"]["data"]) for cm in mine] == [summary]
+
+        assert can_i(c8s, ns) == "yes"          # the check can say yes: in their own namespace
+        assert can_i(c8s, inj_ns) == "no"
+        assert kube.get(f"/api/v1/namespaces/{inj_ns}/pods/{name}", headers=h).status == 403
+    finally:
+        stop.set()
+        watcher.join()
+        if ctl is not None:
+            assert ctl.stop() == 0, ctl.text()[-2000:]
+            assert token is None or token not in ctl.text(), "the injector's token in the log"
+        halt()
+        c8s.kubectl("delete", "pods", "-n", inj_ns, "-l", f"aiprof.io/session-namespace={ns}",
+                    "--grace-period=0", "--force", "--wait=false")
+        remove()
+    assert seen_in_ns == [], f"injector pods in the tenant's namespace: {sorted(set(seen_in_ns))}"

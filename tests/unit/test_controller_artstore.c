@@ -236,9 +236,10 @@ static void test_review_answers(void **state)
 static char *pod_json(const char *uid, const char *ns, const char *component, const char *session,
 		      const char *session_uid, const char *owner_uid)
 {
-	json_t *pod = json_pack("{s:{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s}}}", "metadata", "name",
+	json_t *pod = json_pack("{s:{s:s,s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s,s:s}}}", "metadata", "name",
 				"inj-1", "namespace", ns, "uid", uid, "labels", "aiprof.io/session",
 				session, "aiprof.io/session-uid", session_uid,
+				"aiprof.io/session-namespace", "train",
 				"app.kubernetes.io/component", component,
 				"app.kubernetes.io/managed-by", "aiprof-controller",
 				"aiprof.io/target-pod", "trainer-0");
@@ -256,8 +257,8 @@ static char *pod_json(const char *uid, const char *ns, const char *component, co
 
 static int check_name(char *pod, const char *name, char *why, size_t whylen)
 {
-	int r = artstore__check_injector(pod, strlen(pod), "train", "s1", UID, POD_UID, name, why,
-					 whylen);
+	int r = artstore__check_injector(pod, strlen(pod), "train", "train", "s1", UID, POD_UID,
+					 name, why, whylen);
 
 	free(pod);
 	return r;
@@ -265,8 +266,18 @@ static int check_name(char *pod, const char *name, char *why, size_t whylen)
 
 static int check(char *pod, char *why, size_t whylen)
 {
-	int r = artstore__check_injector(pod, strlen(pod), "train", "s1", UID, POD_UID,
+	int r = artstore__check_injector(pod, strlen(pod), "train", "train", "s1", UID, POD_UID,
 					 "trainer-0/summary.json", why, whylen);
+
+	free(pod);
+	return r;
+}
+
+/* The same, for a pod in the injector namespace "aiprof-injectors". */
+static int check_away(char *pod, char *why, size_t whylen)
+{
+	int r = artstore__check_injector(pod, strlen(pod), "aiprof-injectors", "train", "s1", UID,
+					 POD_UID, "trainer-0/summary.json", why, whylen);
 
 	free(pod);
 	return r;
@@ -306,6 +317,66 @@ static void test_check_injector(void **state)
 				    "summary.json", why, sizeof(why)), -EPERM);
 	assert_int_equal(check(strdup("{\"metadata\":{}}"), why, sizeof(why)), -EPROTO);
 	assert_int_equal(check(strdup("nope"), why, sizeof(why)), -EPROTO);
+	/* in the injector namespace: no ownerReference can cross namespaces, the labels say */
+	assert_int_equal(check_away(pod_json(POD_UID, "aiprof-injectors", "aiprof-injector", "s1",
+					     UID, NULL), why, sizeof(why)), 0);
+	/* the tenant's own namespace is not where this controller runs injectors */
+	assert_int_equal(check_away(pod_json(POD_UID, "train", "aiprof-injector", "s1", UID, UID),
+				    why, sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "where this controller runs injectors"));
+}
+
+static int check_session(const char *phase, const char *recorded, const char *name, char *uid,
+			 char *why, size_t whylen)
+{
+	json_t *j = json_pack("{s:{s:s,s:s},s:{s:[{s:s}]}}", "metadata", "name", "s1", "uid", UID,
+			      "status", "targets", "pod", "trainer-0");
+	char *s;
+	int r;
+
+	if (phase)
+		json_object_set_new(json_object_get(j, "status"), "phase", json_string(phase));
+	if (recorded)
+		json_object_set_new(json_array_get(json_object_get(json_object_get(j, "status"),
+								   "targets"), 0),
+				    "injectorUID", json_string(recorded));
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	r = artstore__check_session(s, strlen(s), POD_UID, name, uid, why, whylen);
+	free(s);
+	return r;
+}
+
+static void test_check_session(void **state)
+{
+	char uid[ARTSTORE_UID_MAX + 1] = "", why[256];
+
+	(void)state;
+	assert_int_equal(check_session("Uploading", POD_UID, "trainer-0/a.json", uid, why,
+				       sizeof(why)), 0);
+	assert_string_equal(uid, UID);
+	assert_int_equal(check_session("Profiling", POD_UID, "trainer-0/a.json", uid, why,
+				       sizeof(why)), 0);
+	/* a pod the tenant made carries everything but the UID the status recorded */
+	assert_int_equal(check_session("Profiling", "another-pod-uid", "trainer-0/a.json", uid, why,
+				       sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "not the injector session s1 recorded for target trainer-0"));
+	/* another target's name: no injector recorded for it */
+	assert_int_equal(check_session("Profiling", POD_UID, "trainer-1/a.json", uid, why,
+				       sizeof(why)), -EAGAIN);
+	assert_non_null(strstr(why, "names no injector of target trainer-1 yet"));
+	assert_int_equal(check_session("Injecting", NULL, "trainer-0/a.json", uid, why,
+				       sizeof(why)), -EAGAIN);
+	/* finished: nothing more is taken, even from the session's own injector */
+	assert_int_equal(check_session("Succeeded", POD_UID, "trainer-0/a.json", uid, why,
+				       sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "has finished (Succeeded)"));
+	assert_int_equal(check_session("Failed", POD_UID, "trainer-0/a.json", uid, why,
+				       sizeof(why)), -EPERM);
+	assert_int_equal(artstore__check_session("{}", 2, POD_UID, "t/a", uid, why, sizeof(why)),
+			 -EPROTO);
+	assert_int_equal(artstore__check_session("[", 1, POD_UID, "t/a", uid, why, sizeof(why)),
+			 -EPROTO);
 }
 
 static void test_stored(void **state)
@@ -361,6 +432,7 @@ struct fake_api {
 	json_t *cms;            /* name -> ConfigMap */
 	bool down;              /* every request fails as if nobody answered */
 	bool session_gone;
+	const char *session_phase;      /* NULL: Profiling */
 	const char *pod_component;
 	int creates, reviews;
 	char last_accept[128];
@@ -420,7 +492,10 @@ static int fake_request(void *ctx, const char *method, const char *path, const c
 	if (strcmp(path, "/apis/aiprof.io/v1alpha1/namespaces/train/profilingsessions/s1") == 0) {
 		if (f->session_gone)
 			return status(st, 404, "NotFound");
-		return answer_json(json_pack("{s:{s:s,s:s}}", "metadata", "name", "s1", "uid", UID),
+		return answer_json(json_pack("{s:{s:s,s:s},s:{s:s,s:[{s:s,s:s}]}}", "metadata",
+					     "name", "s1", "uid", UID, "status", "phase",
+					     f->session_phase ? f->session_phase : "Profiling",
+					     "targets", "pod", "trainer-0", "injectorUID", POD_UID),
 				   ret_body, ret_len);
 	}
 	if (strncmp(path, "/apis/aiprof.io/v1alpha1/", 25) == 0)
@@ -585,6 +660,12 @@ static void test_upload(void **state)
 	assert_non_null(strstr(ans, "try again"));
 	free(ans);
 	f.down = false;
+	/* a finished session takes nothing more */
+	f.session_phase = "Succeeded";
+	assert_int_equal(upload(u, "s1", "trainer-0/x", 10, 'b', "good", NULL, &ans), 403);
+	assert_non_null(strstr(ans, "has finished"));
+	free(ans);
+	f.session_phase = NULL;
 	f.session_gone = true;
 	assert_int_equal(upload(u, "s1", "trainer-0/x", 10, 'b', "good", NULL, NULL), 404);
 	assert_false(artupload__run_one(u));
@@ -670,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_configmaps),
 		cmocka_unit_test(test_review_answers),
 		cmocka_unit_test(test_check_injector),
+		cmocka_unit_test(test_check_session),
 		cmocka_unit_test(test_stored),
 		cmocka_unit_test(test_token_review_has_the_audience),
 		cmocka_unit_test(test_upload),

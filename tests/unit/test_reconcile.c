@@ -874,6 +874,20 @@ static void test_in_cluster_store(void **state)
 		assert_null(strstr(kj_str(e, "name"), "AWS_"));
 	reconcile_plan__release(&p);
 
+	/* with an injector namespace, a store session's pod runs there like every session's
+	 * whose storage the tenant did not give (issue 30): never beside the tenant's pods */
+	sc.inj.ns = "aiprof-system";
+	assert_string_equal(injspec__pods_namespace(&sc.inj, s), "aiprof-system");
+	assert_int_equal(reconcile__plan(&in, &p), 0);
+	assert_int_equal(p.actions[0].kind, ACT_CREATE_POD);
+	assert_string_equal(kj_str(p.actions[0].body, "metadata.namespace"), "aiprof-system");
+	assert_string_equal(json_string_value(json_object_get(kj_get(p.actions[0].body,
+								     "metadata.labels"),
+							      "aiprof.io/session-namespace")), "train");
+	assert_null(kj_get(p.actions[0].body, "metadata.ownerReferences"));
+	reconcile_plan__release(&p);
+	sc.inj.ns = NULL;
+
 	/* Kata: an ephemeral container could not mount the token */
 	t.runtime_handler = "kata-qemu";
 	assert_int_equal(reconcile__plan(&in, &p), 0);
