@@ -89,6 +89,7 @@
 #include "timeutil.h"
 #include "target/target.h"
 #include "inject.h"
+#include "cave.h"
 #include "safepoint.h"
 #include "seccomp.h"
 #include "session.h"
@@ -420,7 +421,6 @@ bool inject_is_loaded(pid_t pid)
  */
 static void target_glibc_version(pid_t pid, char *out, size_t len)
 {
-	static const char banner[] = "release version ";
 	struct maps *m = NULL;
 
 	out[0] = 0;
@@ -431,7 +431,7 @@ static void target_glibc_version(pid_t pid, char *out, size_t len)
 		const char *base = e->path ? strrchr(e->path, '/') : NULL;
 		char path[600];
 		struct stat st;
-		char *buf = NULL, *hit;
+		char *buf = NULL;
 		ssize_t n = -1;
 		int fd;
 
@@ -452,23 +452,11 @@ static void target_glibc_version(pid_t pid, char *out, size_t len)
 			continue;
 		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
 		    st.st_size < (64 << 20) &&
-		    (buf = malloc((size_t)st.st_size + 1)))
+		    (buf = malloc((size_t)st.st_size)))
 			n = pread(fd, buf, (size_t)st.st_size, 0);
 		close(fd);
-		if (n > 0) {
-			buf[n] = 0;
-			hit = memmem(buf, (size_t)n, banner, sizeof(banner) - 1);
-			if (hit) {
-				size_t k = 0;
-
-				hit += sizeof(banner) - 1;
-				while (k + 1 < len && hit + k < buf + n && (isdigit((unsigned char)hit[k]) ||
-									  (hit[k] == '.' && isdigit((unsigned char)hit[k + 1]))))
-					k++;
-				memcpy(out, hit, k);
-				out[k] = 0;
-			}
-		}
+		if (n > 0)
+			cave_glibc_version(buf, (size_t)n, out, len);
 		free(buf);
 	}
 	maps__free(m);
@@ -806,38 +794,15 @@ static uint64_t find_cave(struct tracee *t, size_t need)
 	for (size_t i = 0; i < m->n && !found; i++) {
 		const struct maps_entry *base = &m->v[i];
 		Elf64_Ehdr eh;
-		Elf64_Phdr ph[64];
-		uint64_t bias = UINT64_MAX;
+		Elf64_Phdr ph[CAVE_MAX_PHDRS];
 
 		if (!base->path || base->path[0] != '/' || base->offset != 0 || base->shared)
 			continue;
-		if (read_mem(t, base->start, &eh, sizeof(eh)) < 0 ||
-		    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-		    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 64 ||
-		    eh.e_phoff > 4096 ||
+		/* the target's bytes: judged by cave.c (fuzzed) */
+		if (read_mem(t, base->start, &eh, sizeof(eh)) < 0 || !cave_ehdr_ok(&eh) ||
 		    read_mem(t, base->start + eh.e_phoff, ph, eh.e_phnum * sizeof(ph[0])) < 0)
 			continue;
-		for (size_t k = 0; k < eh.e_phnum; k++)
-			if (ph[k].p_type == PT_LOAD && bias == UINT64_MAX)
-				bias = base->start - (ph[k].p_vaddr & ~(uint64_t)(STUB_PAGE - 1));
-		for (size_t k = 0; k < eh.e_phnum && !found && bias != UINT64_MAX; k++) {
-			uint64_t end, page_end, at;
-
-			if (ph[k].p_type != PT_LOAD || !(ph[k].p_flags & PF_X) ||
-			    ph[k].p_memsz > (1ULL << 40))
-				continue;
-			end = bias + ph[k].p_vaddr + ph[k].p_memsz;
-			at = (end + 15) & ~15ULL;
-			page_end = (end + STUB_PAGE - 1) & ~(uint64_t)(STUB_PAGE - 1);
-			if (at + need > page_end)
-				continue;
-			/* the kernel's word, not the file's: that room is mapped, executable */
-			for (size_t j = 0; j < m->n; j++)
-				if (m->v[j].start <= at && at + need <= m->v[j].end &&
-				    (m->v[j].prot & PROT_EXEC) && !m->v[j].shared && m->v[j].path &&
-				    strcmp(m->v[j].path, base->path) == 0)
-					found = at;
-		}
+		found = cave_find_in(m, i, &eh, ph, need);
 	}
 	maps__free(m);
 	return found;
