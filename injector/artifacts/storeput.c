@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "readfile.h"
+#include "storeanswer.h"
 #include "storeput.h"
 #include "strbuf.h"
 #include "timeutil.h"
@@ -67,11 +68,8 @@ static size_t keep_header(char *in, size_t size, size_t nmemb, void *ctx)
 	struct put_try *t = ctx;
 	size_t n = size * nmemb;
 
-	if (n > 12 && strncasecmp(in, "Retry-After:", 12) == 0) {
-		unsigned long s = strtoul(in + 12, NULL, 10);
-
-		t->retry_after_ns = (uint64_t)(s > 60 ? 60 : s) * 1000000000ULL;
-	}
+	if (n > 12 && strncasecmp(in, "Retry-After:", 12) == 0)
+		t->retry_after_ns = store_retry_after_ns(in, n);   /* not NUL-terminated */
 	return n;
 }
 
@@ -96,17 +94,6 @@ static int read_token(const char *path, char **ret)
 		}
 	*ret = s;
 	return n ? 0 : -ENOKEY;
-}
-
-/* The answer's first line, for err->last.detail: the store refuses with one line of text
- * (controller/artupload.c); sent by the server, so made printable. */
-static void answer_detail(struct strbuf *b, char *out, size_t len)
-{
-	char *nl = b->s ? strchr(b->s, '\n') : NULL;
-
-	if (nl)
-		*nl = '\0';
-	str_printable(out, len, b->s);
 }
 
 static int put_try_fn(void *ctx, struct s3_attempt *a)
@@ -164,7 +151,9 @@ static int put_try_fn(void *ctx, struct s3_attempt *a)
 	a->net = s3_net_of_curl(rc);
 	if (rc == CURLE_OK) {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
-		answer_detail(&t->body, a->detail, sizeof(a->detail));
+		/* the store refuses with one line of text (controller/artupload.c) */
+		store_answer_detail(t->body.s ? t->body.s : "", t->body.len, a->detail,
+				    sizeof(a->detail));
 	} else {
 		snprintf(a->detail, sizeof(a->detail), "%s", curl_easy_strerror(rc));
 	}
