@@ -22,6 +22,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,8 +39,9 @@ PLUGIN = os.environ.get("AIPROF_TEST_PLUGIN") or os.path.join(ROOT, "controller"
 API = "profilingsessions.aiprof.io"
 CHUNK = 768 * 1024                      # controller/artstore.h ARTSTORE_CHUNK_MAX
 STORE = "http://10.0.0.1:8080/v1/artifacts"  # never reached: the plugin reads the API server
-# what must never reach a terminal raw: ESC, BEL, CR, BS, DEL, CSI as a C1 control in UTF-8
-RAW = [b"\x1b", b"\x07", b"\r", b"\x08", b"\x7f", b"\xc2\x9b"]
+# every control character but tab and newline: C0, DEL, and C1 in UTF-8 (must never reach a
+# terminal raw)
+CONTROLS = "".join(chr(c) for c in [*range(0, 9), *range(11, 32), *range(127, 160)])
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\r\x1b[31mRED\x08\x7f\u009b2J"
 
 
@@ -74,8 +76,9 @@ def plugin(c, ns, tmp_path, *args, timeout=120):
 
 def assert_no_raw_escapes(r):
     for stream in (r.stdout, r.stderr):
-        for b in RAW:
-            assert b not in stream, (b, stream[-3000:])
+        raw = sorted({x for x in stream if (x < 32 and x not in (9, 10)) or x == 127})
+        raw += re.findall(rb"\xc2[\x80-\x9f]", stream)
+        assert not raw, (raw, stream[-3000:])
 
 
 def cm_name(uid, name, chunk):
@@ -114,7 +117,8 @@ def stacks_txt():
             "Thread 4242 python3: sleeping, blocked for 1.2 s\n"
             "  #0 do_nanosleep [kernel]\n"
             f"Thread 4243 {HOSTILE}: running for 0.3 s\n"
-            f"  #0 train_step{HOSTILE} (train.py:12)\n").encode()
+            f"  #0 train_step{HOSTILE} (train.py:12)\n"
+            f"  #1 every{CONTROLS}control\n").encode()
 
 
 def artifacts(target="trainer-0"):
@@ -295,6 +299,9 @@ def test_stacks_prints_a_targets_thread_names_escaped(k8s, tmp_path):
     assert text.startswith("== trainer-0\nProcess 4242 python3"), text
     assert "Thread 4243 \\x1b]0;owned\\x07\\x1b[2J\\x0d\\x1b[31mRED\\x08\\x7f\\xc2\\x9b2J: running" in text, text
     assert "ignored ConfigMap \"a-decoy-" in err, err
+    every = "".join(f"\\x{c:02x}" for c in range(0, 9)) + "".join(f"\\x{c:02x}" for c in range(11, 32)) + \
+        "\\x7f" + "".join(f"\\xc2\\x{c:02x}" for c in range(128, 160))
+    assert f"  #1 every{every}control\n" in text, text
     assert (tmp_path / "now" / "trainer-0" / "stacks.txt").read_bytes() == files["stacks.txt"]
     assert_no_raw_escapes(r)
     # the spec's temporary file was in a private folder, and nothing is left behind
@@ -326,3 +333,31 @@ def test_plugin_refuses_bad_names_from_the_user(k8s, tmp_path):
     r = plugin(c, "Bad_NS", tmp_path, "list")
     assert r.returncode == 2 and b"not a namespace name" in r.stderr, r.stderr
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_logs_and_list_show_escapes_escaped(k8s, tmp_path):
+    """`kubectl aiprof logs SESSION`: what the injectors wrote (target text among it) on the real
+    kubelet, escapes written out; `list` too."""
+    c, ns = k8s
+    text = f"thread {HOSTILE} every{CONTROLS[1:]}control"      # an environment holds no NUL
+    kubectl(c, ns, "create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "injector-logs", "labels": {"aiprof.io/session": "logsess"}},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "injector", "image": "localhost/busybox:1", "imagePullPolicy": "Never",
+                                 "command": ["sh", "-c", 'printf "%s\\n" "$T"'],
+                                 "env": [{"name": "T", "value": text}]}]}}))
+    deadline = time.monotonic() + 90
+    while (c.get("pod", "injector-logs", "-n", ns) or {}).get("status", {}).get("phase") != "Succeeded":
+        assert time.monotonic() < deadline, json.dumps(c.get("pod", "injector-logs", "-n", ns).get("status"))
+        time.sleep(0.5)
+    raw = c.kubectl("-n", ns, "logs", "injector-logs", ok=True).stdout
+    assert "\x1b]0;owned" in raw                # the kubelet kept the bytes
+    r = plugin(c, ns, tmp_path, "logs", "logsess")
+    assert r.returncode == 0, r.stderr
+    assert b"thread \\x1b]0;owned\\x07\\x1b[2J\\x0d" in r.stdout, r.stdout
+    assert_no_raw_escapes(r)
+    make_session(c, ns, "listed", HOSTILE_STATUS)     # its message is a column of `list`
+    r = plugin(c, ns, tmp_path, "list", "-o", "wide")
+    assert r.returncode == 0 and b"listed" in r.stdout, r.stderr
+    assert_no_raw_escapes(r)
