@@ -26,11 +26,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64];
 
-static void remove_dir(void)
-{
-	rmdir(dir);
-}
-
 static void name_of(const uint8_t d[UWS_DIGEST_LEN], const char *suffix, char *out, size_t len)
 {
 	int n = snprintf(out, len, "%s/", dir);
@@ -68,11 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!buf)
 		return 0;
-	if (!dir[0]) {
+	if (!dir[0])
 		snprintf(dir, sizeof(dir), "/tmp/fuzz-uwshare-%d", (int)getpid());
-		mkdir(dir, 0700);
-		atexit(remove_dir);
-	}
+	mkdir(dir, 0700);         /* made and removed by each run: nothing is left behind */
 	memcpy(buf, data, rlen);
 	if (rlen == 0 || (data[0] & 1) == 0) {
 		/* a header that holds: magic, version 1, the slot count, this file's digest */
@@ -115,6 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uws_dir__free(d);
 	unlink(rules);
 	unlink(image);
+	rmdir(dir);
 	free(buf);
 	return 0;
 }
