@@ -361,30 +361,61 @@ static bool sha256_hex(const char *s)
 	return s && artstore__parse_sha256(s, b) == 0;
 }
 
+/* aiprof.io/size's value into *v: digits only. */
+static bool size_value(const char *sz, uint64_t *v)
+{
+	char *end;
+
+	if (!sz || sz[0] < '0' || sz[0] > '9')
+		return false;
+	*v = strtoull(sz, &end, 10);
+	return !*end;
+}
+
+/* Adds v to *total (saturating) the first time key is seen: 0, or -ENOMEM. */
+static int count_once(json_t *seen, const char *key, uint64_t v, uint64_t *total)
+{
+	if (json_object_get(seen, key))
+		return 0;               /* the artifact's other chunks */
+	if (json_object_set_new(seen, key, json_true()) < 0)
+		return -ENOMEM;
+	*total = v > UINT64_MAX - *total ? UINT64_MAX : *total + v;
+	return 0;
+}
+
+/* A list of ConfigMaps (outside input) into *ret_doc, whose "items" is an array or absent (an
+ * empty PartialObjectMetadataList says "items": null): 0, or -EPROTO. */
+static int load_list(const char *list, size_t len, json_t **ret_doc)
+{
+	json_t *doc = json_loadb(list, len, 0, NULL), *items = json_object_get(doc, "items");
+
+	if (!json_is_object(doc) || (!json_is_array(items) && items && !json_is_null(items))) {
+		json_decref(doc);
+		return -EPROTO;
+	}
+	*ret_doc = doc;
+	return 0;
+}
+
 int artstore__stored(const char *list, size_t len, const char *name, uint64_t *ret_others,
 		     char existing[SHA256_HEX_LEN + 1])
 {
-	json_t *doc = json_loadb(list, len, 0, NULL), *items = json_object_get(doc, "items");
-	json_t *seen = json_object(), *it;
+	json_t *doc = NULL, *seen = json_object(), *it;
 	uint64_t total = 0;
-	int r = 0;
+	int r = load_list(list, len, &doc);
 	size_t i;
 
-	/* an empty PartialObjectMetadataList says "items": null */
-	if (!json_is_object(doc) || (!json_is_array(items) && items && !json_is_null(items))) {
-		r = -EPROTO;
+	if (r < 0)
 		goto out;
-	}
 	if (!seen) {
 		r = -ENOMEM;
 		goto out;
 	}
 	existing[0] = '\0';
-	json_array_foreach(items, i, it) {
+	json_array_foreach(json_object_get(doc, "items"), i, it) {
 		const char *n = annotation(it, ARTSTORE_ANN_NAME), *sz = annotation(it, ARTSTORE_ANN_SIZE);
 		const char *sha = annotation(it, ARTSTORE_ANN_SHA256);
-		char *end;
-		unsigned long long v;
+		uint64_t v;
 
 		if (!n || !sz)
 			continue;       /* not one of ours */
@@ -393,19 +424,58 @@ int artstore__stored(const char *list, size_t len, const char *name, uint64_t *r
 				memcpy(existing, sha, SHA256_HEX_LEN + 1);
 			continue;
 		}
-		if (json_object_get(seen, n))
+		if (!size_value(sz, &v))
 			continue;
-		v = strtoull(sz, &end, 10);
-		if (*end || end == sz || sz[0] == '-')
-			continue;
-		if (json_object_set_new(seen, n, json_true()) < 0) {
-			r = -ENOMEM;
+		r = count_once(seen, n, v, &total);
+		if (r < 0)
 			goto out;
-		}
-		total = v > UINT64_MAX - total ? UINT64_MAX : total + v;
 	}
 	*ret_others = total;
 out:
+	json_decref(seen);
+	json_decref(doc);
+	return r;
+}
+
+int artstore__ns_usage(const char *list, size_t len, const char *session_uid,
+		       uint64_t *ret_bytes, size_t *ret_sessions)
+{
+	json_t *doc = NULL, *seen = json_object(), *uids = json_object(), *it;
+	uint64_t total = 0;
+	int r = load_list(list, len, &doc);
+	size_t i;
+
+	if (r < 0)
+		goto out;
+	if (!seen || !uids) {
+		r = -ENOMEM;
+		goto out;
+	}
+	json_array_foreach(json_object_get(doc, "items"), i, it) {
+		const char *n = annotation(it, ARTSTORE_ANN_NAME), *sz = annotation(it, ARTSTORE_ANN_SIZE);
+		const char *uid = json_string_value(json_object_get(json_object_get(
+			json_object_get(it, "metadata"), "labels"), LABEL_SESSION_UID));
+		char key[ARTSTORE_UID_MAX + ARTSTORE_NAME_MAX + 2];
+		uint64_t v;
+
+		if (!n || !sz || !uid || strcmp(uid, session_uid) == 0 ||
+		    strlen(uid) > ARTSTORE_UID_MAX || strlen(n) > ARTSTORE_NAME_MAX)
+			continue;       /* not one of ours, or the session's own */
+		if (!size_value(sz, &v))
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", uid, n);
+		if (json_object_set_new(uids, uid, json_true()) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		r = count_once(seen, key, v, &total);
+		if (r < 0)
+			goto out;
+	}
+	*ret_bytes = total;
+	*ret_sessions = json_object_size(uids);
+out:
+	json_decref(uids);
 	json_decref(seen);
 	json_decref(doc);
 	return r;

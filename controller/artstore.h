@@ -24,11 +24,14 @@
 #define ARTSTORE_UID_MAX 64
 #define ARTSTORE_MAX_FILE_BYTES (16ull << 20)   /* --store-max-file-bytes' default */
 #define ARTSTORE_MAX_SESSION_BYTES (64ull << 20) /* --store-max-session-bytes' default */
+#define ARTSTORE_MAX_NS_BYTES (256ull << 20)    /* --store-max-namespace-bytes' default */
+#define ARTSTORE_MAX_NS_SESSIONS 20             /* --store-max-namespace-sessions' default */
 /* "aiprof-" 12 hex "-" chunk index: at most 7 + 12 + 1 + 10 characters */
 #define ARTSTORE_CM_NAME_MAX 32
 
 /* Labels and annotations of the stored ConfigMaps. */
 #define ARTSTORE_LABEL_ARTIFACT "aiprof.io/artifact"
+#define ARTSTORE_LABEL_ARTIFACT_QUERY "aiprof.io%2Fartifact%3Dtrue"     /* a labelSelector */
 #define ARTSTORE_ANN_SESSION "aiprof.io/session"
 #define ARTSTORE_ANN_NAME "aiprof.io/artifact-name"
 #define ARTSTORE_ANN_SHA256 "aiprof.io/sha256"
@@ -126,6 +129,15 @@ int artstore__check_session(const char *obj, size_t len, const char *pod_uid, co
  */
 int artstore__stored(const char *list, size_t len, const char *name, uint64_t *ret_others,
 		     char existing[SHA256_HEX_LEN + 1]);
+
+/*
+ * What a list of a namespace's artifact ConfigMaps (label aiprof.io/artifact=true, every
+ * session's, finished ones included) says the store keeps there for sessions other than
+ * session_uid: *ret_bytes (aiprof.io/size once per session and artifact name) and
+ * *ret_sessions (how many sessions). 0, -EPROTO or -ENOMEM. Outside input.
+ */
+int artstore__ns_usage(const char *list, size_t len, const char *session_uid,
+		       uint64_t *ret_bytes, size_t *ret_sessions);
 
 /* The aiprof.io/sha256 annotation of one ConfigMap's JSON into out ("" when none); 0 or
  * -EPROTO. */

@@ -25,6 +25,7 @@ struct artupload {
 	pthread_mutex_t lock;           /* the queue */
 	pthread_cond_t cond;
 	struct artupload_req *head, *tail;
+	size_t n_queued;
 };
 
 /* ---- requests ----------------------------------------------------------------------------- */
@@ -205,6 +206,48 @@ static int check_pod(struct artupload *u, struct artupload_req *r, const struct 
 	return err < 0 ? -say(r, 503, "the pod's answer is not a pod: try again") : 0;
 }
 
+/* What the namespace keeps in the store for its other sessions (finished ones too: their
+ * ConfigMaps live until the session is deleted) against the namespace's bounds, with this
+ * session's others bytes and the new artifact: 0, else the answer is set. */
+static int check_namespace(struct artupload *u, struct artupload_req *r,
+			   const struct artstore_artifact *a, uint64_t others)
+{
+	struct kube_status st;
+	char path[512], *resp = NULL;
+	uint64_t bytes = 0, total;
+	size_t sessions = 0;
+	size_t len = 0;
+	int err;
+
+	if (!u->cfg.max_ns_bytes && !u->cfg.max_ns_sessions)
+		return 0;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps?labelSelector=%s",
+		 r->path.ns, ARTSTORE_LABEL_ARTIFACT_QUERY);
+	err = call(u, "GET", path, META_LIST, NULL, 0, &resp, &len, &st);
+	if (err < 0)
+		return -api_failed(r, "cannot list the namespace's artifacts", err, &st);
+	err = artstore__ns_usage(resp, len, a->session_uid, &bytes, &sessions);
+	free(resp);
+	if (err < 0)
+		return -say(r, 503, "the list of the namespace's ConfigMaps cannot be read: try again");
+	total = bytes + others + a->size;
+	if (u->cfg.max_ns_bytes && total > u->cfg.max_ns_bytes)
+		return -say(r, 413, "payload too large: namespace %s keeps %" PRIu64 " bytes of "
+			    "artifacts of %zu other sessions in the store; with this one %" PRIu64
+			    ", over --store-max-namespace-bytes %" PRIu64 ": delete finished sessions "
+			    "(kubectl delete profilingsession -n %s NAME: their artifacts go with "
+			    "them), give the session spec.output (S3), or ask the admin to raise "
+			    "the bound", r->path.ns, bytes, sessions, total, u->cfg.max_ns_bytes,
+			    r->path.ns);
+	if (u->cfg.max_ns_sessions && !others && sessions >= u->cfg.max_ns_sessions)
+		return -say(r, 413, "payload too large: namespace %s keeps the artifacts of %zu "
+			    "sessions in the store already, the most --store-max-namespace-sessions "
+			    "allows: delete finished sessions (kubectl delete profilingsession -n %s "
+			    "NAME), give the session spec.output (S3), or ask the admin to raise "
+			    "the bound", r->path.ns, sessions, r->path.ns);
+	return 0;
+}
+
 /* What the session holds already, against the bounds: 0, else the answer is set. */
 static int check_stored(struct artupload *u, struct artupload_req *r,
 			const struct artstore_artifact *a)
@@ -231,7 +274,7 @@ static int check_stored(struct artupload *u, struct artupload_req *r,
 		return -say(r, 413, "payload too large: the session's artifacts would take %" PRIu64
 			    " bytes, over --store-max-session-bytes %" PRIu64, others + a->size,
 			    u->cfg.max_session);
-	return 0;
+	return check_namespace(u, r, a, others);
 }
 
 /* One ConfigMap: 0 once stored (by us or an earlier try of the same bytes), else the
@@ -316,6 +359,7 @@ static void store(struct artupload *u, struct artupload_req *r)
 
 /* ---- the worker ---------------------------------------------------------------------------- */
 
+/* Called with the lock held. */
 static struct artupload_req *pop(struct artupload *u)
 {
 	struct artupload_req *r = u->head;
@@ -325,8 +369,43 @@ static struct artupload_req *pop(struct artupload *u)
 		if (!u->head)
 			u->tail = NULL;
 		r->next = NULL;
+		r->queued = false;
+		u->n_queued--;
 	}
 	return r;
+}
+
+void artupload__cancel(struct artupload *u, struct artupload_req *r)
+{
+	struct artupload_req **at, *prev = NULL;
+	bool found = false;
+
+	pthread_mutex_lock(&u->lock);
+	for (at = &u->head; r->queued && *at; prev = *at, at = &(*at)->next) {
+		if (*at != r)
+			continue;
+		*at = r->next;
+		if (u->tail == r)
+			u->tail = prev;
+		r->next = NULL;
+		r->queued = false;
+		u->n_queued--;
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (found)
+		artupload_req__unref(r);        /* the worker's reference: it never sees r */
+}
+
+size_t artupload__queued(struct artupload *u)
+{
+	size_t n;
+
+	pthread_mutex_lock(&u->lock);
+	n = u->n_queued;
+	pthread_mutex_unlock(&u->lock);
+	return n;
 }
 
 bool artupload__run_one(struct artupload *u)
@@ -373,6 +452,8 @@ void artupload__submit(struct artupload *u, struct artupload_req *r)
 	atomic_fetch_add(&r->refs, 1);
 	pthread_mutex_lock(&u->lock);
 	r->next = NULL;
+	r->queued = true;
+	u->n_queued++;
 	if (u->tail)
 		u->tail->next = r;
 	else

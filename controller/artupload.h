@@ -18,6 +18,8 @@
  *   STORE: SHA-256 of the body against X-Aiprof-Sha256                   400
  *   list the session's ConfigMaps (metadata only): the same name with another checksum
  *     409; the other artifacts' bytes + this one over the session bound   413
+ *   list the namespace's artifact ConfigMaps: every session's bytes over the namespace's
+ *     bound, or a new session past the namespace's count of sessions     413
  *   create the ConfigMaps; one that exists with the same aiprof.io/sha256 is taken as
  *     stored (a retry), with another 409                                  201
  * The token is wiped once its review request is built; no message holds it. The client's
@@ -45,6 +47,10 @@ typedef int (*artupload_request_fn)(void *ctx, const char *method, const char *p
 struct artupload_config {
 	const struct kube_config *kube; /* must outlive the worker */
 	uint64_t max_file, max_session; /* bytes */
+	/* a namespace's bounds over every session's artifacts, finished sessions' included:
+	 * bytes, and sessions with artifacts stored (0: none) */
+	uint64_t max_ns_bytes;
+	size_t max_ns_sessions;
 	/* where the controller runs every store session's injector pods (--injector-namespace,
 	 * injspec__pods_namespace()); NULL or "": in the session's namespace */
 	const char *injector_ns;
@@ -72,6 +78,7 @@ struct artupload_req {
 	const char *ctype;
 	char *answer;
 	struct artupload_req *next;     /* in the worker's queue */
+	bool queued;                    /* in it (the worker's lock) */
 };
 
 /* A request for path with token (copied) and room for len bytes of body; NULL: no memory. */
@@ -91,6 +98,12 @@ void artupload__free(struct artupload *u);
 /* Queues r for its phase (takes a reference; done turns false); the worker sets its answer,
  * then done, and calls wake(). */
 void artupload__submit(struct artupload *u, struct artupload_req *r);
+/* Takes r out of the queue if it is still there (its client went away): the worker never
+ * reviews or stores it, and its reference is dropped. One the worker took already runs to
+ * its end. Thread-safe. */
+void artupload__cancel(struct artupload *u, struct artupload_req *r);
+/* How many requests wait in the queue (metrics, tests). */
+size_t artupload__queued(struct artupload *u);
 /* Does one queued upload and calls wake(); false when none was queued (tests). */
 bool artupload__run_one(struct artupload *u);
 

@@ -13,6 +13,7 @@
 #include "artupload.h"
 #include "httpauth.h"
 #include "httpd.h"
+#include "timeutil.h"
 
 #define NS_MAX 64               /* a namespace name (63 characters) and its NUL */
 #define WHY_MAX 512
@@ -94,6 +95,7 @@ struct httpd {
 	unsigned uploads;               /* from their headers until answered */
 	uint64_t buffered;              /* their Content-Lengths */
 	unsigned long long uploaded[UPLOAD_CODES];
+	unsigned long long timed_out;   /* uploads closed at --store-upload-timeout */
 };
 
 /* Per connection (per HTTP transaction): an answer being sent, or a websocket client. */
@@ -118,6 +120,8 @@ struct pss {
 	size_t up_expect;               /* its Content-Length */
 	enum { UP_CHECK = 1, UP_BODY, UP_STORE } up_state;
 	bool up_body_done;
+	uint64_t up_deadline_ns;        /* CLOCK_MONOTONIC: its body is all in by then, or it
+					 * is closed (lws resets its own timeout at every chunk) */
 };
 
 static struct httpd *of(struct lws *wsi)
@@ -360,6 +364,12 @@ static void own_metrics(struct httpd *d, struct strbuf *b)
 	strbuf_addf(b, "# HELP aiprof_artifact_upload_buffered_bytes Bytes of their bodies held.\n"
 		    "# TYPE aiprof_artifact_upload_buffered_bytes gauge\n"
 		    "aiprof_artifact_upload_buffered_bytes %llu\n", (unsigned long long)d->buffered);
+	strbuf_addf(b, "# HELP aiprof_artifact_upload_queue Uploads waiting for the store's worker "
+		    "(a request whose client went is taken out).\n# TYPE aiprof_artifact_upload_queue "
+		    "gauge\naiprof_artifact_upload_queue %zu\n", artupload__queued(d->store));
+	strbuf_addf(b, "# HELP aiprof_artifact_uploads_timed_out_total Uploads closed at "
+		    "--store-upload-timeout.\n# TYPE aiprof_artifact_uploads_timed_out_total counter\n"
+		    "aiprof_artifact_uploads_timed_out_total %llu\n", d->timed_out);
 	strbuf_adds(b, "# HELP aiprof_artifact_uploads_total Artifact uploads answered, by status "
 		    "(201 stored).\n# TYPE aiprof_artifact_uploads_total counter\n");
 	for (size_t i = 0; i < UPLOAD_CODES; i++)
@@ -457,6 +467,9 @@ static void upload_end(struct httpd *d, struct pss *p)
 		return;
 	d->uploads--;
 	d->buffered -= p->up_expect;
+	/* a request whose client went costs nothing more: out of the queue, no review */
+	if (d->store)
+		artupload__cancel(d->store, p->up);
 	artupload_req__unref(p->up);
 	p->up = NULL;
 	p->up_state = 0;
@@ -568,16 +581,50 @@ static int store_put(struct lws *wsi, struct pss *p, const char *uri)
 	memcpy(p->up->sha256, sha, sizeof(sha));
 	p->up_expect = (size_t)len;
 	p->up_body_done = len == 0;
+	p->up_deadline_ns = now_monotonic_ns() + d->cfg.store_upload_timeout_ms * 1000000ull;
+	lws_set_timer_usecs(wsi, (lws_usec_t)d->cfg.store_upload_timeout_ms * 1000);
 	d->uploads++;
 	d->buffered += len;
 	return upload_submit(d, wsi, p, ARTUPLOAD_CHECK);
 }
 
+/* The seconds left to p's upload deadline, at least 1. */
+static unsigned deadline_left_s(const struct pss *p)
+{
+	uint64_t now = now_monotonic_ns();
+
+	return now >= p->up_deadline_ns ? 1 : (unsigned)((p->up_deadline_ns - now) / NSEC_PER_SEC) + 1;
+}
+
+/* LWS_CALLBACK_TIMER: the upload's deadline passed. One whose body is not all in is closed
+ * (-1), however slowly its bytes still come; one being stored is the worker's, which has
+ * its own bounds. */
+static int store_deadline(struct httpd *d, struct pss *p)
+{
+	if (!p || !p->up || p->up_state == UP_STORE || now_monotonic_ns() < p->up_deadline_ns)
+		return 0;
+	d->timed_out++;
+	if (d->h.log) {
+		char msg[300];
+
+		snprintf(msg, sizeof(msg), "artifact upload to %s/%s/%s closed: its body was not all "
+			 "in within --store-upload-timeout (%zu of %zu bytes)", p->up->path.ns,
+			 p->up->path.session, p->up->path.name, p->up->len, p->up_expect);
+		d->h.log(d->h.ctx, 1, msg);
+	}
+	return -1;
+}
+
 /* Body bytes: kept while the upload is checked (what came with the headers) or read. */
-static int store_body(struct pss *p, const void *in, size_t len)
+static int store_body(struct lws *wsi, struct pss *p, const void *in, size_t len)
 {
 	if (!p->up)
 		return 0;       /* a body nobody asked for (a refused request's) */
+	if (now_monotonic_ns() >= p->up_deadline_ns)
+		return store_deadline(of(wsi), p);
+	/* lws has just reset its body timeout: not past the upload's own deadline */
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, deadline_left_s(p) < BODY_TIMEOUT_S ?
+			deadline_left_s(p) : BODY_TIMEOUT_S);
 	if (p->up_state == UP_STORE || len > p->up_expect - p->up->len)
 		return -1;
 	memcpy(p->up->body + p->up->len, in, len);
@@ -619,7 +666,8 @@ static int store_checked(struct lws *wsi, struct pss *p)
 	p->flow_off = false;
 	if (p->up_body_done)
 		return upload_submit(d, wsi, p, ARTUPLOAD_STORE);
-	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, BODY_TIMEOUT_S);
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, deadline_left_s(p) < BODY_TIMEOUT_S ?
+			deadline_left_s(p) : BODY_TIMEOUT_S);
 	return 0;
 }
 
@@ -1067,7 +1115,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return http_writeable(wsi, p);
 	/* not on to lws_callback_http_dummy(): it would end the transaction */
 	case LWS_CALLBACK_HTTP_BODY:
-		return p ? store_body(p, in, len) : 0;
+		return p ? store_body(wsi, p, in, len) : 0;
+	case LWS_CALLBACK_TIMER:
+		return d ? store_deadline(d, p) : 0;
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		return p ? store_body_done(wsi, p) : 0;
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
@@ -1245,6 +1295,8 @@ int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
 		d->cfg.store_max_file = ARTSTORE_MAX_FILE_BYTES;
 	if (!d->cfg.store_max_session)
 		d->cfg.store_max_session = ARTSTORE_MAX_SESSION_BYTES;
+	if (!d->cfg.store_upload_timeout_ms)
+		d->cfg.store_upload_timeout_ms = HTTPD_STORE_UPLOAD_TIMEOUT_S * 1000ull;
 	parse_addr(cfg->addr, d->iface, sizeof(d->iface), &d->port);
 	pthread_mutex_init(&d->lock, NULL);
 	ac.ctx = d;
@@ -1252,6 +1304,8 @@ int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
 	uc.max_file = d->cfg.store_max_file;
 	uc.max_session = d->cfg.store_max_session;
 	uc.injector_ns = cfg->store_injector_ns;
+	uc.max_ns_bytes = cfg->store_max_ns_bytes;
+	uc.max_ns_sessions = cfg->store_max_ns_sessions;
 	r = cfg->auth == HTTPD_AUTH_KUBERNETES ? httpauth__new(&ac, &d->auth) : 0;
 	if (r == 0 && cfg->auth == HTTPD_AUTH_KUBERNETES)
 		r = artupload__new(&uc, &d->store);

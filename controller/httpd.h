@@ -45,6 +45,7 @@
 #define HTTPD_SPARE_CONNECTIONS 16      /* beyond the websockets: probes, scrapes */
 #define HTTPD_STORE_UPLOADS 4
 #define HTTPD_STORE_BUFFER_MAX (64ull << 20)
+#define HTTPD_STORE_UPLOAD_TIMEOUT_S 300
 
 struct httpd_handlers {
 	bool (*ready)(void *ctx, char *why, size_t whylen);
@@ -63,6 +64,10 @@ struct httpd_config {
 	unsigned max_ws_clients, max_connections;
 	uint64_t store_max_file, store_max_session;     /* bytes; 0: the defaults (artstore.h) */
 	const char *store_injector_ns;  /* artupload_config.injector_ns; outlives */
+	uint64_t store_max_ns_bytes;    /* artupload_config's namespace bounds (0: none) */
+	unsigned store_max_ns_sessions;
+	/* one upload from its headers to its last byte (0: HTTPD_STORE_UPLOAD_TIMEOUT_S) */
+	uint64_t store_upload_timeout_ms;
 };
 
 struct httpd;

@@ -76,6 +76,15 @@ static void usage(FILE *out)
 		"  --store-max-file-bytes N one artifact at most (default 16Mi; Ki, Mi, Gi; more: 413)\n"
 		"  --store-max-session-bytes N\n"
 		"                           a session's artifacts at most (default 64Mi)\n"
+		"  --store-max-namespace-bytes N\n"
+		"                           every session's artifacts of one namespace at most,\n"
+		"                           finished sessions' included (default 256Mi)\n"
+		"  --store-max-namespace-sessions N\n"
+		"                           sessions of one namespace with artifacts in the store\n"
+		"                           at most (default 20)\n"
+		"  --store-upload-timeout DURATION\n"
+		"                           one upload, headers to the last byte, at most\n"
+		"                           (default 5m; slower: closed)\n"
 		"  --store-max-age DURATION a session in the store with no ttlSecondsAfterFinished\n"
 		"                           is deleted, its artifacts with it, that long after it\n"
 		"                           finished (default 168h)\n"
@@ -202,7 +211,8 @@ enum {
 };
 
 /* the artifact store's (artstore.h) */
-enum { OPT_STORE_URL = 0x300, OPT_STORE_FILE, OPT_STORE_SESSION, OPT_STORE_AGE };
+enum { OPT_STORE_URL = 0x300, OPT_STORE_FILE, OPT_STORE_SESSION, OPT_STORE_AGE, OPT_STORE_NS_BYTES,
+       OPT_STORE_NS_SESSIONS, OPT_STORE_TIMEOUT };
 
 /* the HTTP endpoint's (httpd.h) */
 enum { OPT_HTTP_AUTH = 0x200, OPT_MAX_WS, OPT_MAX_CONNS };
@@ -246,6 +256,9 @@ static const struct option long_opts[] = {
 	{ "store-url", required_argument, NULL, OPT_STORE_URL },
 	{ "store-max-file-bytes", required_argument, NULL, OPT_STORE_FILE },
 	{ "store-max-session-bytes", required_argument, NULL, OPT_STORE_SESSION },
+	{ "store-max-namespace-bytes", required_argument, NULL, OPT_STORE_NS_BYTES },
+	{ "store-max-namespace-sessions", required_argument, NULL, OPT_STORE_NS_SESSIONS },
+	{ "store-upload-timeout", required_argument, NULL, OPT_STORE_TIMEOUT },
 	{ "store-max-age", required_argument, NULL, OPT_STORE_AGE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -259,7 +272,8 @@ struct options {
 	const char *kubeconfig, *context, *ns, *metrics, *sa_dir;
 	enum httpd_auth http_auth;
 	unsigned max_ws, max_conns;     /* 0: the default */
-	uint64_t store_max_file, store_max_session;
+	uint64_t store_max_file, store_max_session, store_max_ns_bytes, store_upload_timeout_ns;
+	unsigned store_max_ns_sessions;
 	const char *lease_ns, *lease_name, *identity;   /* identity: NULL for hostname_pid */
 	bool leader_elect;
 	struct controller_config cc;
@@ -290,6 +304,9 @@ static void options_init(struct options *o)
 		.merge_sel = json_object(), .merge_tol = json_array(),
 		.store_max_file = ARTSTORE_MAX_FILE_BYTES,
 		.store_max_session = ARTSTORE_MAX_SESSION_BYTES,
+		.store_max_ns_bytes = ARTSTORE_MAX_NS_BYTES,
+		.store_max_ns_sessions = ARTSTORE_MAX_NS_SESSIONS,
+		.store_upload_timeout_ns = HTTPD_STORE_UPLOAD_TIMEOUT_S * NSEC_PER_SEC,
 	};
 }
 
@@ -521,6 +538,12 @@ static int parse_option(struct options *o, int c, const char *arg)
 	case OPT_STORE_FILE: return bytes_opt("store-max-file-bytes", arg, &o->store_max_file);
 	case OPT_STORE_SESSION:
 		return bytes_opt("store-max-session-bytes", arg, &o->store_max_session);
+	case OPT_STORE_NS_BYTES:
+		return bytes_opt("store-max-namespace-bytes", arg, &o->store_max_ns_bytes);
+	case OPT_STORE_NS_SESSIONS:
+		return limit_opt("store-max-namespace-sessions", arg, &o->store_max_ns_sessions);
+	case OPT_STORE_TIMEOUT:
+		return duration_opt("store-upload-timeout", arg, &o->store_upload_timeout_ns);
 	case OPT_STORE_AGE: return duration_opt("store-max-age", arg, &o->cc.rc.store_max_age_ns);
 	case 'v': log_set_max_level(LOG_DEBUG); break;
 	case 'q': log_set_max_level(LOG_WARNING); break;
@@ -644,6 +667,9 @@ static int serving_config(const struct options *o, const struct kube_config *kcf
 		.max_ws_clients = o->max_ws ? o->max_ws : HTTPD_MAX_WS_CLIENTS,
 		.store_max_file = o->store_max_file, .store_max_session = o->store_max_session,
 		.store_injector_ns = o->cc.rc.inj.ns,
+		.store_max_ns_bytes = o->store_max_ns_bytes,
+		.store_max_ns_sessions = o->store_max_ns_sessions,
+		.store_upload_timeout_ms = o->store_upload_timeout_ns / 1000000,
 	};
 	hc->max_connections = o->max_conns ? o->max_conns :
 		hc->max_ws_clients + HTTPD_SPARE_CONNECTIONS > HTTPD_MAX_CONNECTIONS ?

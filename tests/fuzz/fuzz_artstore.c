@@ -68,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char why[256], existing[SHA256_HEX_LEN + 1], uid[ARTSTORE_UID_MAX + 1], *s;
 	uint8_t sha[SHA256_LEN];
 	uint64_t others;
+	size_t n;
 	int r;
 
 	if (size < 1)
@@ -97,6 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(r != 0 || existing[0] == '\0' || strlen(existing) == SHA256_HEX_LEN);
 		break;
 	case 4:
+		r = artstore__ns_usage(s, size - 1, "u-1", &others, &n);
+		CHECK(r == 0 || r == -EPROTO || r == -ENOMEM);
 		r = artstore__cm_sha256(s, size - 1, existing);
 		CHECK(r == -EPROTO || (r == 0 && (!existing[0] || strlen(existing) == SHA256_HEX_LEN)));
 		break;

@@ -166,7 +166,8 @@ def env(k8s, tmp_path_factory):
              "unrecorded_token": token(f"aiprof-s1-{tag}-x"),
              "wrong_audience": token(f"aiprof-s1-{tag}-0", audience="not-aiprof"),
              "controller": controller}
-        e["port"] = controller().port
+        first = controller()
+        e["port"], e["controller_pid"] = first.port, first.p.pid
         yield e
         for p in started:
             rc = p.stop()
@@ -418,3 +419,164 @@ def test_deleting_the_session_deletes_its_artifacts(env):
     r = kube.delete(f"{GROUP}/namespaces/{ns}/profilingsessions/s1")
     assert r.status in (200, 202), r
     wait_for(lambda: not stored(env), 90, "the garbage collector to delete the session's ConfigMaps")
+
+
+def store_session(e, ns, name):
+    """A session of namespace ns in the store, running (phase Profiling), whose injector of
+    trainer-0 is a pod of the injector namespace its status recorded: (session UID, that
+    pod's token for the store)."""
+    kube, c = e["kube"], e["cluster"]
+    r = kube.post(f"{GROUP}/namespaces/{ns}/profilingsessions", {
+        "apiVersion": "aiprof.io/v1alpha1", "kind": "ProfilingSession", "metadata": {"name": name},
+        "spec": {"targets": {"podName": "trainer-0"}, "duration": "30s"}})
+    assert r.status == 201, r
+    session, uid = r.json, r.json["metadata"]["uid"]
+    pod = f"aiprof-{name}-{uid[:8]}"
+    r = kube.post(f"/api/v1/namespaces/{INJ_NS}/pods", injector_pod(pod, session, uid))
+    assert r.status == 201, r
+    pod_uid = r.json["metadata"]["uid"]
+    r = kube.patch(f"{GROUP}/namespaces/{ns}/profilingsessions/{name}/status", {"status": {
+        "phase": "Profiling", "targets": [{"pod": "trainer-0", "container": "trainer", "injectorUID": pod_uid}]}})
+    assert r.status == 200, r
+    token = c.kubectl("create", "token", "default", "-n", INJ_NS, "--audience", AUDIENCE, "--bound-object-kind",
+                      "Pod", "--bound-object-name", pod, "--bound-object-uid", pod_uid, "--duration", "600s",
+                      ok=True).stdout.strip()
+    return uid, token
+
+
+@pytest.fixture
+def quota_ns(env):
+    """A namespace of its own (the store's bounds are per namespace), removed after."""
+    ns = f"as-q-{uuid.uuid4().hex[:6]}"
+    assert env["kube"].post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": ns}}).status == 201
+    yield ns
+    c = env["cluster"]
+    c.kubectl("delete", "pods", "-n", INJ_NS, "-l", f"aiprof.io/session-namespace={ns}",
+              "--grace-period=0", "--force", "--wait=false")
+    c.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_the_namespace_quota_holds_across_finished_sessions(env, quota_ns):
+    """--store-max-namespace-bytes counts every session's artifacts the store keeps in the
+    namespace, finished sessions' included (they stay until the session is deleted): 20
+    sessions, each uploading 100,000 bytes and then finishing, under a 1 MiB bound — the
+    first 10 are stored, the rest get 413 saying what to do, and the namespace never holds
+    more than the bound. --store-max-namespace-sessions: a new session past the count of
+    sessions with artifacts is refused too."""
+    ns, kube = quota_ns, env["kube"]
+    p = env["controller"]("--store-max-namespace-bytes", "1Mi", "--store-max-namespace-sessions", "100")
+    sessions = [(f"q-{i}", *store_session(env, ns, f"q-{i}")) for i in range(20)]
+    codes = []
+    for name, uid, token in sessions:
+        st, _, text = put(p.port, f"/v1/artifacts/{ns}/{name}/trainer-0/summary.json", os.urandom(100_000), token)
+        codes.append(st)
+        if st == 413:
+            assert "--store-max-namespace-bytes 1048576" in text and "delete finished sessions" in text, text
+        else:
+            assert st == 201, (st, text)
+        # the window is over: the session finished, its artifacts stay
+        assert kube.patch(f"{GROUP}/namespaces/{ns}/profilingsessions/{name}/status",
+                          {"status": {"phase": "Succeeded"}}).status == 200
+    assert codes == [201] * 10 + [413] * 10, codes
+    r = kube.get(f"/api/v1/namespaces/{ns}/configmaps?labelSelector=aiprof.io%2Fartifact%3Dtrue")
+    kept = sum(len(base64.b64decode(cm.get("binaryData", {}).get("data", ""))) for cm in r.json["items"])
+    assert kept == 1_000_000 <= 1 << 20, kept
+    # the count of sessions: 10 have artifacts; an 11th, new one is refused at 10
+    p2 = env["controller"]("--store-max-namespace-sessions", "10")
+    _, token = store_session(env, ns, "q-new")
+    st, _, text = put(p2.port, f"/v1/artifacts/{ns}/q-new/trainer-0/summary.json", b"{}", token)
+    assert st == 413 and "--store-max-namespace-sessions" in text and "10 sessions" in text, (st, text)
+
+
+def controller_user():
+    from test_install import one as one_, render as render_
+    sa = one_(render_(), "ServiceAccount")["metadata"]["name"]
+    return f"system:serviceaccount:{RELEASE_NS}:{sa}"
+
+
+def vm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k in ("VmRSS", "VmHWM")}
+
+
+def test_dropped_requests_cost_no_reviews(env):
+    """A request whose client has gone is taken out of the store worker's queue before any
+    TokenReview: 50 headers-only uploads (a valid token, Content-Length 2 MiB), each dropped
+    at once, cause at most 4 TokenReviews (the real API server's audit log), and the
+    controller's memory stays flat (VmRSS, VmHWM of its PID before and after)."""
+    import socket
+    port, ns, c = env["port"], env["ns"], env["cluster"]
+    put(port, f"/v1/artifacts/{ns}/s1/trainer-0/warm.txt", b"w", env["token"])     # warm
+    time.sleep(1.5)
+    pid = env["controller_pid"]
+    before = vm(pid)
+    since = c.audit_offset()
+    head = (f"PUT /v1/artifacts/{ns}/s1/trainer-0/dropped HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Length: {MAX_FILE}\r\nX-Aiprof-Sha256: {'0' * 64}\r\n"
+            f"Authorization: Bearer {env['token']}\r\n\r\n").encode()
+    for _ in range(50):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(head)
+        s.close()
+    time.sleep(3)                       # what the worker would still do, and the audit batch
+    after = vm(pid)
+    reqs, _ = c.audit(controller_user(), since)
+    reviews = [e for e in reqs if (e.get("objectRef") or {}).get("resource") == "tokenreviews"]
+    print(f"50 dropped uploads: {len(reviews)} TokenReviews; VmRSS {before['VmRSS']} -> {after['VmRSS']} KiB, "
+          f"VmHWM {before['VmHWM']} -> {after['VmHWM']} KiB")
+    assert len(reviews) <= 4, f"{len(reviews)} TokenReviews for 50 dropped requests"
+    assert sanitized() or after["VmRSS"] - before["VmRSS"] < 8 * 1024, (before, after)
+    assert sanitized() or after["VmHWM"] - before["VmHWM"] < 8 * 1024, (before, after)
+    # and the store still answers
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/after-drop.txt", b"a", env["token"])
+    assert st in (201, 413), (st, text)
+
+
+def test_trickling_uploads_are_closed_at_the_total_deadline(env):
+    """--store-upload-timeout 6s: four uploads that send their body a byte every 2 s (each
+    byte resets libwebsockets' own body timeout) hold the four places only until 6 s after
+    their headers: then each is closed, however slowly bytes still come, and a fifth upload
+    is taken."""
+    import socket
+    import threading
+    ns = env["ns"]
+    p = env["controller"]("--store-upload-timeout", "6s")
+    head = (f"PUT /v1/artifacts/{ns}/s1/trainer-0/trickle HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Length: 100\r\nX-Aiprof-Sha256: {'0' * 64}\r\n"
+            f"Authorization: Bearer {env['token']}\r\n\r\n").encode()
+    closed_after = [None] * 4
+
+    def trickle(i):
+        s = socket.create_connection(("127.0.0.1", p.port), timeout=30)
+        t0 = time.monotonic()
+        s.sendall(head)
+        try:
+            for _ in range(15):             # 30 s of trickling at most
+                time.sleep(2)
+                s.sendall(b"x")
+                s.settimeout(0.01)
+                try:
+                    if s.recv(4096) == b"":
+                        break
+                except socket.timeout:
+                    pass
+                s.settimeout(30)
+        except OSError:
+            pass
+        closed_after[i] = time.monotonic() - t0
+        s.close()
+    threads = [threading.Thread(target=trickle, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    st, _, text = put(p.port, f"/v1/artifacts/{ns}/s1/trainer-0/fifth-early", b"5", env["token"])
+    assert st == 503 and "uploads are under way" in text, (st, text)
+    for t in threads:
+        t.join(40)
+    print(f"trickling uploads closed after {[round(x, 1) for x in closed_after]} s (deadline 6 s)")
+    assert all(x is not None and 5 <= x <= 11 for x in closed_after), closed_after
+    st, _, text = put(p.port, f"/v1/artifacts/{ns}/s1/trainer-0/after-trickle", b"5", env["token"])
+    assert st in (201, 413), (st, text)
+    _, metrics = p.http("/metrics", token=played.admin_token(env["cluster"].kubeconfig))
+    assert re.search(r"^aiprof_artifact_uploads_timed_out_total 4$", metrics, re.M), metrics

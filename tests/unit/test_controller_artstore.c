@@ -407,6 +407,29 @@ static void test_stored(void **state)
 	assert_int_equal(artstore__stored("[]", 2, "a", &others, existing), -EPROTO);
 }
 
+/* A namespace's artifacts: each session's bytes once per artifact name, this session's
+ * left out, the sessions counted. */
+static void test_ns_usage(void **state)
+{
+#define CM(uid, name, size) "{\"metadata\":{\"labels\":{\"aiprof.io/session-uid\":\"" uid "\"}," \
+	"\"annotations\":{\"aiprof.io/artifact-name\":\"" name "\",\"aiprof.io/size\":\"" size "\"}}}"
+	static const char list[] = "{\"items\":[" CM("s-1", "a", "10") "," CM("s-1", "a", "10") ","
+		CM("s-1", "b", "5") "," CM("s-2", "a", "7") "," CM("me", "a", "1000") ","
+		CM("s-3", "x", "-1") ",{\"metadata\":{}},7]}";
+#undef CM
+	uint64_t bytes = 99;
+	size_t sessions = 99;
+
+	(void)state;
+	assert_int_equal(artstore__ns_usage(list, strlen(list), "me", &bytes, &sessions), 0);
+	assert_int_equal(bytes, 22);
+	assert_int_equal(sessions, 2);          /* s-3's size is not a number: not counted */
+	assert_int_equal(artstore__ns_usage("{\"items\":null}", 14, "me", &bytes, &sessions), 0);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(sessions, 0);
+	assert_int_equal(artstore__ns_usage("[]", 2, "me", &bytes, &sessions), -EPROTO);
+}
+
 static void test_token_review_has_the_audience(void **state)
 {
 	char *body = httpauth__token_review_for("t\"k\\n", ARTSTORE_AUDIENCE);
@@ -753,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_check_injector),
 		cmocka_unit_test(test_check_session),
 		cmocka_unit_test(test_stored),
+		cmocka_unit_test(test_ns_usage),
 		cmocka_unit_test(test_token_review_has_the_audience),
 		cmocka_unit_test(test_upload),
 		cmocka_unit_test(test_conflicting_chunk),
