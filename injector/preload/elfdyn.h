@@ -15,6 +15,7 @@
 
 struct elf_dyn {
 	uintptr_t base;                 /* load bias (dlpi_addr) */
+	uintptr_t lo, hi;               /* every table read lies in [lo, hi) */
 	const Elf64_Sym *symtab;
 	const char *strtab;
 	size_t strsz;
@@ -37,6 +38,12 @@ struct elf_dyn {
  * Returns 0, or -ENOENT when the module has no symbol or string table.
  */
 int elf_dyn__parse(struct elf_dyn *d, uintptr_t base, const Elf64_Dyn *dyn);
+
+/* The same, every read of the module's tables (the dynamic section included) kept inside
+ * [lo, hi): its mapped extent. A table that leaves it reads as absent; a chain that leaves
+ * it ends there. elf_dyn__parse() bounds nothing (lo 1, hi UINTPTR_MAX). */
+int elf_dyn__parse_bounded(struct elf_dyn *d, uintptr_t base, const Elf64_Dyn *dyn,
+			   uintptr_t lo, uintptr_t hi);
 
 struct elf_sym_def {
 	uintptr_t addr;                 /* absolute address of the definition */

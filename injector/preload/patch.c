@@ -157,6 +157,27 @@ static const Elf64_Dyn *phdr_dynamic(const struct dl_phdr_info *info)
 	return NULL;
 }
 
+/* The module's dynamic section read within its loaded extent (its PT_LOAD segments): a
+ * table that points elsewhere reads as absent (elfdyn.h). */
+static int parse_module(const struct dl_phdr_info *info, struct elf_dyn *d)
+{
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+
+		if (p->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + p->p_vaddr < lo)
+			lo = info->dlpi_addr + p->p_vaddr;
+		if (info->dlpi_addr + p->p_vaddr + p->p_memsz > hi)
+			hi = info->dlpi_addr + p->p_vaddr + p->p_memsz;
+	}
+	if (lo >= hi)
+		return -ENOENT;
+	return elf_dyn__parse_bounded(d, info->dlpi_addr, phdr_dynamic(info), lo, hi);
+}
+
 static bool is_vdso_name(const char *name)
 {
 	return name && (strncmp(name, "linux-vdso", 10) == 0 ||
@@ -211,7 +232,7 @@ static int resolve_one_cb(struct dl_phdr_info *info, size_t size, void *data)
 
 	if (is_vdso_name(info->dlpi_name))
 		return 0;
-	if (elf_dyn__parse(&d, info->dlpi_addr, phdr_dynamic(info)) < 0)
+	if (parse_module(info, &d) < 0)
 		return 0;
 	if (dyn_is_aiprof(&d))
 		return 0;
@@ -353,7 +374,7 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *data)
 		m->segs[m->nsegs].end = info->dlpi_addr + p->p_vaddr + p->p_memsz;
 		m->nsegs++;
 	}
-	m->dyn_ok = elf_dyn__parse(&m->dyn, info->dlpi_addr, phdr_dynamic(info)) == 0;
+	m->dyn_ok = parse_module(info, &m->dyn) == 0;
 	m->present = true;
 	m->skip = is_vdso_name(m->name) || !m->dyn_ok;
 	if (m->dyn_ok && dyn_is_aiprof(&m->dyn)) {
