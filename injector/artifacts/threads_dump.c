@@ -11,25 +11,9 @@
 #include <unistd.h>
 
 #include "collect/ebpf_internal.h"
+#include "framename.h"
 #include "jsonw.h"
 #include "threads_dump.h"
-
-enum frame_kind { FK_NATIVE, FK_PYTHON, FK_KERNEL };
-
-static enum frame_kind kind_of(const char *name, size_t *ret_len)
-{
-	size_t n = strlen(name);
-
-	*ret_len = n;
-	if (n > 4 && strcmp(name + n - 4, "_[k]") == 0) {
-		*ret_len = n - 4;
-		return FK_KERNEL;
-	}
-	/* "qualname (file.py:line)" */
-	if (n > 2 && name[n - 1] == ')' && strstr(name, ".py:"))
-		return FK_PYTHON;
-	return FK_NATIVE;
-}
 
 static const char *const kind_names[] = { "native", "python", "kernel" };
 
@@ -109,7 +93,7 @@ void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct
 				size_t len;
 				const char *wc = stack_store__frame_name(&e->stacks, t->wchan);
 
-				kind_of(wc, &len);
+				frame_kind_of(wc, &len);
 				jsonw_key(w, "wchan");
 				jsonw_strn(w, wc, len);
 			}
@@ -124,7 +108,7 @@ void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct
 			for (size_t j = nf; f && j-- > 1;) {
 				const char *name = stack_store__frame_name(&e->stacks, f[j]);
 				size_t len;
-				enum frame_kind fk = kind_of(name, &len);
+				enum frame_kind fk = frame_kind_of(name, &len);
 
 				jsonw_obj_open(w);
 				jsonw_key(w, "name");
@@ -149,7 +133,10 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 	for (size_t i = 0; i < e->nt; i++) {
 		const struct ebpf_tdata *td = &e->t[i];
 
-		fprintf(out, "Process %d (%s)", td->pid, td->comm);
+		/* names are the target's: escaped for the terminal (framename.h) */
+		fprintf(out, "Process %d (", td->pid);
+		frame_name_fprint(out, td->comm, strnlen(td->comm, sizeof(td->comm)));
+		fputc(')', out);
 		if (m->ranks && i < m->nranks && m->ranks[i] >= 0)
 			fprintf(out, ", rank %d", m->ranks[i]);
 		if (td->py)
@@ -161,9 +148,10 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 			size_t nf = 0;
 			const uint32_t *f = stack_store__stack_frames(&e->stacks, t->stack, &nf);
 
-			fprintf(out, "\nThread %u (%s): %s", t->tid, t->comm,
-				t->state ? ebpf_state_letter(t->state) : t->on_cpu ? "running" :
-				"runnable");
+			fprintf(out, "\nThread %u (", t->tid);
+			frame_name_fprint(out, t->comm, strnlen(t->comm, sizeof(t->comm)));
+			fprintf(out, "): %s", t->state ? ebpf_state_letter(t->state) : t->on_cpu ?
+				"running" : "runnable");
 			if (t->syscall >= 0)
 				fprintf(out, " in %s()", ebpf_syscall_name((uint32_t)t->syscall, nb,
 									    sizeof(nb)));
@@ -177,10 +165,11 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 			for (size_t j = nf; f && j-- > 1;) {
 				const char *name = stack_store__frame_name(&e->stacks, f[j]);
 				size_t len;
-				enum frame_kind fk = kind_of(name, &len);
+				enum frame_kind fk = frame_kind_of(name, &len);
 
-				fprintf(out, "    %.*s%s\n", (int)len, name, fk == FK_KERNEL ?
-					"  [kernel]" : "");
+				fputs("    ", out);
+				frame_name_fprint(out, name, len);
+				fprintf(out, "%s\n", fk == FK_KERNEL ? "  [kernel]" : "");
 			}
 		}
 		fputc('\n', out);
