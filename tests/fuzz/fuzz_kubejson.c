@@ -5,7 +5,7 @@
  * as a Pod (struct kpod), a ProfilingSession (spec validation, selector, with and without
  * inline s3 allowed) and a ClusterProfilingStorage resolved for that session, watch events,
  * and Status error bodies.
- * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c common/recheck.c
+ * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c common/recheck.c common/utf8.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml
  * FUZZ_ARGS: -max_len=65536
  */

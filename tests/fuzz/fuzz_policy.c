@@ -6,7 +6,7 @@
  * time, with one running session it controls and one pod carrying the trigger annotation.
  * Whatever the input, a plan's sessions carry the controller ownerReference and a name under
  * 254 bytes.
- * FUZZ_SOURCES: controller/policy.c controller/policy_plan.c controller/cron.c controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c common/recheck.c
+ * FUZZ_SOURCES: controller/policy.c controller/policy_plan.c controller/cron.c controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c common/recheck.c common/utf8.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml -lpthread
  * FUZZ_ARGS: -max_len=8192
  */
