@@ -85,6 +85,10 @@ int httpd__new(const struct httpd_config *cfg, const struct httpd_handlers *h,
 	       struct httpd **ret);
 int httpd__port(struct httpd *h);                /* the port listened on */
 int httpd__start(struct httpd *h);               /* the service thread, and the reviewer */
+/* One turn of the service loop on the caller's thread, for a fuzzer that sends requests
+ * itself: only without httpd__start() (no service thread, no workers: reviews and uploads
+ * stay queued). 0, or -EIO. */
+int httpd__service(struct httpd *h);
 /* Queues a message for every websocket client. Thread-safe. */
 void httpd__broadcast(struct httpd *h, const char *json, size_t len);
 void httpd__free(struct httpd *h);               /* stops; NULL-safe */

@@ -426,3 +426,45 @@ def test_2000_websocket_clients_at_once_stay_bounded(env):
     ws, refused = ws_connect(c.port, token=admin)                # room again
     assert ws, refused
     ws.close()
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_a_body_on_a_request_that_takes_none_is_refused(env):
+    """Only an upload takes a body. Before, 40 bytes — a request, then a pipelined one with no
+    HTTP version and a Content-Length (found by fuzz_httpd) — put libwebsockets' service loop
+    in a spin that never ended: the controller at 100% CPU and /healthz unanswered, so its
+    liveness probe would restart it, for anyone who reaches the port. Now such a request gets
+    400 saying what takes a body and its connection is closed; the controller stays idle and
+    answers; a GET with 'Content-Length: 0' is still served."""
+    p = env["controller"]("--http-auth=none")
+    pid = p.p.pid
+    for raw in (b"GET / HTTP/1.1\n\nGET /\nContent-Length:3\n\n",
+                b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+                b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"):
+        before = cpu_ticks(pid)
+        s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break                       # the server closed: no spin holds the connection
+            got += chunk
+        s.close()
+        assert b" 400 " in got and b"only PUT /v1/artifacts/" in got, (raw, got)
+        status, _, body = get(p.port, "/healthz")
+        assert status == 200 and body == "ok\n", (raw, status, body)
+        time.sleep(1)
+        spent = cpu_ticks(pid) - before
+        assert spent < 50, f"{raw!r}: the controller spent {spent} ticks of CPU in about a second after it"
+    conn = http.client.HTTPConnection("127.0.0.1", p.port, timeout=10)
+    conn.request("GET", "/healthz", headers={"Content-Length": "0"})
+    r = conn.getresponse()
+    assert r.status == 200 and r.read() == b"ok\n"
+    conn.close()
