@@ -145,19 +145,6 @@ bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td)
 	return false;
 }
 
-const char *ebpf_state_letter(uint32_t state)
-{
-	if (state == 0)
-		return "R";  /* running or runnable */
-	if (state & 2)
-		return "D";  /* uninterruptible: disk I/O, some locks */
-	if (state & 1)
-		return "S";
-	if (state & (4 | 8))
-		return "T";  /* stopped or traced */
-	return "?";
-}
-
 /* ---- targets ------------------------------------------------------------------------- */
 
 static void read_comm(pid_t pid, char *buf, size_t len)

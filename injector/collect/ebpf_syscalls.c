@@ -17,20 +17,6 @@
 #include "bpf/syscalls.h"
 #include "ebpf_internal.h"
 
-static const char *const syscall_names[] = {
-#include "syscall_names.h"
-};
-
-#define NNAMES (sizeof(syscall_names) / sizeof(syscall_names[0]))
-
-const char *ebpf_syscall_name(uint32_t nr, char *buf, size_t len)
-{
-	if (nr < NNAMES && syscall_names[nr])
-		return syscall_names[nr];
-	snprintf(buf, len, "syscall_%u", nr);
-	return buf;
-}
-
 /* x86_64 numbers: which argument is an fd or a path, and what the call does with bytes */
 uint8_t ebpf_syscall_kind(uint32_t nr)
 {

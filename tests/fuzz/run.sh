@@ -47,6 +47,11 @@ if [ ${#targets[@]} -eq 0 ]; then
 	exit 1
 fi
 
+# headers the build generates (bpf/syscall_names.h) come from its folder
+BUILD=${BUILD:-build}
+[ -f "$BUILD/bpf/syscall_names.h" ] || make -s "$BUILD/bpf/syscall_names.h" BUILD="$BUILD" >/dev/null
+CFLAGS+=(-I"$BUILD/bpf")
+
 mkdir -p "$OUT/crashes"
 scratch=$(mktemp -d /tmp/aiprof-fuzz-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
