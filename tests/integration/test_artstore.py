@@ -411,16 +411,6 @@ def test_store_needs_kubernetes_auth(env):
     assert st == 403 and "--http-auth=kubernetes" in text, (st, text)
 
 
-def test_deleting_the_session_deletes_its_artifacts(env):
-    port, ns, kube = env["port"], env["ns"], env["kube"]
-    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/manifest.json", b"{}", env["token"])
-    assert st in (201, 413), (st, text)       # the bound may be reached by the test before
-    assert stored(env)
-    r = kube.delete(f"{GROUP}/namespaces/{ns}/profilingsessions/s1")
-    assert r.status in (200, 202), r
-    wait_for(lambda: not stored(env), 90, "the garbage collector to delete the session's ConfigMaps")
-
-
 def store_session(e, ns, name):
     """A session of namespace ns in the store, running (phase Profiling), whose injector of
     trainer-0 is a pod of the injector namespace its status recorded: (session UID, that
@@ -580,3 +570,14 @@ def test_trickling_uploads_are_closed_at_the_total_deadline(env):
     assert st in (201, 413), (st, text)
     _, metrics = p.http("/metrics", token=played.admin_token(env["cluster"].kubeconfig))
     assert re.search(r"^aiprof_artifact_uploads_timed_out_total 4$", metrics, re.M), metrics
+
+
+# last: the module's session s1 is gone after it
+def test_deleting_the_session_deletes_its_artifacts(env):
+    port, ns, kube = env["port"], env["ns"], env["kube"]
+    st, _, text = put(port, f"/v1/artifacts/{ns}/s1/trainer-0/manifest.json", b"{}", env["token"])
+    assert st in (201, 413), (st, text)       # the bound may be reached by the test before
+    assert stored(env)
+    r = kube.delete(f"{GROUP}/namespaces/{ns}/profilingsessions/s1")
+    assert r.status in (200, 202), r
+    wait_for(lambda: not stored(env), 90, "the garbage collector to delete the session's ConfigMaps")
