@@ -24,8 +24,9 @@ def free_port(ip):
         return s.getsockname()[1]
 
 
-def plugin(env, *args, timeout=240):
+def plugin(env, *args, timeout=240, extra_env=None):
     e = env.chain.cluster.kubectl_env()
+    e.update(extra_env or {})
     return subprocess.run(["bash", PLUGIN, "-n", env.ns, *args], capture_output=True, text=True,
                           timeout=timeout, env=e)
 
@@ -90,6 +91,20 @@ def test_profile_a_pod_without_s3(env, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     for m in man["artifacts"]:
         assert (again / "trainer-0" / m["name"]).read_bytes() == (out / "trainer-0" / m["name"]).read_bytes()
+    # a co-tenant's ConfigMap with the session's label and a hostile chunk count (issue 30): named
+    # and ignored, nothing run, the controller's ConfigMaps fetched as before
+    env.apply({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "a-decoy", "labels": {"aiprof.io/session-uid": s["metadata"]["uid"]},
+                            "annotations": {"aiprof.io/artifact-name": "trainer-0/manifest.json",
+                                            "aiprof.io/chunk": "0/BASH_VERSINFO[$(touch $AIPROF_PWNED)]"}},
+               "data": {"x": "y"}})
+    pwned = tmp_path / "PWNED"
+    r = plugin(env, "get", "quick", "-o", str(tmp_path / "decoyed"), extra_env={"AIPROF_PWNED": str(pwned)})
+    assert not pwned.exists(), r.stderr
+    assert r.returncode == 0 and 'ignored ConfigMap "a-decoy"' in r.stderr, r.stdout + r.stderr
+    for m in man["artifacts"]:
+        assert (tmp_path / "decoyed" / "trainer-0" / m["name"]).read_bytes() == (out / "trainer-0" / m["name"]).read_bytes()
+    assert env.kubectl("delete", "configmap", "a-decoy").returncode == 0
     r = plugin(env, "get", "quick", "-o", str(again), "--format", "json")
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
@@ -129,16 +144,71 @@ def test_plugin_refuses_what_it_cannot_do(env, tmp_path):
     assert r.returncode == 3, r.stderr
 
 
+def tenant_kubeconfig(env, tmp_path):
+    """A kubeconfig for a tenant of env.ns: the admin's, impersonating a user bound to a Role
+    of that namespace alone — what a team usually has: make, delete and exec into its pods,
+    read its ConfigMaps, sessions. Returns (path, user)."""
+    import yaml
+    user = f"tenant-{env.ns}"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "tenant"},
+            "rules": [{"apiGroups": [""], "resources": ["pods/log", "configmaps", "events"],
+                       "verbs": ["get", "list", "watch"]},
+                      {"apiGroups": [""], "resources": ["pods", "pods/exec"],
+                       "verbs": ["get", "list", "watch", "create", "delete"]},
+                      {"apiGroups": ["aiprof.io"], "resources": ["profilingsessions"],
+                       "verbs": ["get", "list", "watch", "create", "delete", "patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+               "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}
+    env.apply(role)
+    env.apply(binding)
+    with open(env.chain.cluster.kubeconfig) as f:
+        kc = yaml.safe_load(f)
+    for u in kc["users"]:
+        u["user"]["as"] = user
+    path = tmp_path / "tenant.kubeconfig"
+    path.write_text(yaml.safe_dump(kc))
+    path.chmod(0o600)
+    return str(path), user
+
+
 def test_chart_installed_controller_stores_without_s3(env, tmp_path):
     """The quick start's path: the controller as the chart installs it (its RBAC, its
     --store-url, store.url pointed at the node since the kit has no cluster DNS), profiled with
-    the plugin, artifacts checked against the injector's manifest."""
+    the plugin by a tenant who may exec into every pod of the namespace and nothing outside it,
+    artifacts checked against the injector's manifest. Issue 30: the store session's
+    node-agent injector (hostPID, uid 0, ptrace and BPF) never appears in the tenant's
+    namespace — it runs in the chart's injector namespace, where `kubectl auth can-i create
+    pods/exec` says no to the tenant (on the main before, it ran in the tenant's namespace)."""
+    import threading
     env.helm_controller(store_on_node=True)
     env.pod("trainer-0", TRAINER_RUN)
     env.wait_running("trainer-0")
+    kubeconfig, user = tenant_kubeconfig(env, tmp_path)
+    seen_in_ns, stop = set(), threading.Event()
+
+    def watch_tenant_ns():                  # "never": looked at every 0.2 s while the plugin runs
+        while not stop.wait(0.2):
+            items = env.kube.get(f"/api/v1/namespaces/{env.ns}/pods",
+                                 query={"labelSelector": "aiprof.io/session-uid"}).json.get("items", [])
+            seen_in_ns.update(p["metadata"]["name"] for p in items)
+    watcher = threading.Thread(target=watch_tenant_ns, daemon=True)
+    watcher.start()
     out = tmp_path / "out"
-    r = plugin(env, "profile", "pod/trainer-0", "--duration", "2s", "--name", "chart", "-o", str(out))
+    try:
+        r = plugin(env, "profile", "pod/trainer-0", "--duration", "2s", "--name", "chart", "-o", str(out),
+                   extra_env={"KUBECONFIG": kubeconfig})
+    finally:
+        stop.set()
+        watcher.join()
     assert r.returncode == 0, r.stdout + r.stderr + env.helm_logs()[-4000:] + env.debug()
+    assert seen_in_ns == set(), f"aiprof pods in the tenant's namespace: {sorted(seen_in_ns)}"
+    assert [p["metadata"]["name"] for p in env.injector_pods("chart")
+            if p["metadata"]["namespace"] == env.ns] == []
+    for ns, want in ((env.ns, "yes"), (env.inj_ns, "no")):
+        c = env.chain.cluster.kubectl("auth", "can-i", "create", "pods", "--subresource=exec", "-n", ns,
+                                      kubeconfig=kubeconfig)
+        assert c.stdout.strip() == want, (ns, c.stdout, c.stderr)
     man = json.loads((out / "trainer-0" / "manifest.json").read_bytes())
     assert {"summary.json", "timeline.json.gz", "report.html"} <= {m["name"] for m in man["artifacts"]}
     for m in man["artifacts"]:
