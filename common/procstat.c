@@ -4,27 +4,60 @@
 
 #include "procstat.h"
 
-int procstat_exit_status(const char *stat, size_t len)
+/* The last ')' of the line (the name's end), or NULL. */
+static const char *name_end(const char *stat, size_t len)
 {
-	const char *p = NULL, *end = stat + len;
-	unsigned field = 3;
-	uint32_t v = 0;
+	const char *p = NULL;
 
-	for (const char *q = stat; q < end; q++)
+	for (const char *q = stat; q < stat + len; q++)
 		if (*q == ')')
 			p = q;
-	/* ") S ..." : the state, then field 4 */
-	if (!p || end - p < 3 || p[1] != ' ' || (p[2] != 'Z' && p[2] != 'X'))
+	return p;
+}
+
+/* The number of field `want` (>= 3) of the line, counted from the last ')'. */
+static int field_u64(const char *stat, size_t len, unsigned want, uint64_t *ret)
+{
+	const char *p = name_end(stat, len), *end = stat + len;
+	unsigned field = 2;
+	uint64_t v = 0;
+
+	if (!p)
 		return -1;
-	for (p += 2; p < end && field < 52; p++)
+	for (p++; p < end && field < want; p++)
 		if (*p == ' ')
 			field++;
-	if (field != 52 || p >= end || *p < '0' || *p > '9')
+	if (field != want || p >= end || *p < '0' || *p > '9')
 		return -1;
 	for (; p < end && *p >= '0' && *p <= '9'; p++) {
-		v = v * 10 + (uint32_t)(*p - '0');
-		if (v > 0xffff)
-			return -1;      /* not a wait(2) status */
+		if (v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
 	}
+	*ret = v;
+	return 0;
+}
+
+int procstat_cpu_ticks(const char *stat, size_t len, uint64_t *ret)
+{
+	uint64_t u, s;
+
+	if (field_u64(stat, len, 14, &u) < 0 || field_u64(stat, len, 15, &s) < 0 ||
+	    u > UINT64_MAX - s)
+		return -1;
+	*ret = u + s;
+	return 0;
+}
+
+int procstat_exit_status(const char *stat, size_t len)
+{
+	const char *p = name_end(stat, len);
+	uint64_t v;
+
+	/* ") S ..." : only a zombie's (state Z or X) status is its exit status */
+	if (!p || stat + len - p < 3 || p[1] != ' ' || (p[2] != 'Z' && p[2] != 'X'))
+		return -1;
+	if (field_u64(stat, len, 52, &v) < 0 || v > 0xffff)
+		return -1;      /* not a wait(2) status */
 	return (int)v;
 }

@@ -8,6 +8,7 @@
 #define AIPROF_PROCSTAT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * The exit status (field 52, as wait(2) gives it) of a process whose stat line is
@@ -15,5 +16,11 @@
  * does not parse. Pure: tests/fuzz/fuzz_procstat.c.
  */
 int procstat_exit_status(const char *stat, size_t len);
+
+/*
+ * The CPU time the process has had, user and system (fields 14 and 15, in clock ticks of
+ * sysconf(_SC_CLK_TCK)), into *ret: 0, or -1 for a line that does not parse. Pure.
+ */
+int procstat_cpu_ticks(const char *stat, size_t len, uint64_t *ret);
 
 #endif

@@ -24,6 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(copy, data, size);
 	v = procstat_exit_status(copy, size);
 	CHECK(v >= -1 && v <= 0xffff);
+	{
+		uint64_t t = 12345;
+
+		CHECK(procstat_cpu_ticks(copy, size, &t) == 0 || t == 12345);
+	}
 	free(copy);
 	return 0;
 }

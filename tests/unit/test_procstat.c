@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/* common/procstat.c: fields of a /proc/PID/stat line whose name the process chose. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "common/procstat.h"
+#include "common/readfile.h"
+
+#define LINE(name, state, utime, stime) \
+	"4242 (" name ") " state " 1 4242 4242 0 -1 4194560 100 0 0 0 " utime " " stime \
+	" 0 0 20 0 3 0 12345 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 " \
+	"0 0 0 0 0 0 0 0 0 0 0"
+
+static void test_cpu_ticks_past_a_hostile_name(void **state)
+{
+	const char *lines[] = {
+		LINE("python3", "S", "1234", "56"),
+		LINE("a) R 1 2 3 4 5 6 7 8 9 10 11 999 999 (", "S", "1234", "56"),
+		LINE("x\ny) 7", "R", "1234", "56"),
+	};
+	uint64_t v = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		assert_int_equal(procstat_cpu_ticks(lines[i], strlen(lines[i]), &v), 0);
+		assert_int_equal(v, 1290);
+	}
+}
+
+static void test_cpu_ticks_refuses_what_does_not_parse(void **state)
+{
+	const char *bad[] = { "", "4242 (x", "4242 (x) S 1 2", LINE("x", "S", "-1", "5"),
+			      LINE("x", "S", "99999999999999999999", "5") };
+	uint64_t v = 7;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(procstat_cpu_ticks(bad[i], strlen(bad[i]), &v), -1);
+		assert_int_equal(v, 7);
+	}
+}
+
+static void test_cpu_ticks_of_this_process_grow(void **state)
+{
+	char *s = NULL;
+	size_t len = 0;
+	uint64_t a, b;
+	volatile uint64_t x = 0;
+
+	(void)state;
+	assert_int_equal(readfile("/proc/self/stat", 4096, 0, &s, &len), 0);
+	assert_int_equal(procstat_cpu_ticks(s, len, &a), 0);
+	free(s);
+	for (long n = 0; n < 100000000L; n++)      /* about 0.1-0.5 s of CPU */
+		x += (uint64_t)n;
+	assert_int_equal(readfile("/proc/self/stat", 4096, 0, &s, &len), 0);
+	assert_int_equal(procstat_cpu_ticks(s, len, &b), 0);
+	free(s);
+	assert_true(b > a);
+}
+
+static void test_exit_status_of_a_zombie_only(void **state)
+{
+	const char *zombie = LINE("a) R (", "Z", "1", "2"), *live = LINE("x", "S", "1", "2");
+	char buf[512];
+
+	(void)state;
+	/* the line's last field (52) is the exit status: 0 in LINE; 256 here (exit(1)) */
+	snprintf(buf, sizeof(buf), "%.*s256", (int)strlen(zombie) - 1, zombie);
+	assert_int_equal(procstat_exit_status(buf, strlen(buf)), 256);
+	assert_int_equal(procstat_exit_status(zombie, strlen(zombie)), 0);
+	assert_int_equal(procstat_exit_status(live, strlen(live)), -1);
+	snprintf(buf, sizeof(buf), "%.*s65536", (int)strlen(zombie) - 1, zombie);
+	assert_int_equal(procstat_exit_status(buf, strlen(buf)), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cpu_ticks_past_a_hostile_name),
+		cmocka_unit_test(test_cpu_ticks_refuses_what_does_not_parse),
+		cmocka_unit_test(test_cpu_ticks_of_this_process_grow),
+		cmocka_unit_test(test_exit_status_of_a_zombie_only),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
