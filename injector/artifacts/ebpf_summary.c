@@ -286,6 +286,52 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	jsonw_obj_close(w);
 }
 
+/* "cost": what the window cost, from the kernel's BPF statistics (ebpf.h) */
+static void write_cost(struct jsonw *w, const struct ebpf_cost *c)
+{
+	jsonw_key(w, "cost");
+	jsonw_obj_open(w);
+	if (!c || !c->measured) {
+		jsonw_kv_bool(w, "measured", false);
+		jsonw_kv_str(w, "reason", c ? c->why : "the window did not run");
+		jsonw_obj_close(w);
+		return;
+	}
+	jsonw_kv_bool(w, "measured", true);
+	jsonw_kv_str(w, "what", "every run of aiprof's BPF programs on every CPU while recording "
+		     "(the kernel's run_time_ns; tracepoint programs run at every context switch "
+		     "and syscall of the node, not only the targets'), against the targets' own "
+		     "CPU time (utime + stime, followed children included); injector_cpu_s is the "
+		     "injector's own CPU time in the window");
+	jsonw_key(w, "window_s");
+	jsonw_fixed3(w, c->window_ns / 1000000);
+	jsonw_key(w, "bpf_cpu_s");
+	jsonw_fixed3(w, c->bpf_ns / 1000000);
+	jsonw_kv_uint(w, "bpf_ns", c->bpf_ns);
+	jsonw_kv_uint(w, "bpf_runs", c->bpf_runs);
+	jsonw_key(w, "targets_cpu_s");
+	jsonw_fixed3(w, c->targets_cpu_ns / 1000000);
+	jsonw_key(w, "injector_cpu_s");
+	jsonw_fixed3(w, c->injector_cpu_ns / 1000000);
+	/* parts per million, so that an integer says it: 8700 is 0.87 % */
+	jsonw_kv_uint(w, "bpf_share_of_targets_cpu_ppm",
+		      c->targets_cpu_ns ? (uint64_t)((double)c->bpf_ns * 1e6 / (double)c->targets_cpu_ns) : 0);
+	jsonw_kv_uint(w, "bpf_share_of_window_ppm",
+		      c->window_ns ? (uint64_t)((double)c->bpf_ns * 1e6 / (double)c->window_ns) : 0);
+	jsonw_key(w, "programs");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < c->nprogs; i++) {
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "name", c->progs[i].name);
+		jsonw_kv_uint(w, "runs", c->progs[i].runs);
+		jsonw_kv_uint(w, "ns", c->progs[i].ns);
+		jsonw_kv_uint(w, "ns_per_run", c->progs[i].runs ? c->progs[i].ns / c->progs[i].runs : 0);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+}
+
 void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_off)
 {
 	uint64_t samples = 0, user = 0, trunc = 0, off = 0, slow = 0, summed = 0;
@@ -368,6 +414,7 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	 * 16,384-slot map full of live threads): recorded late (off-CPU) or lost (syscalls) */
 	jsonw_kv_uint(w, "task_work_map_full", e->tw_map_full);
 	jsonw_kv_uint(w, "foreign_records", e->foreign);
+	write_cost(w, ebpf__cost(e));
 	jsonw_key(w, "targets");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < e->nt; i++)

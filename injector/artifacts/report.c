@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Flame graphs and report.html; see report.h. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "analyze/analysis.h"
 #include "analyze/diagnosis.h"
 #include "analyze/findings.h"
+#include "collect/ebpf.h"
 #include "target/target.h"
 #include "flamegraph.h"
 #include "launch_stacks.h"
@@ -283,6 +285,33 @@ static void write_thresholds(struct membuf *b)
 	membuf_puts(b, "</table></details>\n");
 }
 
+/* One line: what the window cost the node in aiprof's BPF programs (summary.json, ebpf.cost) */
+static void write_cost(struct membuf *b, const struct profile *p)
+{
+	const struct ebpf_cost *c = ebpf__cost(p->ebpf);
+
+	if (!p->ebpf)
+		return;
+	membuf_puts(b, "<p class=\"note\" id=\"cost\">Cost of this window: ");
+	if (!c || !c->measured) {
+		membuf_puts(b, "not measured (");
+		esc(b, c ? c->why : "the window did not run");
+		membuf_puts(b, ")</p>\n");
+		return;
+	}
+	membuf_printf(b, "aiprof's BPF programs ran %.3f s of CPU in the %.1f s window "
+		      "(%" PRIu64 " runs, on every CPU, for every task their tracepoints fire for), ",
+		      (double)c->bpf_ns / 1e9, (double)c->window_ns / 1e9, c->bpf_runs);
+	if (c->targets_cpu_ns)
+		membuf_printf(b, "%.2f%% of the %.2f s of CPU the targets used",
+			      100.0 * (double)c->bpf_ns / (double)c->targets_cpu_ns,
+			      (double)c->targets_cpu_ns / 1e9);
+	else
+		membuf_puts(b, "while the targets used no measurable CPU");
+	membuf_printf(b, "; the injector itself used %.3f s (summary.json, ebpf.cost).</p>\n",
+		      (double)c->injector_cpu_ns / 1e9);
+}
+
 void report_html(const struct profile *p, const char *const svgs[3], struct membuf *b)
 {
 	static const char *const fg_titles[3] = { "On-CPU flame graph", "Off-CPU flame graph",
@@ -315,8 +344,10 @@ void report_html(const struct profile *p, const char *const svgs[3], struct memb
 		}
 		membuf_puts(b, ")");
 	}
-	membuf_printf(b, "; GPU timing: %s</p></header>\n<main>\n",
+	membuf_printf(b, "; GPU timing: %s</p>\n",
 		      a && a->gpu_timing ? "CUPTI" : "API-level (no CUPTI)");
+	write_cost(b, p);
+	membuf_puts(b, "</header>\n<main>\n");
 	write_findings(b, p);
 	membuf_puts(b, "<h2 id=\"flamegraphs\">Flame graphs</h2>\n<p class=\"note\">Hover for "
 		    "details, click a frame to zoom, <em>Search</em> highlights frames matching a "

@@ -335,6 +335,7 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	e->opts = *o;
 	for (size_t i = 0; i < EBPF_SHARED_MAPS; i++)
 		e->shared_fd[i] = -1;
+	e->cost_stats_fd = -1;
 	if (!e->opts.frequency_hz)
 		e->opts.frequency_hz = EBPF_DEFAULT_FREQUENCY;
 	/* Python frames live in the stacks of the CPU and off-CPU collectors (and dumps) */
@@ -455,6 +456,7 @@ void ebpf__start(struct ebpf *e)
 		if (add_children(e) > 0)
 			(void)fill_maps_from(e, before);
 	}
+	ebpf_cost_begin(e);
 }
 
 void ebpf__poll(struct ebpf *e)
@@ -476,6 +478,7 @@ void ebpf__poll(struct ebpf *e)
 		}
 	if (now >= e->next_tick_ns) {
 		e->next_tick_ns = now + TICK_NS;
+		ebpf_cost_tick(e);
 		for (size_t i = 0; i < e->nt; i++)
 			if (e->t[i].py)
 				ebpf_py_refresh(e, &e->t[i]);
@@ -489,6 +492,7 @@ void ebpf__stop(struct ebpf *e)
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		collectors[i]->set_running(e, false);
 	e->end_ns = now_monotonic_ns();
+	ebpf_cost_end(e);
 	ring_buffer__consume(e->rb);
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		if (collectors[i]->finish)
@@ -553,6 +557,7 @@ void ebpf__free(struct ebpf *e)
 {
 	if (!e)
 		return;
+	ebpf_cost_free(e);
 	ring_buffer__free(e->rb);
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		collectors[i]->destroy(e);
@@ -602,6 +607,7 @@ void ebpf__start(struct ebpf *e) { (void)e; }
 void ebpf__poll(struct ebpf *e) { (void)e; }
 void ebpf__stop(struct ebpf *e) { (void)e; }
 void ebpf__free(struct ebpf *e) { (void)e; }
+const struct ebpf_cost *ebpf__cost(const struct ebpf *e) { (void)e; return NULL; }
 int ebpf__threads(struct ebpf *e) { (void)e; return -ENOTSUP; }
 size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max)
 {

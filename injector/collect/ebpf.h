@@ -61,6 +61,32 @@ struct ebpf_opts {
 struct ebpf;
 
 /*
+ * What the window cost, from the kernel's own accounting (BPF_ENABLE_STATS, as bpftool's
+ * run_time_ns): every run of every BPF program this process loaded, on every CPU, while
+ * recording — a tracepoint's programs run at every context switch and syscall on the node,
+ * the targets' and every other task's — against the targets' own CPU time (utime + stime
+ * of each target process, followed children included) in the same window.
+ */
+#define EBPF_COST_PROGS 32
+struct ebpf_cost_prog {
+	char name[16];                    /* the program's name as the kernel keeps it */
+	uint64_t runs, ns;
+};
+struct ebpf_cost {
+	bool measured;
+	char why[256];                    /* why not, when !measured */
+	uint64_t window_ns;
+	uint64_t bpf_ns, bpf_runs;        /* all programs together */
+	uint64_t targets_cpu_ns;          /* clock-tick resolution (10 ms at USER_HZ 100) */
+	uint64_t injector_cpu_ns;         /* this process's own CPU time in the window (its
+					   * reading of the records, unwinding, symbols): the
+					   * node's too, on the targets' CPUs or beside them */
+	size_t nprogs;                    /* programs listed; past EBPF_COST_PROGS they are
+					   * counted in bpf_ns and bpf_runs only */
+	struct ebpf_cost_prog progs[EBPF_COST_PROGS];
+};
+
+/*
  * Prepares the collectors for these host pids; nothing is recorded until ebpf__start().
  * Returns 0 and *ret (free with ebpf__free()) when at least one collector is attached,
  * else a negative errno and, in why, the reason in words ("the kernel has no BTF ...").
@@ -82,6 +108,8 @@ void ebpf__free(struct ebpf *e);  /* NULL-safe; detaches everything */
  * collector).
  */
 int ebpf__threads(struct ebpf *e);
+/* The window's cost once ebpf__stop() ran; NULL before, or without eBPF. */
+const struct ebpf_cost *ebpf__cost(const struct ebpf *e);
 
 /* Collectors that ran, as EBPF_COLLECT_* bits. */
 uint32_t ebpf__collectors(const struct ebpf *e);

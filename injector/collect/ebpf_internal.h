@@ -103,6 +103,10 @@ struct ebpf_tdata {
 				   * interpreter renames its thread after the fork); 0: no */
 	uint32_t root;            /* frame id of the "comm-pid" root frame */
 	char comm[16];
+	/* ebpf_cost.c: its CPU time in clock ticks as the window opened (cpu_base: read then;
+	 * a process added later started in the window) and as last read */
+	uint64_t cpu_ticks0, cpu_ticks;
+	bool cpu_base, cpu_read;
 	struct proc_symbolizer *syms;
 	struct u64map ucache;     /* user address -> frame id | USYM flags << 32 | eval << 40 */
 	struct py_proc *py;
@@ -145,6 +149,11 @@ struct ebpf_tdata {
 	uint64_t offcpu_count, offcpu_total_ns, offcpu_emitted;  /* kernel-side totals */
 };
 
+struct ebpf_cost_base {
+	uint32_t id;                      /* the program's kernel id */
+	uint64_t runs, ns;
+};
+
 struct ebpf {
 	struct ebpf_opts opts;
 	uint32_t on;                      /* EBPF_COLLECT_* that are running */
@@ -182,6 +191,13 @@ struct ebpf {
 	uint64_t start_ns, end_ns, next_tick_ns;
 	uint64_t records, foreign, lost, bad_records;
 	uint64_t tw_map_full;             /* task works not scheduled: their map was full */
+	/* ebpf_cost.c: the kernel's BPF statistics on while recording (-1: not by us), each
+	 * program's counts as the window opened, the result */
+	int cost_stats_fd;
+	uint64_t cost_self0_ns;           /* this process's CPU time as the window opened */
+	struct ebpf_cost_base *cost_base;
+	size_t ncost_base;
+	struct ebpf_cost cost;
 	uint64_t cpu_foreign;             /* sampler runs on a non-target thread (0 when "task") */
 	bool stopped;
 };
@@ -199,6 +215,13 @@ struct ebpf {
 	"drops the other processes"
 #define EBPF_SCOPE_SYSCALLS_TAIL ", and while raw_syscalls is traced every task's system " \
 	"calls take the kernel's slow path)"
+
+/* ebpf_cost.c: at ebpf__start() (after the last target was added), at each tick, at
+ * ebpf__stop() (recording off, before the last records); ebpf_cost_free() in ebpf__free() */
+void ebpf_cost_begin(struct ebpf *e);
+void ebpf_cost_tick(struct ebpf *e);
+void ebpf_cost_end(struct ebpf *e);
+void ebpf_cost_free(struct ebpf *e);
 
 /* ebpf_core.c */
 struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);
