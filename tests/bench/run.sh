@@ -17,6 +17,10 @@ echo "== injector peak RSS against window length, 100k calls/s, 256 MiB memory l
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_memory.py
 echo "== S3 upload: 256 MiB to radosgw, aiprof vs awscli"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_s3.py
+echo "== what a profile costs real PyTorch jobs (DDP over gloo, DataLoader workers, BLAS, a request loop): rate profiled/unprofiled, BPF time from bpf_stats as a share of the job's CPU"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py
+echo "== the same with two CPU burners beside the job"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py --burners 2
 echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_ebpf.py
 echo "== native stacks by CFI: a PyTorch training loop's step time, --unwind cfi vs fp at 99 Hz; unwind tables"
