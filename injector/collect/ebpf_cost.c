@@ -24,8 +24,8 @@
 #include "readfile.h"
 #include "timeutil.h"
 
-/* Calls fn(e, fd, info) for each BPF program this process has an fd of, once per program
- * (the first fd seen of its id). */
+/* Calls fn(e, info) for each BPF program this process has an fd of, once per program (the
+ * first fd seen of its id). */
 static void for_each_prog(struct ebpf *e, void (*fn)(struct ebpf *, const struct bpf_prog_info *))
 {
 	uint32_t seen[256];
@@ -217,6 +217,6 @@ void ebpf_cost_free(struct ebpf *e)
 
 const struct ebpf_cost *ebpf__cost(const struct ebpf *e)
 {
-	return e && e->stopped ? &e->cost : NULL;
+	return e && e->stopped && e->start_ns ? &e->cost : NULL;   /* started, then stopped */
 }
 #endif
