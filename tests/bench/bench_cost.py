@@ -50,14 +50,14 @@ def tree_cpu_ns(roots):
             continue
         kids.setdefault(int(fields[1]), []).append(int(d))
         cpu[int(d)] = (int(fields[11]) + int(fields[12])) * 1_000_000_000 // hz
-    total, todo, seen = 0, list(roots), set()
-    while todo:
-        p = todo.pop()
+    total, pending, seen = 0, list(roots), set()
+    while pending:
+        p = pending.pop()
         if p in seen:
             continue
         seen.add(p)
         total += cpu.get(p, 0)
-        todo += kids.get(p, [])
+        pending += kids.get(p, [])
     return total
 
 
