@@ -19,15 +19,20 @@
 #include "pystack.bpf.h"
 #include "ucopy.bpf.h"
 #include "taskwork.bpf.h"
+#include "ratelimit.bpf.h"
 
 const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
 const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
+const volatile __u32 rec_rate = 0;    /* records a second per thread (its bucket); 0: all */
+const volatile __u64 always_ns = 0;   /* a block at least this long is recorded regardless */
 
 bool running = false;
 __u64 lost = 0;
 __u64 tw_failed = 0;
 __u64 tw_map_full = 0;        /* task works not scheduled: offcpu_works was full */
+__u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
+__u64 tw_runs = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -154,6 +159,7 @@ static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct offcpu_task *s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
 	struct pt_regs *regs;
+	__u64 t0 = bpf_ktime_get_ns();
 
 	if (!s || !s->woke)
 		return 0;      /* recorded meanwhile, at a second sleep in the same syscall */
@@ -163,6 +169,8 @@ static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 	}
 	s->ts = 0;
 	s->woke = 0;
+	__sync_fetch_and_add(&tw_ns, bpf_ktime_get_ns() - t0);
+	__sync_fetch_and_add(&tw_runs, 1);
 	return 0;
 }
 
@@ -224,6 +232,15 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		tot->total_ns += dur;
 	}
 	if (dur < min_block_ns) {
+		s->ts = 0;
+		return 0;
+	}
+	if (dur < always_ns && !rl_take(&s->rl, now, rec_rate)) {
+		/* past the thread's record rate: counted, no stacks, no record */
+		if (tot) {
+			tot->limited++;
+			tot->limited_ns += dur;
+		}
 		s->ts = 0;
 		return 0;
 	}

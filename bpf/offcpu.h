@@ -8,7 +8,9 @@
  * by a task work of that thread's own on its way back to user space (bpf_task_work; on
  * older kernels at the end of the syscall it slept in), or at its next sleep, whichever
  * comes first.
- * Short blocks cost two task-storage accesses and nothing else.
+ * Short blocks cost two task-storage accesses and nothing else; long ones past a thread's
+ * record rate (rec_rate a second, ratelimit.bpf.h) are counted, not recorded, unless they
+ * lasted at least always_ns.
  */
 #ifndef AIPROF_BPF_OFFCPU_H
 #define AIPROF_BPF_OFFCPU_H
@@ -23,6 +25,7 @@ struct offcpu_task {
 	__u32 cpu;
 	__s32 kstack_bytes;       /* kips, taken as it was switched in */
 	__u32 pad;
+	struct rl_bucket rl;      /* its records: at most rec_rate a second (ratelimit.bpf.h) */
 	__u64 kips[EBPF_KSTACK_MAX];
 };
 
@@ -45,9 +48,12 @@ struct offcpu_total {
 	__u64 count;
 	__u64 total_ns;
 	__u64 emitted;
+	__u64 limited;            /* blocks at or above the threshold its thread had no token
+				   * for: counted here, no record, no stacks */
+	__u64 limited_ns;
 };
 
-_Static_assert(sizeof(struct offcpu_task) == 32 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
+_Static_assert(sizeof(struct offcpu_task) == 48 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
 _Static_assert(sizeof(struct offcpu_event) == 56 + EBPF_STACKS_SIZE, "offcpu_event layout");
 
 #endif

@@ -24,6 +24,12 @@ enum ebpf_rec_type {
 	EBPF_REC_FOLLOW,          /* struct follow_event (follow.h) */
 };
 
+/* A thread's token bucket for its costly records (bpf/ratelimit.bpf.h), in task storage. */
+struct rl_bucket {
+	__u64 last;               /* when it was last refilled, CLOCK_MONOTONIC ns; 0: never */
+	__u64 tokens;             /* RL_ONE per token */
+};
+
 /* First bytes of every ring-buffer record. ts is bpf_ktime_get_ns(): CLOCK_MONOTONIC ns. */
 struct ebpf_rec_hdr {
 	__u32 type;               /* enum ebpf_rec_type */

@@ -25,22 +25,30 @@
 #include "syscalls.h"
 #include "maps.bpf.h"
 #include "taskwork.bpf.h"
+#include "ratelimit.bpf.h"
 
 #define S_IFMT  00170000
 #define S_IFSOCK 0140000
 
 const volatile __u64 slow_ns = 1000000;
+const volatile __u32 rec_rate = 0;    /* per thread a second: slow-call records, and in switch
+				       * mode short calls timed (two buckets); 0: all */
+const volatile __u64 always_ns = 0;   /* a call at least this long is recorded regardless */
 
 bool running = false;
 __u64 lost = 0;
 __u64 tw_failed = 0;
 __u64 tw_map_full = 0;        /* of them, because sys_works was full */
+__u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
+__u64 tw_runs = 0;
 
 struct sys_enter_state {
 	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
 	__u64 args[3];
 	__u32 nr;
 	__u32 armed;              /* switch mode: its task work is scheduled */
+	struct rl_bucket rl_rec;  /* its slow-call records */
+	struct rl_bucket rl_time; /* switch mode: its short calls timed by a task work */
 };
 
 /* per thread: the call it is in (task storage: no hash update on the hot path) */
@@ -216,6 +224,25 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
+static __always_inline struct syscall_stat *stat_of(__u32 tgid, __u32 nr)
+{
+	struct syscall_stat_key key = { .tgid = tgid, .nr = nr };
+	struct syscall_stat *st = bpf_map_lookup_elem(&sys_stats, &key);
+
+	if (!st) {
+		struct syscall_stat z = {};
+
+		bpf_map_update_elem(&sys_stats, &key, &z, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&sys_stats, &key);
+	}
+	return st;
+}
+
+static __always_inline bool own_thread(__u32 tid)
+{
+	return bpf_map_lookup_elem(&own_tids, &tid) != NULL;
+}
+
 /*
  * The end of the call s describes, ret its return value, in the calling thread's context:
  * the latency record, the bytes written per fd (trace mode: every write is seen), and the
@@ -226,29 +253,16 @@ static __always_inline void finish_call(struct sys_enter_state *s, long ret, boo
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns(), dur, *w;
 	__u64 written = every_call ? 0 : SYSCALL_BYTES_UNKNOWN, ts0 = s->ts;
 	__u32 nr = s->nr;
-	struct syscall_stat_key key;
 	struct sys_fd_key fdk;
 	struct syscall_stat *st;
 	struct syscall_event *e;
 	struct file *f = NULL;
 	__u8 *kindp, kind = 0;
 
-	{
-		__u32 tid = (__u32)pid_tgid;
-
-		if (bpf_map_lookup_elem(&own_tids, &tid))
-			return;         /* aiprof's own thread: in none of the target's data */
-	}
+	if (own_thread((__u32)pid_tgid))
+		return;         /* aiprof's own thread: in none of the target's data */
 	dur = now - ts0;
-	key.tgid = pid_tgid >> 32;
-	key.nr = nr;
-	st = bpf_map_lookup_elem(&sys_stats, &key);
-	if (!st) {
-		struct syscall_stat z = {};
-
-		bpf_map_update_elem(&sys_stats, &key, &z, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&sys_stats, &key);
-	}
+	st = stat_of(pid_tgid >> 32, nr);
 	if (st) {
 		st->count++;
 		st->total_ns += dur;
@@ -286,6 +300,11 @@ static __always_inline void finish_call(struct sys_enter_state *s, long ret, boo
 	}
 	if (dur < slow_ns)
 		return;
+	if (dur < always_ns && !rl_take(&s->rl_rec, now, rec_rate)) {
+		if (st)
+			st->limited++;  /* past the thread's record rate: counted, no record */
+		return;
+	}
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -355,6 +374,7 @@ static int sys_tw_run(struct bpf_map *map, void *key, void *value)
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct sys_enter_state *s = bpf_task_storage_get(&sys_start, t, NULL, 0);
 	struct pt_regs *regs;
+	__u64 t0 = bpf_ktime_get_ns();
 
 	if (!s || !s->ts)
 		return 0;
@@ -364,6 +384,8 @@ static int sys_tw_run(struct bpf_map *map, void *key, void *value)
 		finish_call(s, (long)BPF_CORE_READ(regs, ax), false);
 	s->ts = 0;
 	s->armed = 0;
+	__sync_fetch_and_add(&tw_ns, bpf_ktime_get_ns() - t0);
+	__sync_fetch_and_add(&tw_runs, 1);
 	return 0;
 }
 
@@ -390,7 +412,9 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct sys_enter_state *s;
+	struct syscall_stat *st;
 	struct pt_regs *regs;
+	__u64 now;
 	long nr;
 
 	if (!running)
@@ -416,6 +440,17 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 		return 0;
 	if (next->flags & PF_EXITING) {
 		s->ts = 0;    /* exit or a fatal signal: the call does not return */
+		return 0;
+	}
+	now = bpf_ktime_get_ns();
+	if (now - s->ts < slow_ns && !rl_take(&s->rl_time, now, rec_rate)) {
+		/* short so far, and the thread past its rate: counted, not timed (no task work) */
+		if (!own_thread(next->pid)) {
+			st = stat_of(next->tgid, s->nr);
+			if (st)
+				st->untimed++;
+		}
+		s->ts = 0;
 		return 0;
 	}
 	if (schedule_work(next)) {

@@ -35,6 +35,10 @@ struct syscall_stat {          /* per CPU; user space sums */
 	__u64 total_ns;
 	__u64 max_ns;
 	__u64 slow;               /* calls at or above the slow threshold */
+	__u64 untimed;            /* switch mode: calls that gave up the CPU past their thread's
+				   * rate, counted at the switch-in and not timed (in none of
+				   * the fields above; one per time a call gave up the CPU) */
+	__u64 limited;            /* of slow: no record, past their thread's record rate */
 	__u32 hist[SYSCALL_HIST];
 };
 
@@ -72,7 +76,7 @@ struct syscall_event {
 	};
 };
 
-_Static_assert(sizeof(struct syscall_stat) == 32 + 4 * SYSCALL_HIST, "syscall_stat layout");
+_Static_assert(sizeof(struct syscall_stat) == 48 + 4 * SYSCALL_HIST, "syscall_stat layout");
 _Static_assert(sizeof(struct syscall_event) ==
 	       40 + 8 * 8 + 4 * 5 + 2 * 6 + 32 + SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN,
 	       "syscall_event layout");

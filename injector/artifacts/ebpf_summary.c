@@ -67,7 +67,7 @@ static void write_syscalls(struct jsonw *w, const struct ebpf_tdata *td)
 {
 	struct ebpf_sys_stat *v = NULL;
 	char nb[32];
-	uint64_t slow = 0;
+	uint64_t slow = 0, limited = 0, untimed = 0;
 
 	if (td->nstats) {
 		v = malloc(td->nstats * sizeof(*v));
@@ -90,12 +90,20 @@ static void write_syscalls(struct jsonw *w, const struct ebpf_tdata *td)
 		us(w, "p99_le_us", quantile_le(s->hist, s->count, 0.99));
 		us(w, "max_us", s->max_ns);
 		jsonw_kv_uint(w, "slow", s->slow);
+		/* past the thread's record rate: slow calls with no record, calls not timed */
+		jsonw_kv_uint(w, "slow_not_recorded", s->limited);
+		jsonw_kv_uint(w, "untimed", s->untimed);
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);
-	for (size_t i = 0; i < td->nstats; i++)
+	for (size_t i = 0; i < td->nstats; i++) {
 		slow += td->stats[i].slow;
+		limited += td->stats[i].limited;
+		untimed += td->stats[i].untimed;
+	}
 	jsonw_kv_uint(w, "slow_syscalls", slow);
+	jsonw_kv_uint(w, "slow_syscalls_not_recorded", limited);
+	jsonw_kv_uint(w, "syscalls_untimed", untimed);
 	jsonw_kv_uint(w, "slow_syscall_events", td->nsys);
 	free(v);
 }
@@ -136,6 +144,9 @@ static void write_offcpu(struct jsonw *w, const struct ebpf *e, const struct ebp
 	jsonw_kv_uint(w, "blocks", td->offcpu_count);
 	us(w, "blocked_us", td->offcpu_total_ns);
 	jsonw_kv_uint(w, "events", td->noff);
+	/* long blocks past the thread's record rate: in blocks and blocked_us, no stacks */
+	jsonw_kv_uint(w, "blocks_not_recorded", td->offcpu_limited);
+	us(w, "not_recorded_us", td->offcpu_limited_ns);
 	jsonw_key(w, "top_reasons");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < n && i < TOP_REASONS; i++) {
@@ -286,6 +297,33 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	jsonw_obj_close(w);
 }
 
+/*
+ * "record_rate": what each target thread may record a second (--record-rate), and what came
+ * past it: counted in the kernel, with no record and no stacks (per process: offcpu and
+ * syscalls of each target). The off-CPU flame graph has their time under one frame.
+ */
+static void write_record_rate(struct jsonw *w, const struct ebpf *e)
+{
+	const struct ebpf_cost *c = ebpf__cost(e);
+	uint64_t blocks = c ? c->offcpu_not_recorded : 0, blocked = c ? c->offcpu_not_recorded_ns : 0;
+	uint64_t slow = c ? c->slow_not_recorded : 0, untimed = c ? c->untimed : 0;
+
+	jsonw_key(w, "record_rate");
+	jsonw_obj_open(w);
+	jsonw_kv_uint(w, "per_thread_per_s", e->opts.record_rate);
+	jsonw_kv_str(w, "what", e->opts.record_rate ? "per target thread a second, at most this "
+		     "many off-CPU records, slow-syscall records and short calls timed, each; "
+		     "past it they are counted here and in the totals, with no record and no "
+		     "stacks; blocks and calls of always_recorded_us or more always are recorded" :
+		     "no limit: every block and slow call is recorded");
+	us(w, "always_recorded_us", EBPF_RECORD_ALWAYS_NS);
+	jsonw_kv_uint(w, "offcpu_blocks_not_recorded", blocks);
+	us(w, "offcpu_not_recorded_us", blocked);
+	jsonw_kv_uint(w, "slow_syscalls_not_recorded", slow);
+	jsonw_kv_uint(w, "syscalls_untimed", untimed);
+	jsonw_obj_close(w);
+}
+
 /* "cost": what the window cost, from the kernel's BPF statistics (ebpf.h) */
 static void write_cost(struct jsonw *w, const struct ebpf_cost *c)
 {
@@ -374,6 +412,7 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "frequency_hz", e->opts.frequency_hz);
 	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
 	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);
+	write_record_rate(w, e);
 	/* which calls the per-syscall counts and latencies are of (scope.syscalls says how) */
 	if (e->on & EBPF_COLLECT_SYSCALLS)
 		jsonw_kv_str(w, "syscalls_counted", e->sys_switch ? "gave_up_cpu" : "every_call");

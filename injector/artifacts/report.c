@@ -285,6 +285,18 @@ static void write_thresholds(struct membuf *b)
 	membuf_puts(b, "</table></details>\n");
 }
 
+/* What the record rate kept the collectors from recording (summary.json, ebpf.record_rate) */
+static void write_unrecorded(struct membuf *b, const struct ebpf_cost *c)
+{
+	if (!c->offcpu_not_recorded && !c->slow_not_recorded && !c->untimed)
+		return;
+	membuf_printf(b, " Past the record rate (%" PRIu32 " a second per thread), counted and "
+		      "not recorded: %" PRIu64 " off-CPU blocks (%.3f s, one frame in the off-CPU "
+		      "flame graph), %" PRIu64 " slow syscalls, and %" PRIu64 " syscalls not timed "
+		      "(summary.json, ebpf.record_rate).", c->record_rate, c->offcpu_not_recorded,
+		      (double)c->offcpu_not_recorded_ns / 1e9, c->slow_not_recorded, c->untimed);
+}
+
 /* One line: what the window cost the node in aiprof's BPF programs (summary.json, ebpf.cost) */
 static void write_cost(struct membuf *b, const struct profile *p)
 {
@@ -296,7 +308,10 @@ static void write_cost(struct membuf *b, const struct profile *p)
 	if (!c || !c->measured) {
 		membuf_puts(b, "not measured (");
 		esc(b, c ? c->why : "the window did not run");
-		membuf_puts(b, ")</p>\n");
+		membuf_puts(b, ").");
+		if (c)
+			write_unrecorded(b, c);
+		membuf_puts(b, "</p>\n");
 		return;
 	}
 	membuf_printf(b, "aiprof's BPF programs ran %.3f s of CPU in the %.1f s window "
@@ -308,8 +323,10 @@ static void write_cost(struct membuf *b, const struct profile *p)
 			      (double)c->targets_cpu_ns / 1e9);
 	else
 		membuf_puts(b, "while the targets used no measurable CPU");
-	membuf_printf(b, "; the injector itself used %.3f s (summary.json, ebpf.cost).</p>\n",
+	membuf_printf(b, "; the injector itself used %.3f s (summary.json, ebpf.cost).",
 		      (double)c->injector_cpu_ns / 1e9);
+	write_unrecorded(b, c);
+	membuf_puts(b, "</p>\n");
 }
 
 void report_html(const struct profile *p, const char *const svgs[3], struct membuf *b)

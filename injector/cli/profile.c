@@ -85,6 +85,10 @@ static void usage(FILE *out)
 		"      --frequency HZ         on-CPU samples per second (default 99)\n"
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
+		"      --record-rate N        per target thread a second, at most N off-CPU and N\n"
+		"                             slow-syscall records (and N short calls timed); the\n"
+		"                             rest are counted, not recorded; waits of 10ms or more\n"
+		"                             always are (default 100; 0: every one)\n"
 		"      --all-syscalls         count every syscall of the targets (raw_syscalls:\n"
 		"                             every process's syscalls take the kernel's slow\n"
 		"                             path meanwhile); default: only the calls that gave\n"
@@ -466,6 +470,18 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 			return cli_fail(oc, EXIT_USAGE, 0, "--%s '%s' is not a duration such as 1ms "
 				    "or 500us", c == 'M' ? "offcpu-min" : "slow-syscall", arg);
 		return EXIT_OK;
+	case 'R': {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-' || n > 1000000)
+			return cli_fail(oc, EXIT_USAGE, 0, "--record-rate '%s' is not a number of "
+				    "records a second from 0 (no limit) to 1000000", arg);
+		o->eo.record_rate = (uint32_t)n;
+		return EXIT_OK;
+	}
 	case 'N':
 		o->no_ebpf = true;
 		return EXIT_OK;
@@ -531,6 +547,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "frequency", required_argument, NULL, 'F' },
 		{ "offcpu-min", required_argument, NULL, 'M' },
 		{ "slow-syscall", required_argument, NULL, 'S' },
+		{ "record-rate", required_argument, NULL, 'R' },
 		{ "no-ebpf", no_argument, NULL, 'N' },
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "unwind-cache", required_argument, NULL, 'Y' },
@@ -550,6 +567,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		.io = { .timeout_ns = 5 * NSEC_PER_SEC },
 		.eo = { .collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
 			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
+			.record_rate = EBPF_DEFAULT_RECORD_RATE,
 			.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES,
 			.unwind_cache = cli_unwind_cache(NULL) },
 	};

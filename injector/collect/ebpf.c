@@ -497,6 +497,7 @@ void ebpf__stop(struct ebpf *e)
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		if (collectors[i]->finish)
 			collectors[i]->finish(e);
+	ebpf_cost_unrecorded(e);
 	e->stopped = true;
 	if (e->uw) {
 		struct unwind_stats us;

@@ -49,6 +49,11 @@ struct ebpf_opts {
 					   * most EBPF_UCOPY_MAX; 0: frame pointers only */
 	const char *unwind_cache;         /* directory of the unwind rules shared on the node
 					   * (target/uwshare.h); NULL: not shared */
+	uint32_t record_rate;             /* per target thread a second, at most this many
+					   * off-CPU records, slow-call records and (switch mode)
+					   * short calls timed, each; past it they are counted in
+					   * the kernel, not recorded; blocks and calls of
+					   * EBPF_RECORD_ALWAYS_NS or more always are. 0: no limit */
 	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);
 					   * past it events count in the flame graphs and totals
 					   * only, so memory stays flat however long the window */
@@ -57,6 +62,8 @@ struct ebpf_opts {
 #define EBPF_DEFAULT_FREQUENCY 99
 #define EBPF_UNWIND_STACK_BYTES 16384     /* --unwind cfi: the most the kernel side copies */
 #define EBPF_MAX_FREQUENCY 10000
+#define EBPF_DEFAULT_RECORD_RATE 100      /* --record-rate */
+#define EBPF_RECORD_ALWAYS_NS 10000000ull /* 10 ms: at most 100 a second per thread anyway */
 
 struct ebpf;
 
@@ -76,11 +83,16 @@ struct ebpf_cost {
 	bool measured;
 	char why[256];                    /* why not, when !measured */
 	uint64_t window_ns;
-	uint64_t bpf_ns, bpf_runs;        /* all programs together */
+	uint64_t bpf_ns, bpf_runs;        /* all programs together, their task works' callbacks
+					   * included (which the kernel's statistics leave out:
+					   * the collectors time them, progs[] names them *_tw) */
 	uint64_t targets_cpu_ns;          /* clock-tick resolution (10 ms at USER_HZ 100) */
 	uint64_t injector_cpu_ns;         /* this process's own CPU time in the window (its
 					   * reading of the records, unwinding, symbols): the
 					   * node's too, on the targets' CPUs or beside them */
+	/* what the record rate left unrecorded (summary.json ebpf.record_rate), all targets */
+	uint32_t record_rate;
+	uint64_t offcpu_not_recorded, offcpu_not_recorded_ns, slow_not_recorded, untimed;
 	size_t nprogs;                    /* programs listed; past EBPF_COST_PROGS they are
 					   * counted in bpf_ns and bpf_runs only */
 	struct ebpf_cost_prog progs[EBPF_COST_PROGS];

@@ -111,9 +111,25 @@ static void note_base(struct ebpf *e, const struct bpf_prog_info *info)
 						       .ns = info->run_time_ns };
 }
 
-static void note_end(struct ebpf *e, const struct bpf_prog_info *info)
+void ebpf_cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns)
 {
 	struct ebpf_cost *c = &e->cost;
+
+	if (!c->measured)
+		return;
+	c->bpf_runs += runs;
+	c->bpf_ns += ns;
+	if (c->nprogs < EBPF_COST_PROGS) {
+		struct ebpf_cost_prog *p = &c->progs[c->nprogs++];
+
+		snprintf(p->name, sizeof(p->name), "%s", name);
+		p->runs = runs;
+		p->ns = ns;
+	}
+}
+
+static void note_end(struct ebpf *e, const struct bpf_prog_info *info)
+{
 	uint64_t runs = info->run_cnt, ns = info->run_time_ns;
 
 	/* a program loaded after the window opened ran only in it */
@@ -123,15 +139,10 @@ static void note_end(struct ebpf *e, const struct bpf_prog_info *info)
 			ns = ns >= e->cost_base[i].ns ? ns - e->cost_base[i].ns : 0;
 			break;
 		}
-	c->bpf_runs += runs;
-	c->bpf_ns += ns;
-	if (c->nprogs < EBPF_COST_PROGS) {
-		struct ebpf_cost_prog *p = &c->progs[c->nprogs++];
+	char name[sizeof(info->name) + 1];
 
-		snprintf(p->name, sizeof(p->name), "%.*s", (int)sizeof(info->name), info->name);
-		p->runs = runs;
-		p->ns = ns;
-	}
+	snprintf(name, sizeof(name), "%.*s", (int)sizeof(info->name), info->name);
+	ebpf_cost_add(e, name, runs, ns);
 }
 
 static uint64_t self_cpu_ns(void)
@@ -203,6 +214,23 @@ void ebpf_cost_end(struct ebpf *e)
 	if (e->cost_stats_fd >= 0)
 		close(e->cost_stats_fd);
 	e->cost_stats_fd = -1;
+}
+
+void ebpf_cost_unrecorded(struct ebpf *e)
+{
+	struct ebpf_cost *c = &e->cost;
+
+	c->record_rate = e->opts.record_rate;
+	for (size_t i = 0; i < e->nt; i++) {
+		const struct ebpf_tdata *td = &e->t[i];
+
+		c->offcpu_not_recorded += td->offcpu_limited;
+		c->offcpu_not_recorded_ns += td->offcpu_limited_ns;
+		for (size_t k = 0; k < td->nstats; k++) {
+			c->slow_not_recorded += td->stats[k].limited;
+			c->untimed += td->stats[k].untimed;
+		}
+	}
 }
 
 void ebpf_cost_free(struct ebpf *e)

@@ -67,7 +67,7 @@ struct ebpf_sys_ev {
 
 struct ebpf_sys_stat {
 	uint32_t nr;
-	uint64_t count, total_ns, max_ns, slow;
+	uint64_t count, total_ns, max_ns, slow, untimed, limited;
 	uint32_t hist[SYSCALL_HIST];
 };
 
@@ -147,6 +147,7 @@ struct ebpf_tdata {
 	uint64_t unwind_ends[UNWIND_END__N];  /* of stacks_cfi, why the walk ended */
 	uint64_t unwind_fp_frames;        /* frames of stacks_cfi crossed by frame pointer */
 	uint64_t offcpu_count, offcpu_total_ns, offcpu_emitted;  /* kernel-side totals */
+	uint64_t offcpu_limited, offcpu_limited_ns;  /* long blocks past the record rate */
 };
 
 struct ebpf_cost_base {
@@ -221,6 +222,12 @@ struct ebpf {
 void ebpf_cost_begin(struct ebpf *e);
 void ebpf_cost_tick(struct ebpf *e);
 void ebpf_cost_end(struct ebpf *e);
+/* A collector's own timing of BPF code the kernel's statistics do not see (its task works'
+ * callbacks): counted with the programs', listed as name. Before ebpf_cost_end(). */
+void ebpf_cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns);
+/* The targets' totals of what the record rate left unrecorded into e->cost (after the
+ * collectors' finish). */
+void ebpf_cost_unrecorded(struct ebpf *e);
 void ebpf_cost_free(struct ebpf *e);
 
 /* ebpf_core.c */

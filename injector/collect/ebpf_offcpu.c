@@ -45,6 +45,8 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
 	skel->rodata->min_block_ns = e->opts.offcpu_min_ns;
 	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
+	skel->rodata->rec_rate = e->opts.record_rate;
+	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
 	if (task_work && !skel->rodata->task_work_built) {
 		/* built against a kernel's BTF without it */
 		offcpu_bpf__destroy(skel);
@@ -114,11 +116,17 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 {
 	if (!e->off)
 		return;
+	if (on) {
+		__atomic_store_n(&e->off->bss->tw_ns, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->off->bss->tw_runs, 0, __ATOMIC_RELAXED);
+	}
 	e->off->bss->running = on;
 	if (!on) {
 		e->lost += __atomic_exchange_n(&e->off->bss->lost, 0, __ATOMIC_RELAXED);
 		e->tw_map_full += __atomic_exchange_n(&e->off->bss->tw_map_full, 0,
 						      __ATOMIC_RELAXED);
+		ebpf_cost_add(e, "offcpu_tw", __atomic_load_n(&e->off->bss->tw_runs, __ATOMIC_RELAXED),
+			      __atomic_load_n(&e->off->bss->tw_ns, __ATOMIC_RELAXED));
 	}
 }
 
@@ -333,6 +341,26 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 	return 0;
 }
 
+/* The long blocks past the record rate: their time in the off-CPU flame graph, under one
+ * frame that says so (no stacks were taken for them) */
+static void add_not_recorded(struct ebpf *e, struct ebpf_tdata *td)
+{
+	uint32_t frames[2];
+	int f, id;
+
+	if (!td->offcpu_limited_ns)
+		return;
+	f = stack_store__frame(&e->stacks, "[blocks past the record rate: counted, not unwound]");
+	if (f < 0)
+		return;
+	frames[0] = td->root;
+	frames[1] = (uint32_t)f;
+	id = stack_store__stack(&e->stacks, frames, 2);
+	if (id >= 0)
+		stack_store__add(&e->stacks, (uint32_t)id, STACK_OFFCPU,
+				 td->offcpu_limited_ns / 1000 ? td->offcpu_limited_ns / 1000 : 1);
+}
+
 static void ebpf_offcpu__finish(struct ebpf *e)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd;
@@ -375,7 +403,10 @@ static void ebpf_offcpu__finish(struct ebpf *e)
 			td->offcpu_count += tot[c].count;
 			td->offcpu_total_ns += tot[c].total_ns;
 			td->offcpu_emitted += tot[c].emitted;
+			td->offcpu_limited += tot[c].limited;
+			td->offcpu_limited_ns += tot[c].limited_ns;
 		}
+		add_not_recorded(e, td);
 	}
 	free(tot);
 }

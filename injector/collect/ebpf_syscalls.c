@@ -140,6 +140,8 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 		return -ENOSYS;
 	}
 	skel->rodata->slow_ns = e->opts.slow_syscall_ns;
+	skel->rodata->rec_rate = e->opts.record_rate;
+	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
 	bpf_program__set_autoload(skel->progs.sys_switch, switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_enter, !switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_exit, !switch_mode);
@@ -224,8 +226,14 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 {
 	if (!e->sys)
 		return;
+	if (on) {
+		__atomic_store_n(&e->sys->bss->tw_ns, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->sys->bss->tw_runs, 0, __ATOMIC_RELAXED);
+	}
 	e->sys->bss->running = on;
 	if (!on) {
+		ebpf_cost_add(e, "sys_tw", __atomic_load_n(&e->sys->bss->tw_runs, __ATOMIC_RELAXED),
+			      __atomic_load_n(&e->sys->bss->tw_ns, __ATOMIC_RELAXED));
 		e->lost += __atomic_exchange_n(&e->sys->bss->lost, 0, __ATOMIC_RELAXED);
 		/* a call whose task work could not be scheduled is a record lost too */
 		e->lost += __atomic_exchange_n(&e->sys->bss->tw_failed, 0, __ATOMIC_RELAXED);
@@ -320,6 +328,8 @@ static void ebpf_syscalls__finish(struct ebpf *e)
 			st->count += v[c].count;
 			st->total_ns += v[c].total_ns;
 			st->slow += v[c].slow;
+			st->untimed += v[c].untimed;
+			st->limited += v[c].limited;
 			if (v[c].max_ns > st->max_ns)
 				st->max_ns = v[c].max_ns;
 			for (int b = 0; b < SYSCALL_HIST; b++)

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
+/*
+ * A token bucket per thread, kept in the thread's task storage: at most rate a second, and
+ * as many at once (a thread starts with a full bucket). The costly part of a record (its
+ * stacks, the task work that completes it) is paid only with a token; what comes past the
+ * rate is counted in the kernel instead (offcpu_total.limited, syscall_stat.untimed and
+ * .limited), so that a job's cost does not grow with how often it waits.
+ */
+#ifndef AIPROF_BPF_RATELIMIT_BPF_H
+#define AIPROF_BPF_RATELIMIT_BPF_H
+
+#include "stack.h"
+
+#define RL_ONE 1000000000ull      /* a token, in rate * ns units */
+
+/* struct rl_bucket: stack.h (user space reads it in task storage values) */
+
+/* Takes a token at now; false: none left. rate 0: no limit. */
+static __always_inline bool rl_take(struct rl_bucket *b, __u64 now, __u32 rate)
+{
+	__u64 cap = (__u64)rate * RL_ONE, dt;
+
+	if (!rate)
+		return true;
+	if (!b->last) {
+		b->last = now;
+		b->tokens = cap;
+	}
+	dt = now > b->last ? now - b->last : 0;
+	if (dt > 10 * RL_ONE)
+		dt = 10 * RL_ONE;     /* more than fills any bucket; keeps dt * rate in range */
+	b->last = now;
+	b->tokens += dt * rate;
+	if (b->tokens > cap)
+		b->tokens = cap;
+	if (b->tokens < RL_ONE)
+		return false;
+	b->tokens -= RL_ONE;
+	return true;
+}
+
+#endif
