@@ -24,10 +24,13 @@
 const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
 const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
-const volatile __u32 rec_rate = 0;    /* records a second per thread (its bucket); 0: all */
 const volatile __u64 always_ns = 0;   /* a block at least this long is recorded regardless */
 
 bool running = false;
+/* set by user space while recording (the budget: ebpf_budget.c) */
+__u32 rec_rate = 0;           /* records a second per thread (its bucket); 0: all */
+bool paused = false;          /* nothing new is begun; a sleep begun before is not ended */
+__u32 epoch = 0;              /* bumped at each pause: a sleep begun before it is dropped */
 __u64 lost = 0;
 __u64 tw_failed = 0;
 __u64 tw_map_full = 0;        /* task works not scheduled: offcpu_works was full */
@@ -196,7 +199,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__s32 nr;
 	__u32 state;
 
-	if (!running)
+	if (!running || paused)
 		return 0;
 	/* prev: a long sleep it woke from and has not been recorded (it slept again in the
 	 * same syscall, say) is recorded now, in its context; then a new sleep begins */
@@ -214,6 +217,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			s->woke = 0;
 			s->state = state;
 			s->cpu = bpf_get_smp_processor_id();
+			s->epoch = epoch;
+			s->nsw = switches_of(prev);
 		}
 	}
 	/* next: only target threads that slept have storage; the filter first spares every
@@ -223,6 +228,10 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	s = bpf_task_storage_get(&offcpu_task, next, NULL, 0);
 	if (!s || !s->ts || s->woke)
 		return 0;
+	if (!same_epoch_or_asleep(s->epoch, epoch, s->nsw, next)) {
+		s->ts = 0;    /* slept before a pause, ran in it: this sleep's start is not known */
+		return 0;
+	}
 	if (!now)
 		now = bpf_ktime_get_ns();
 	dur = now - s->ts;

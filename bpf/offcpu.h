@@ -24,6 +24,8 @@ struct offcpu_task {
 	__u32 state;              /* task state at sleep: 1 S, 2 D, 4/8 stopped/traced */
 	__u32 cpu;
 	__s32 kstack_bytes;       /* kips, taken as it was switched in */
+	__u32 epoch;              /* the collector's epoch as it went to sleep */
+	__u32 nsw;                /* its context switches then (nvcsw + nivcsw, truncated) */
 	__u32 pad;
 	struct rl_bucket rl;      /* its records: at most rec_rate a second (ratelimit.bpf.h) */
 	__u64 kips[EBPF_KSTACK_MAX];
@@ -53,7 +55,7 @@ struct offcpu_total {
 	__u64 limited_ns;
 };
 
-_Static_assert(sizeof(struct offcpu_task) == 48 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
+_Static_assert(sizeof(struct offcpu_task) == 56 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
 _Static_assert(sizeof(struct offcpu_event) == 56 + EBPF_STACKS_SIZE, "offcpu_event layout");
 
 #endif

@@ -39,4 +39,21 @@ static __always_inline bool rl_take(struct rl_bucket *b, __u64 now, __u32 rate)
 	return true;
 }
 
+/* A thread's context switches so far (truncated): unchanged from its switch-out to its next
+ * switch-in means it did not run in between, however long that was. */
+static __always_inline __u32 switches_of(struct task_struct *t)
+{
+	return (__u32)(t->nvcsw + t->nivcsw);
+}
+
+/*
+ * Whether what a thread began in an earlier epoch (before the collector was paused) can be
+ * ended now: only if it has not run since.
+ */
+static __always_inline bool same_epoch_or_asleep(__u32 then_epoch, __u32 now_epoch,
+						 __u32 then_nsw, struct task_struct *t)
+{
+	return then_epoch == now_epoch || then_nsw == switches_of(t);
+}
+
 #endif

@@ -31,11 +31,14 @@
 #define S_IFSOCK 0140000
 
 const volatile __u64 slow_ns = 1000000;
-const volatile __u32 rec_rate = 0;    /* per thread a second: slow-call records, and in switch
-				       * mode short calls timed (two buckets); 0: all */
 const volatile __u64 always_ns = 0;   /* a call at least this long is recorded regardless */
 
 bool running = false;
+/* set by user space while recording (the budget: ebpf_budget.c) */
+__u32 rec_rate = 0;           /* per thread a second: slow-call records, and in switch mode
+			       * short calls timed (two buckets); 0: all */
+bool paused = false;          /* no new call is begun */
+__u32 epoch = 0;              /* bumped at each pause: a call seen before it is dropped */
 __u64 lost = 0;
 __u64 tw_failed = 0;
 __u64 tw_map_full = 0;        /* of them, because sys_works was full */
@@ -47,6 +50,8 @@ struct sys_enter_state {
 	__u64 args[3];
 	__u32 nr;
 	__u32 armed;              /* switch mode: its task work is scheduled */
+	__u32 epoch;              /* switch mode: the collector's epoch as the call was seen */
+	__u32 nsw;                /* and the thread's context switches then */
 	struct rl_bucket rl_rec;  /* its slow-call records */
 	struct rl_bucket rl_time; /* switch mode: its short calls timed by a task work */
 };
@@ -211,7 +216,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct sys_enter_state *s;
 
-	if (!running || !is_target(task->tgid))
+	if (!running || paused || !is_target(task->tgid))
 		return 0;
 	s = bpf_task_storage_get(&sys_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
@@ -417,17 +422,20 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	__u64 now;
 	long nr;
 
-	if (!running)
+	if (!running || paused)
 		return 0;
 	if (is_target(prev->tgid)) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 		nr = regs ? (long)BPF_CORE_READ(regs, orig_ax) : -1;  /* -1: not in a call */
 		s = nr >= 0 ? bpf_task_storage_get(&sys_start, prev, NULL,
 						   BPF_LOCAL_STORAGE_GET_F_CREATE) : NULL;
-		if (s && !s->ts) {
+		/* a call seen before a pause and not armed is stale: the thread ran since */
+		if (s && (!s->ts || (s->epoch != epoch && !s->armed))) {
 			s->ts = bpf_ktime_get_ns();
 			s->nr = (__u32)nr;
 			s->armed = 0;
+			s->epoch = epoch;
+			s->nsw = switches_of(prev);
 			s->args[0] = BPF_CORE_READ(regs, di);
 			s->args[1] = BPF_CORE_READ(regs, si);
 			s->args[2] = BPF_CORE_READ(regs, dx);
@@ -438,8 +446,10 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	s = bpf_task_storage_get(&sys_start, next, NULL, 0);
 	if (!s || !s->ts || s->armed)
 		return 0;
-	if (next->flags & PF_EXITING) {
-		s->ts = 0;    /* exit or a fatal signal: the call does not return */
+	if ((next->flags & PF_EXITING) || !same_epoch_or_asleep(s->epoch, epoch, s->nsw, next)) {
+		/* exit or a fatal signal: the call does not return; or it was seen before a
+		 * pause, and whether it returned meanwhile is not known */
+		s->ts = 0;
 		return 0;
 	}
 	now = bpf_ktime_get_ns();

@@ -324,6 +324,54 @@ static void write_record_rate(struct jsonw *w, const struct ebpf *e)
 	jsonw_obj_close(w);
 }
 
+/* "budget": --budget and what keeping it took (ebpf_budget.c) */
+static void write_budget(struct jsonw *w, const struct ebpf_cost *c)
+{
+	const struct ebpf_budget *b = c ? &c->budget : NULL;
+	uint64_t share;
+
+	jsonw_key(w, "budget");
+	jsonw_obj_open(w);
+	jsonw_kv_bool(w, "set", b && b->ppm);
+	if (!b || !b->ppm) {
+		jsonw_obj_close(w);
+		return;
+	}
+	jsonw_kv_uint(w, "target_ppm", b->ppm);
+	jsonw_kv_bool(w, "measured", b->kept_by_measure);
+	if (!b->kept_by_measure) {
+		jsonw_kv_str(w, "reason", c->why);
+		jsonw_obj_close(w);
+		return;
+	}
+	share = c->targets_cpu_ns ? (uint64_t)((double)c->bpf_ns * 1e6 / (double)c->targets_cpu_ns) : 0;
+	jsonw_kv_str(w, "what", "the share of the targets' CPU the BPF programs may take, kept "
+		     "at every tick (250 ms) by lowering the record rate, then pausing the off-CPU "
+		     "and syscall collectors (nothing of theirs is recorded while paused); "
+		     "window_share_ppm is the whole window's, as ebpf.cost says it");
+	jsonw_kv_uint(w, "window_share_ppm", share);
+	jsonw_kv_bool(w, "kept", share <= b->ppm);
+	jsonw_kv_uint(w, "lowest_record_rate", b->lowest_rate);
+	jsonw_kv_uint(w, "final_record_rate", b->rate);
+	jsonw_kv_uint(w, "pauses", b->pauses);
+	jsonw_key(w, "paused_s");
+	jsonw_fixed3(w, b->paused_ns / 1000000);
+	jsonw_kv_uint(w, "changes_total", b->changes_total);
+	jsonw_key(w, "changes");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < b->nchanges; i++) {
+		jsonw_obj_open(w);
+		jsonw_key(w, "t_s");
+		jsonw_fixed3(w, b->changes[i].t_ns / 1000000);
+		jsonw_kv_uint(w, "share_ppm", b->changes[i].share_ppm);
+		jsonw_kv_uint(w, "record_rate", b->changes[i].record_rate);
+		jsonw_kv_bool(w, "paused", b->changes[i].paused);
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+}
+
 /* "cost": what the window cost, from the kernel's BPF statistics (ebpf.h) */
 static void write_cost(struct jsonw *w, const struct ebpf_cost *c)
 {
@@ -454,6 +502,7 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "task_work_map_full", e->tw_map_full);
 	jsonw_kv_uint(w, "foreign_records", e->foreign);
 	write_cost(w, ebpf__cost(e));
+	write_budget(w, ebpf__cost(e));
 	jsonw_key(w, "targets");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < e->nt; i++)

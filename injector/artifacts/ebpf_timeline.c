@@ -144,12 +144,45 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 	}
 }
 
+/*
+ * The budget's pauses (--budget), on the process's main thread: while one lasts the off-CPU
+ * and syscall collectors record nothing, and the timeline says so where the gap is.
+ */
+static void write_pauses(struct jsonw *w, const struct ebpf *e, pid_t pid)
+{
+	const struct ebpf_budget *b = &e->cost.budget;
+
+	for (size_t i = 0; i < b->nchanges; i++) {
+		uint64_t from = e->start_ns + b->changes[i].t_ns, to = e->end_ns;
+
+		if (!b->changes[i].paused)
+			continue;
+		for (size_t k = i + 1; k < b->nchanges; k++)
+			if (!b->changes[k].paused) {
+				to = e->start_ns + b->changes[k].t_ns;
+				break;
+			}
+		trace_event_begin(w, "X", "aiprof", "off-CPU and syscalls not recorded: paused by "
+				  "--budget", pid, (uint32_t)pid, from);
+		jsonw_key(w, "dur");
+		jsonw_fixed3(w, to > from ? to - from : 0);
+		jsonw_key(w, "args");
+		jsonw_obj_open(w);
+		jsonw_kv_uint(w, "budget_ppm", b->ppm);
+		jsonw_kv_uint(w, "share_ppm_before", b->changes[i].share_ppm);
+		jsonw_obj_close(w);
+		jsonw_obj_close(w);
+	}
+}
+
 void ebpf_timeline_write_target(struct jsonw *w, struct ebpf *e, const struct target *t)
 {
 	struct ebpf_tdata *td = e ? ebpf_tdata_of(e, (uint32_t)t->pid) : NULL;
 
-	if (td && !td->parent)
+	if (td && !td->parent) {
 		write_process(w, e, td, t);
+		write_pauses(w, e, td->pid);
+	}
 }
 
 void ebpf_timeline_write_followed(struct jsonw *w, struct ebpf *e)

@@ -297,6 +297,29 @@ static void write_unrecorded(struct membuf *b, const struct ebpf_cost *c)
 		      (double)c->offcpu_not_recorded_ns / 1e9, c->slow_not_recorded, c->untimed);
 }
 
+/* What keeping --budget took (summary.json, ebpf.budget) */
+static void write_budget(struct membuf *b, const struct ebpf_cost *c)
+{
+	const struct ebpf_budget *bu = &c->budget;
+	double share;
+
+	if (!bu->ppm)
+		return;
+	if (!bu->kept_by_measure) {
+		membuf_puts(b, " Budget: not kept (the cost could not be measured).");
+		return;
+	}
+	share = c->targets_cpu_ns ? 100.0 * (double)c->bpf_ns / (double)c->targets_cpu_ns : 0;
+	membuf_printf(b, " Budget %.3g%% of the targets' CPU: %s (%.2f%%)", bu->ppm / 1e4,
+		      share * 1e4 <= bu->ppm ? "kept" : "not kept", share);
+	if (bu->changes_total)
+		membuf_printf(b, "; record rate lowered to %" PRIu32 " a second per thread, off-CPU "
+			      "and syscall collectors paused %" PRIu32 " times for %.1f s, nothing of "
+			      "theirs recorded meanwhile", bu->lowest_rate, bu->pauses,
+			      (double)bu->paused_ns / 1e9);
+	membuf_puts(b, " (summary.json, ebpf.budget).");
+}
+
 /* One line: what the window cost the node in aiprof's BPF programs (summary.json, ebpf.cost) */
 static void write_cost(struct membuf *b, const struct profile *p)
 {
@@ -309,8 +332,10 @@ static void write_cost(struct membuf *b, const struct profile *p)
 		membuf_puts(b, "not measured (");
 		esc(b, c ? c->why : "the window did not run");
 		membuf_puts(b, ").");
-		if (c)
+		if (c) {
+			write_budget(b, c);
 			write_unrecorded(b, c);
+		}
 		membuf_puts(b, "</p>\n");
 		return;
 	}
@@ -325,6 +350,7 @@ static void write_cost(struct membuf *b, const struct profile *p)
 		membuf_puts(b, "while the targets used no measurable CPU");
 	membuf_printf(b, "; the injector itself used %.3f s (summary.json, ebpf.cost).",
 		      (double)c->injector_cpu_ns / 1e9);
+	write_budget(b, c);
 	write_unrecorded(b, c);
 	membuf_puts(b, "</p>\n");
 }

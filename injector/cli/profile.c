@@ -89,6 +89,10 @@ static void usage(FILE *out)
 		"                             slow-syscall records (and N short calls timed); the\n"
 		"                             rest are counted, not recorded; waits of 10ms or more\n"
 		"                             always are (default 100; 0: every one)\n"
+		"      --budget PCT           keep aiprof's BPF programs under PCT of the targets'\n"
+		"                             CPU (0.5%%, 1%%): the record rate goes down, then the\n"
+		"                             off-CPU and syscall collectors pause, as measured\n"
+		"                             while recording (needs CAP_SYS_ADMIN)\n"
 		"      --all-syscalls         count every syscall of the targets (raw_syscalls:\n"
 		"                             every process's syscalls take the kernel's slow\n"
 		"                             path meanwhile); default: only the calls that gave\n"
@@ -482,6 +486,20 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		o->eo.record_rate = (uint32_t)n;
 		return EXIT_OK;
 	}
+	case 'B': {
+		char *end;
+		double pct;
+
+		errno = 0;
+		pct = strtod(arg, &end);
+		if (*end == '%')
+			end++;
+		if (errno || end == arg || *end || !(pct >= 0.001 && pct <= 100))
+			return cli_fail(oc, EXIT_USAGE, 0, "--budget '%s' is not a share of the "
+				    "targets' CPU from 0.001%% to 100%%, such as 1%% or 0.5%%", arg);
+		o->eo.budget_ppm = (uint32_t)(pct * 10000 + 0.5);
+		return EXIT_OK;
+	}
 	case 'N':
 		o->no_ebpf = true;
 		return EXIT_OK;
@@ -548,6 +566,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "offcpu-min", required_argument, NULL, 'M' },
 		{ "slow-syscall", required_argument, NULL, 'S' },
 		{ "record-rate", required_argument, NULL, 'R' },
+		{ "budget", required_argument, NULL, 'B' },
 		{ "no-ebpf", no_argument, NULL, 'N' },
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "unwind-cache", required_argument, NULL, 'Y' },

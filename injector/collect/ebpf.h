@@ -54,6 +54,10 @@ struct ebpf_opts {
 					   * short calls timed, each; past it they are counted in
 					   * the kernel, not recorded; blocks and calls of
 					   * EBPF_RECORD_ALWAYS_NS or more always are. 0: no limit */
+	uint32_t budget_ppm;              /* --budget: the share of the targets' CPU the BPF
+					   * programs may take (parts per million; 0: none), kept
+					   * by lowering record_rate, then pausing the off-CPU and
+					   * syscall collectors (ebpf_budget.c) */
 	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);
 					   * past it events count in the flame graphs and totals
 					   * only, so memory stays flat however long the window */
@@ -75,6 +79,32 @@ struct ebpf;
  * of each target process, followed children included) in the same window.
  */
 #define EBPF_COST_PROGS 32
+#define EBPF_BUDGET_CHANGES 32
+
+/* One step of the budget (ebpf_cost.budget.changes): at t_ns into the window, the share
+ * the last half second had, and what the collectors were set to. */
+struct ebpf_budget_change {
+	uint64_t t_ns;
+	uint32_t share_ppm;
+	uint32_t record_rate;             /* 0: no limit */
+	bool paused;
+};
+
+struct ebpf_budget {
+	uint32_t ppm;                     /* 0: no budget */
+	bool kept_by_measure;             /* false: the cost could not be measured (why) */
+	uint32_t rate;                    /* what the collectors are set to now */
+	uint32_t lowest_rate;
+	bool paused;
+	uint32_t pauses;
+	uint64_t paused_ns;               /* the off-CPU and syscall collectors paused, in all */
+	uint64_t last_t, last_bpf, last_cpu, pause_since, pause_until, resumed_at;
+	uint32_t share_at_step;           /* the share when the rate was last lowered */
+	uint32_t share_paused;            /* the share while the collectors were last paused */
+	size_t nchanges;                  /* listed; changes_total counts every one */
+	uint64_t changes_total;
+	struct ebpf_budget_change changes[EBPF_BUDGET_CHANGES];
+};
 struct ebpf_cost_prog {
 	char name[16];                    /* the program's name as the kernel keeps it */
 	uint64_t runs, ns;
@@ -93,6 +123,7 @@ struct ebpf_cost {
 	/* what the record rate left unrecorded (summary.json ebpf.record_rate), all targets */
 	uint32_t record_rate;
 	uint64_t offcpu_not_recorded, offcpu_not_recorded_ns, slow_not_recorded, untimed;
+	struct ebpf_budget budget;
 	size_t nprogs;                    /* programs listed; past EBPF_COST_PROGS they are
 					   * counted in bpf_ns and bpf_runs only */
 	struct ebpf_cost_prog progs[EBPF_COST_PROGS];

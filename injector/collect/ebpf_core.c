@@ -598,6 +598,32 @@ uint64_t ebpf_task_for_ns(const struct task_dump *d)
 
 /* ---- shared maps ------------------------------------------------------------------------ */
 
+void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused)
+{
+	__atomic_store_n(k->rate, rate, __ATOMIC_RELAXED);
+	if (paused == *k->paused)
+		return;
+	if (paused)
+		__atomic_fetch_add(k->epoch, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(k->paused, paused, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < 3; i++) {
+		struct bpf_link **l = k->links[i];
+
+		if (!bpf_program__autoload(k->progs[i]))
+			continue;       /* not loaded: the other way of this collector runs */
+		if (paused) {
+			bpf_link__destroy(*l);
+			*l = NULL;
+		} else if (!*l) {
+			*l = bpf_program__attach(k->progs[i]);
+			if (!*l)
+				log_warning("%s collector: %s could not be attached again after a "
+					    "pause (--budget): %s", what,
+					    bpf_program__name(k->progs[i]), strerror(errno));
+		}
+	}
+}
+
 bool ebpf_kernel_has_task_work(const char *btf_path)
 {
 	struct btf *btf = btf_path ? btf__parse(btf_path, NULL) : btf__load_vmlinux_btf();

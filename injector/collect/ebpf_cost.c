@@ -26,7 +26,8 @@
 
 /* Calls fn(e, info) for each BPF program this process has an fd of, once per program (the
  * first fd seen of its id). */
-static void for_each_prog(struct ebpf *e, void (*fn)(struct ebpf *, const struct bpf_prog_info *))
+static void for_each_prog(struct ebpf *e, void (*fn)(struct ebpf *, const struct bpf_prog_info *,
+						     void *), void *ctx)
 {
 	uint32_t seen[256];
 	size_t nseen = 0;
@@ -64,7 +65,7 @@ static void for_each_prog(struct ebpf *e, void (*fn)(struct ebpf *, const struct
 			continue;
 		if (nseen < sizeof(seen) / sizeof(seen[0]))
 			seen[nseen++] = info.id;
-		fn(e, &info);
+		fn(e, &info, ctx);
 	}
 	closedir(d);
 }
@@ -100,8 +101,9 @@ static void read_targets(struct ebpf *e, bool base)
 	}
 }
 
-static void note_base(struct ebpf *e, const struct bpf_prog_info *info)
+static void note_base(struct ebpf *e, const struct bpf_prog_info *info, void *ctx)
 {
+	(void)ctx;
 	struct ebpf_cost_base *b = realloc(e->cost_base, (e->ncost_base + 1) * sizeof(*b));
 
 	if (!b)
@@ -128,17 +130,67 @@ void ebpf_cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns)
 	}
 }
 
-static void note_end(struct ebpf *e, const struct bpf_prog_info *info)
+/* info's runs and ns since the window opened (all of them if it was loaded since) */
+static void since_base(const struct ebpf *e, const struct bpf_prog_info *info, uint64_t *ret_runs,
+		       uint64_t *ret_ns)
 {
 	uint64_t runs = info->run_cnt, ns = info->run_time_ns;
 
-	/* a program loaded after the window opened ran only in it */
 	for (size_t i = 0; i < e->ncost_base; i++)
 		if (e->cost_base[i].id == info->id) {
 			runs = runs >= e->cost_base[i].runs ? runs - e->cost_base[i].runs : 0;
 			ns = ns >= e->cost_base[i].ns ? ns - e->cost_base[i].ns : 0;
 			break;
 		}
+	*ret_runs = runs;
+	*ret_ns = ns;
+}
+
+static void add_ns(struct ebpf *e, const struct bpf_prog_info *info, void *ctx)
+{
+	uint64_t runs, ns;
+
+	since_base(e, info, &runs, &ns);
+	*(uint64_t *)ctx += ns;
+}
+
+uint64_t ebpf_cost_bpf_ns_now(struct ebpf *e)
+{
+	uint64_t ns = 0;
+
+	if (!e->cost.measured)
+		return 0;
+	for_each_prog(e, add_ns, &ns);
+	return ns + ebpf_offcpu_tw_ns(e) + ebpf_syscalls_tw_ns(e);
+}
+
+static uint64_t ns_per_tick(void)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+
+	return 1000000000ull / (uint64_t)(hz > 0 ? hz : 100);
+}
+
+uint64_t ebpf_cost_targets_ns_now(const struct ebpf *e)
+{
+	uint64_t ns = 0, tick = ns_per_tick();
+
+	for (size_t i = 0; i < e->nt; i++) {
+		const struct ebpf_tdata *td = &e->t[i];
+		uint64_t base = td->cpu_base ? td->cpu_ticks0 : 0;
+
+		if (td->cpu_read && td->cpu_ticks >= base)
+			ns += (td->cpu_ticks - base) * tick;
+	}
+	return ns;
+}
+
+static void note_end(struct ebpf *e, const struct bpf_prog_info *info, void *ctx)
+{
+	uint64_t runs, ns;
+
+	(void)ctx;
+	since_base(e, info, &runs, &ns);
 	char name[sizeof(info->name) + 1];
 
 	snprintf(name, sizeof(name), "%.*s", (int)sizeof(info->name), info->name);
@@ -183,34 +235,27 @@ void ebpf_cost_begin(struct ebpf *e)
 	e->cost_self0_ns = self_cpu_ns();
 	read_targets(e, true);
 	if (e->cost.measured)
-		for_each_prog(e, note_base);
+		for_each_prog(e, note_base, NULL);
+	ebpf_budget_begin(e);
 }
 
 void ebpf_cost_tick(struct ebpf *e)
 {
 	read_targets(e, false);
+	ebpf_budget_tick(e);
 }
 
 void ebpf_cost_end(struct ebpf *e)
 {
 	struct ebpf_cost *c = &e->cost;
-	long hz = sysconf(_SC_CLK_TCK);
 
 	c->window_ns = e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
 	c->injector_cpu_ns = self_cpu_ns() - e->cost_self0_ns;
 	read_targets(e, false);
-	if (hz <= 0)
-		hz = 100;
-	for (size_t i = 0; i < e->nt; i++) {
-		const struct ebpf_tdata *td = &e->t[i];
-
-		uint64_t base = td->cpu_base ? td->cpu_ticks0 : 0;
-
-		if (td->cpu_read && td->cpu_ticks >= base)
-			c->targets_cpu_ns += (td->cpu_ticks - base) * (1000000000ull / (uint64_t)hz);
-	}
+	c->targets_cpu_ns = ebpf_cost_targets_ns_now(e);
+	ebpf_budget_end(e);
 	if (c->measured)
-		for_each_prog(e, note_end);
+		for_each_prog(e, note_end, NULL);
 	if (e->cost_stats_fd >= 0)
 		close(e->cost_stats_fd);
 	e->cost_stats_fd = -1;

@@ -18,6 +18,7 @@
 
 struct bpf_object;
 struct bpf_link;
+struct bpf_program;
 struct ring_buffer;
 struct cpu_bpf;
 struct offcpu_bpf;
@@ -229,6 +230,36 @@ void ebpf_cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns)
  * collectors' finish). */
 void ebpf_cost_unrecorded(struct ebpf *e);
 void ebpf_cost_free(struct ebpf *e);
+/* The BPF time of the window so far (programs and task works), by the kernel's statistics;
+ * 0 when they are off. */
+uint64_t ebpf_cost_bpf_ns_now(struct ebpf *e);
+/* The targets' CPU time in the window so far (clock-tick resolution), as last read. */
+uint64_t ebpf_cost_targets_ns_now(const struct ebpf *e);
+
+/* ebpf_budget.c: --budget, kept at each tick from the cost measured so far */
+void ebpf_budget_begin(struct ebpf *e);
+void ebpf_budget_tick(struct ebpf *e);
+void ebpf_budget_end(struct ebpf *e);
+/* The collectors' knobs (ebpf_offcpu.c, ebpf_syscalls.c): records a second per thread
+ * (0: no limit), and paused (nothing new begun; what a thread began before and ran since
+ * is dropped at its next switch). No-ops for a collector that does not run. */
+void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused);
+void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused);
+/* ebpf_core.c: a collector's knobs in its BPF globals, and its programs that run at every
+ * context switch or syscall (NULL-free; those not loaded are skipped) with their links */
+struct ebpf_knobs {
+	uint32_t *rate;
+	bool *paused;
+	uint32_t *epoch;
+	struct bpf_program *progs[3];
+	struct bpf_link **links[3];
+};
+/* Sets the rate; pausing bumps the epoch and detaches the programs, resuming attaches them
+ * again (a failure is logged, naming what: the collector). */
+void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused);
+/* Their task works' callback time so far (bss counters), for the running cost. */
+uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e);
+uint64_t ebpf_syscalls_tw_ns(const struct ebpf *e);
 
 /* ebpf_core.c */
 struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);

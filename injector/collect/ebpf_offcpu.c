@@ -45,7 +45,7 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	skel->rodata->want_python = (e->opts.collectors & EBPF_COLLECT_PYTHON) != 0;
 	skel->rodata->min_block_ns = e->opts.offcpu_min_ns;
 	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
-	skel->rodata->rec_rate = e->opts.record_rate;
+	skel->bss->rec_rate = e->opts.record_rate;
 	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
 	if (task_work && !skel->rodata->task_work_built) {
 		/* built against a kernel's BTF without it */
@@ -128,6 +128,24 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 		ebpf_cost_add(e, "offcpu_tw", __atomic_load_n(&e->off->bss->tw_runs, __ATOMIC_RELAXED),
 			      __atomic_load_n(&e->off->bss->tw_ns, __ATOMIC_RELAXED));
 	}
+}
+
+void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused)
+{
+	struct offcpu_bpf *o = e->off;
+
+	if (o)
+		ebpf_throttle("off-CPU", &(struct ebpf_knobs){
+			.rate = &o->bss->rec_rate, .paused = &o->bss->paused, .epoch = &o->bss->epoch,
+			.progs = { o->progs.offcpu_switch_tw, o->progs.offcpu_switch,
+				   o->progs.offcpu_sys_exit },
+			.links = { &o->links.offcpu_switch_tw, &o->links.offcpu_switch,
+				   &o->links.offcpu_sys_exit } }, rate, paused);
+}
+
+uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e)
+{
+	return e->off ? __atomic_load_n(&e->off->bss->tw_ns, __ATOMIC_RELAXED) : 0;
 }
 
 /* Counts ev (its stack already in the store) and keeps it whole if the budget allows. */
@@ -242,6 +260,14 @@ static bool task_state_of(int map_fd, uint32_t tid, struct offcpu_task *ret)
 	return ok;
 }
 
+/* Whether v's sleep can be trusted at the window's end: begun since the collector's last
+ * pause (--budget), or ended and measured (woke) before it; a sleep begun before a pause
+ * may have ended in it unseen, and the thread slept again since. */
+static bool current_sleep(const struct ebpf *e, const struct offcpu_task *v)
+{
+	return v->woke || v->epoch == __atomic_load_n(&e->off->bss->epoch, __ATOMIC_RELAXED);
+}
+
 /*
  * At the end of the window: threads asleep for at least the threshold are reported up to
  * the end (stacks from /proc and the interpreter), and long sleeps that ended but whose
@@ -265,7 +291,7 @@ static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
 		int32_t nr;
 
 		if (tid <= 0 || !task_state_of(map_fd, (uint32_t)tid, v) || v->ts < e->start_ns ||
-		    v->ts >= e->end_ns)
+		    v->ts >= e->end_ns || !current_sleep(e, v))
 			continue;
 		if (v->woke) {
 			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
@@ -298,7 +324,8 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 			void *arg)
 {
 	struct flush_ctx *c = arg;
-	bool have = task_state_of(c->map_fd, d->hdr.tid, &c->v) && c->v.ts < e->end_ns;
+	bool have = task_state_of(c->map_fd, d->hdr.tid, &c->v) && c->v.ts < e->end_ns &&
+		    current_sleep(e, &c->v);
 	uint64_t since, blocked, window = e->end_ns - e->start_ns;
 	uint32_t wchan = UINT32_MAX;
 	int32_t nr;

@@ -140,7 +140,7 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 		return -ENOSYS;
 	}
 	skel->rodata->slow_ns = e->opts.slow_syscall_ns;
-	skel->rodata->rec_rate = e->opts.record_rate;
+	skel->bss->rec_rate = e->opts.record_rate;
 	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
 	bpf_program__set_autoload(skel->progs.sys_switch, switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_enter, !switch_mode);
@@ -240,6 +240,23 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 		e->tw_map_full += __atomic_exchange_n(&e->sys->bss->tw_map_full, 0,
 						      __ATOMIC_RELAXED);
 	}
+}
+
+void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused)
+{
+	struct syscalls_bpf *o = e->sys;
+
+	if (o)
+		ebpf_throttle("syscalls", &(struct ebpf_knobs){
+			.rate = &o->bss->rec_rate, .paused = &o->bss->paused, .epoch = &o->bss->epoch,
+			.progs = { o->progs.sys_switch, o->progs.sys_enter, o->progs.sys_exit },
+			.links = { &o->links.sys_switch, &o->links.sys_enter, &o->links.sys_exit } },
+			rate, paused);
+}
+
+uint64_t ebpf_syscalls_tw_ns(const struct ebpf *e)
+{
+	return e->sys ? __atomic_load_n(&e->sys->bss->tw_ns, __ATOMIC_RELAXED) : 0;
 }
 
 void ebpf_syscalls_exclude_tid(struct ebpf *e, uint32_t tid)

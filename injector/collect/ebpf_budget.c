@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --budget: the share of the targets' CPU time aiprof's BPF programs may take, kept while
+ * recording from the cost the kernel's statistics measure (ebpf_cost.c). At every tick
+ * (a quarter of a second) the share of the time since the last one is compared with the
+ * budget:
+ *   over it      the record rate goes down (a quarter each time, to 1 a second per thread)
+ *                while that helps (the share fell by a third at least since the last
+ *                step); where it does not — the cost is in the programs that run at every
+ *                context switch, not in the records — the off-CPU and syscall collectors
+ *                are paused (their per-switch programs detached) for as long as keeps the
+ *                average at the budget: the time they ran times (share / budget - 1),
+ *                from a tick to 8 s, then resumed and measured again;
+ *   under half   the record rate goes back up (twice each time) to what was asked.
+ * While paused nothing new is recorded by them; a sleep or call a thread began before a
+ * pause is dropped if the thread ran since (ratelimit.bpf.h: same_epoch_or_asleep). What
+ * was done is in ebpf_cost.budget: each change, the pauses and their time.
+ */
+#ifndef AIPROF_NO_EBPF
+#include <stdio.h>
+#include <string.h>
+
+#include "ebpf_internal.h"
+#include "log.h"
+#include "timeutil.h"
+
+#define BUDGET_EVERY_NS 200000000ull     /* a decision at each tick (250 ms) */
+#define BUDGET_MIN_CPU_NS 20000000ull    /* the targets used less: nothing to compare with */
+#define BUDGET_PAUSE_MIN_NS 250000000ull
+#define BUDGET_PAUSE_MAX_NS 8000000000ull
+#define BUDGET_RATE_FROM 1000            /* the rate the budget starts from without a limit */
+
+/* The collectors set as b says; returns when that was done (a pause begins once their
+ * programs are detached, and ends once they are attached again) */
+static uint64_t apply(struct ebpf *e, uint32_t share_ppm)
+{
+	struct ebpf_budget *b = &e->cost.budget;
+	uint64_t now;
+
+	ebpf_offcpu_throttle(e, b->rate, b->paused);
+	ebpf_syscalls_throttle(e, b->rate, b->paused);
+	now = now_monotonic_ns();
+	if (b->rate && (!b->lowest_rate || b->rate < b->lowest_rate))
+		b->lowest_rate = b->rate;
+	b->changes_total++;
+	if (b->nchanges < EBPF_BUDGET_CHANGES)
+		b->changes[b->nchanges++] = (struct ebpf_budget_change){
+			.t_ns = now - e->start_ns, .share_ppm = share_ppm,
+			.record_rate = b->rate, .paused = b->paused };
+	log_debug("budget: %u ppm of the targets' CPU in the last half second; record rate %u, "
+		  "%s", share_ppm, b->rate, b->paused ? "off-CPU and syscalls paused" : "running");
+	return now;
+}
+
+void ebpf_budget_begin(struct ebpf *e)
+{
+	struct ebpf_budget *b = &e->cost.budget;
+
+	memset(b, 0, sizeof(*b));
+	b->ppm = e->opts.budget_ppm;
+	b->rate = e->opts.record_rate;
+	if (!b->ppm)
+		return;
+	b->kept_by_measure = e->cost.measured;
+	if (!b->kept_by_measure) {
+		log_info("--budget: not kept: the window's cost cannot be measured (%s)", e->cost.why);
+		return;
+	}
+	b->last_t = e->start_ns;
+	b->resumed_at = e->start_ns;
+	b->last_bpf = ebpf_cost_bpf_ns_now(e);
+	b->last_cpu = ebpf_cost_targets_ns_now(e);
+}
+
+void ebpf_budget_tick(struct ebpf *e)
+{
+	struct ebpf_budget *b = &e->cost.budget;
+	uint64_t now = now_monotonic_ns(), bpf, cpu, dbpf, dcpu, pause;
+	uint32_t share;
+
+	if (!b->ppm || !b->kept_by_measure || now - b->last_t < BUDGET_EVERY_NS)
+		return;
+	bpf = ebpf_cost_bpf_ns_now(e);
+	cpu = ebpf_cost_targets_ns_now(e);
+	dbpf = bpf >= b->last_bpf ? bpf - b->last_bpf : 0;
+	dcpu = cpu >= b->last_cpu ? cpu - b->last_cpu : 0;
+	b->last_t = now;
+	b->last_bpf = bpf;
+	b->last_cpu = cpu;
+	share = dcpu ? (uint32_t)(dbpf * 1000000.0 / (double)dcpu > 1e9 ? 1e9 :
+				  dbpf * 1000000.0 / (double)dcpu) : 0;
+	if (b->paused) {
+		if (now < b->pause_until)
+			return;
+		b->paused = false;
+		b->resumed_at = apply(e, share);
+		b->paused_ns += b->resumed_at - b->pause_since;
+		b->share_paused = share;
+		return;
+	}
+	if (dcpu < BUDGET_MIN_CPU_NS)
+		return;
+	if (share > b->ppm) {
+		bool helped = !b->share_at_step || share < b->share_at_step / 3 * 2;
+
+		if ((b->rate == 0 || b->rate > 1) && helped) {
+			b->rate = b->rate == 0 ? BUDGET_RATE_FROM : b->rate / 4 ? b->rate / 4 : 1;
+			b->share_at_step = share;
+		} else {
+			/* on for ran ns at share, off at what the last pause cost (the CPU
+			 * sampler's share): off long enough that the average is the budget */
+			uint64_t ran = now - b->resumed_at;
+			double room = (double)b->ppm - b->share_paused;
+
+			if (room < b->ppm / 10.0)
+				room = b->ppm / 10.0;
+			pause = (uint64_t)((double)ran * ((double)share - b->ppm) / room);
+			if (pause < BUDGET_PAUSE_MIN_NS)
+				pause = BUDGET_PAUSE_MIN_NS;
+			if (pause > BUDGET_PAUSE_MAX_NS)
+				pause = BUDGET_PAUSE_MAX_NS;
+			b->paused = true;
+			b->pauses++;
+			b->pause_since = apply(e, share);
+			b->pause_until = b->pause_since + pause;
+			return;
+		}
+		apply(e, share);
+	} else if (share < b->ppm / 2 && b->rate && b->rate != e->opts.record_rate) {
+		uint32_t want = e->opts.record_rate;
+
+		b->rate = b->rate * 2;
+		if (want && b->rate >= want)
+			b->rate = want;
+		else if (!want && b->rate >= BUDGET_RATE_FROM)
+			b->rate = 0;
+		apply(e, share);
+	}
+}
+
+void ebpf_budget_end(struct ebpf *e)
+{
+	struct ebpf_budget *b = &e->cost.budget;
+
+	if (b->paused)
+		b->paused_ns += e->end_ns > b->pause_since ? e->end_ns - b->pause_since : 0;
+}
+#endif
