@@ -235,7 +235,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	if (!now)
 		now = bpf_ktime_get_ns();
 	dur = now - s->ts;
-	tot = totals(BPF_CORE_READ(next, tgid));
+	tot = totals(next->tgid);
 	if (tot) {
 		tot->count++;
 		tot->total_ns += dur;
@@ -256,7 +256,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	s->woke = now;
 	s->kstack_bytes = bpf_get_task_stack(next, s->kips, sizeof(s->kips), 0);
 	regs = user_regs(next);
-	nr = regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1;
+	nr = regs ? (__s32)regs->orig_ax : -1;
 	if (nr < 0) {
 		/* not in a syscall: nothing later tells us it is back in user space */
 		emit(ctx, next, s, -1, false, false);

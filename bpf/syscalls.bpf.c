@@ -385,8 +385,8 @@ static int sys_tw_run(struct bpf_map *map, void *key, void *value)
 		return 0;
 	/* run by do_exit instead: the call (exit, a fatal signal) does not return */
 	regs = (t->flags & PF_EXITING) ? NULL : (struct pt_regs *)bpf_task_pt_regs(t);
-	if (running && regs && BPF_CORE_READ(regs, orig_ax) == s->nr)
-		finish_call(s, (long)BPF_CORE_READ(regs, ax), false);
+	if (running && regs && regs->orig_ax == s->nr)
+		finish_call(s, (long)regs->ax, false);
 	s->ts = 0;
 	s->armed = 0;
 	__sync_fetch_and_add(&tw_ns, bpf_ktime_get_ns() - t0);
@@ -426,7 +426,7 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 		return 0;
 	if (is_target(prev->tgid)) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-		nr = regs ? (long)BPF_CORE_READ(regs, orig_ax) : -1;  /* -1: not in a call */
+		nr = regs ? (long)regs->orig_ax : -1;  /* -1: not in a call; a BTF pointer */
 		s = nr >= 0 ? bpf_task_storage_get(&sys_start, prev, NULL,
 						   BPF_LOCAL_STORAGE_GET_F_CREATE) : NULL;
 		/* a call seen before a pause and not armed is stale: the thread ran since */
@@ -436,9 +436,9 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 			s->armed = 0;
 			s->epoch = epoch;
 			s->nsw = switches_of(prev);
-			s->args[0] = BPF_CORE_READ(regs, di);
-			s->args[1] = BPF_CORE_READ(regs, si);
-			s->args[2] = BPF_CORE_READ(regs, dx);
+			s->args[0] = regs->di;
+			s->args[1] = regs->si;
+			s->args[2] = regs->dx;
 		}
 	}
 	if (!is_target(next->tgid))

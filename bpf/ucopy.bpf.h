@@ -17,9 +17,10 @@ struct task_struct___pre514 {
 /* The task's state word (__state since Linux 5.14, state before). */
 static __always_inline __u32 task_state(struct task_struct *t)
 {
+	/* t is a BTF pointer (a tracepoint's argument, an iterator's task): plain loads */
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+		return t->__state;
+	return (__u32)((struct task_struct___pre514 *)t)->state;
 }
 
 /* The user-mode registers of task t, saved at its entry into the kernel; NULL if unknown. */
