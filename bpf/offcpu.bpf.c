@@ -235,17 +235,15 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	if (!now)
 		now = bpf_ktime_get_ns();
 	dur = now - s->ts;
-	tot = totals(next->tgid);
-	if (tot) {
-		tot->count++;
-		tot->total_ns += dur;
-	}
+	s->count++;
+	s->total_ns += dur;
 	if (dur < min_block_ns) {
 		s->ts = 0;
 		return 0;
 	}
 	if (dur < always_ns && !rl_take(&s->rl, now, rec_rate)) {
 		/* past the thread's record rate: counted, no stacks, no record */
+		tot = totals(next->tgid);
 		if (tot) {
 			tot->limited++;
 			tot->limited_ns += dur;
@@ -303,7 +301,31 @@ int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* a thread's exit: its task work slot goes (loaded only with the task work programs) */
-TW_FORGET_AT_EXIT(offcpu_thread_exit, offcpu_works)
+/* a thread's exit (every task's: the filter first): its blocks into its process's totals,
+ * while recording (after, user space has read them from its storage), and its task work
+ * slot goes */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(offcpu_thread_exit, struct task_struct *p)
+{
+	struct offcpu_task *s;
+	struct offcpu_total *tot;
+
+#ifdef AIPROF_HAVE_TASK_WORK
+	tw_forget(&offcpu_works, p);
+#endif
+	if (!running || !is_target(p->tgid))
+		return 0;
+	s = bpf_task_storage_get(&offcpu_task, p, NULL, 0);
+	if (!s || !s->count)
+		return 0;
+	tot = totals(p->tgid);
+	if (tot) {
+		tot->count += s->count;
+		tot->total_ns += s->total_ns;
+	}
+	s->count = 0;
+	s->total_ns = 0;
+	return 0;
+}
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

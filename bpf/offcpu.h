@@ -28,6 +28,9 @@ struct offcpu_task {
 	__u32 nsw;                /* its context switches then (nvcsw + nivcsw, truncated) */
 	__u32 pad;
 	struct rl_bucket rl;      /* its records: at most rec_rate a second (ratelimit.bpf.h) */
+	__u64 count;              /* its blocks, also the short ones, and their time: folded */
+	__u64 total_ns;           /* into offcpu_totals as it exits, read by user space at the
+				   * end while it lives (no hash lookup at every switch) */
 	__u64 kips[EBPF_KSTACK_MAX];
 };
 
@@ -45,7 +48,8 @@ struct offcpu_event_ucopy {
 	struct ebpf_ucopy u;
 };
 
-/* Per target process (map offcpu_totals, per CPU): every block, also the short ones. */
+/* Per target process (map offcpu_totals, per CPU): every block of its threads that exited
+ * (the live ones' are in their task storage), the records and what the rate left out. */
 struct offcpu_total {
 	__u64 count;
 	__u64 total_ns;
@@ -55,7 +59,7 @@ struct offcpu_total {
 	__u64 limited_ns;
 };
 
-_Static_assert(sizeof(struct offcpu_task) == 56 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
+_Static_assert(sizeof(struct offcpu_task) == 72 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
 _Static_assert(sizeof(struct offcpu_event) == 56 + EBPF_STACKS_SIZE, "offcpu_event layout");
 
 #endif

@@ -56,7 +56,9 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	bpf_program__set_autoload(skel->progs.offcpu_switch_tw, task_work);
 	bpf_program__set_autoload(skel->progs.offcpu_switch, !task_work);
 	bpf_program__set_autoload(skel->progs.offcpu_sys_exit, !task_work);
-	bpf_program__set_autoload(skel->progs.offcpu_thread_exit, task_work);
+	/* both ways: it folds an exiting thread's blocks into its process's (and gives its
+	 * task work slot back) */
+	bpf_program__set_autoload(skel->progs.offcpu_thread_exit, true);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -247,16 +249,26 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
 	return nr >= 0 ? (int32_t)nr : -1;
 }
 
-/* What the kernel side holds for thread tid, read from its task storage by pidfd. */
-static bool task_state_of(int map_fd, uint32_t tid, struct offcpu_task *ret)
+/*
+ * What the kernel side holds for thread tid, read from its task storage by pidfd; false if
+ * it has none (it never slept in the window). Its blocks so far go into td's totals (an
+ * exiting thread's are folded into offcpu_totals instead): every thread is read once, at
+ * the end. Before Linux 6.9 there are no thread pidfds: without the task iterator too,
+ * the live threads' blocks are not counted.
+ */
+static bool task_state_of(struct ebpf_tdata *td, int map_fd, uint32_t tid, struct offcpu_task *ret)
 {
 	int pfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
 	bool ok;
 
 	if (pfd < 0)
-		return false;  /* before Linux 6.9 there are no thread pidfds: not reported */
-	ok = bpf_map_lookup_elem(map_fd, &pfd, ret) == 0 && ret->ts;
+		return false;
+	ok = bpf_map_lookup_elem(map_fd, &pfd, ret) == 0;
 	close(pfd);
+	if (ok) {
+		td->offcpu_count += ret->count;
+		td->offcpu_total_ns += ret->total_ns;
+	}
 	return ok;
 }
 
@@ -290,8 +302,8 @@ static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
 		uint32_t wchan;
 		int32_t nr;
 
-		if (tid <= 0 || !task_state_of(map_fd, (uint32_t)tid, v) || v->ts < e->start_ns ||
-		    v->ts >= e->end_ns || !current_sleep(e, v))
+		if (tid <= 0 || !task_state_of(td, map_fd, (uint32_t)tid, v) || !v->ts ||
+		    v->ts < e->start_ns || v->ts >= e->end_ns || !current_sleep(e, v))
 			continue;
 		if (v->woke) {
 			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
@@ -324,8 +336,8 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 			void *arg)
 {
 	struct flush_ctx *c = arg;
-	bool have = task_state_of(c->map_fd, d->hdr.tid, &c->v) && c->v.ts < e->end_ns &&
-		    current_sleep(e, &c->v);
+	bool have = task_state_of(td, c->map_fd, d->hdr.tid, &c->v) && c->v.ts &&
+		    c->v.ts < e->end_ns && current_sleep(e, &c->v);
 	uint64_t since, blocked, window = e->end_ns - e->start_ns;
 	uint32_t wchan = UINT32_MAX;
 	int32_t nr;
@@ -417,7 +429,8 @@ static void ebpf_offcpu__finish(struct ebpf *e)
 		free(st);
 		free(v);
 	}
-	/* every block, also those under the threshold */
+	/* the blocks of the threads that exited (the live ones were read above), the records
+	 * and what the record rate left out */
 	fd = bpf_map__fd(e->off->maps.offcpu_totals);
 	tot = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*tot)) : NULL;
 	for (size_t i = 0; tot && i < e->nt; i++) {
