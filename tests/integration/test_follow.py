@@ -125,7 +125,8 @@ def test_fork_exec_followed_and_no_follow(procs, tmp_path):
     assert any(t.get("execd") for t in kids), kids
     stacks = roots(folded(tmp_path / "on"))
     hot = [(st, c) for k in kids for st, c in stacks.get(k["pid"], [])]
-    assert sum(c for _, c in hot) >= 50, hot[:3]
+    # (about 2 s of a busy child at 99 Hz; beside CI's load it gets a share of a core)
+    assert sum(c for _, c in hot) >= 20, hot[:3]
     assert hot[0][0][0].startswith("hot_functions-"), hot[0]
     # its own symbols, read after the exec: its "hot" thread's functions (its other thread
     # spends its time in the kernel)
@@ -155,7 +156,8 @@ def test_fork_storm_is_bounded(procs, tmp_path):
     """))
     p, line = procs.start([PYTHON, "-u", str(script)], ready="ready")
     pid = pid_of(line)
-    s = profile(pid, tmp_path, duration="2s", collectors="cpu,offcpu")
+    # (long enough for more than 256 forks beside CI's load: 192 in 2 s were seen)
+    s = profile(pid, tmp_path, duration="5s", collectors="cpu,offcpu")
     f = s["ebpf"]["follow"]
     assert f["processes"] == f["max"] == 256 and f["not_followed"] > 0, f
     assert p.poll() is None
