@@ -45,16 +45,7 @@ __u64 tw_map_full = 0;        /* of them, because sys_works was full */
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
 
-struct sys_enter_state {
-	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
-	__u64 args[3];
-	__u32 nr;
-	__u32 armed;              /* switch mode: its task work is scheduled */
-	__u32 epoch;              /* switch mode: the collector's epoch as the call was seen */
-	__u32 nsw;                /* and the thread's context switches then */
-	struct rl_bucket rl_rec;  /* its slow-call records */
-	struct rl_bucket rl_time; /* switch mode: its short calls timed by a task work */
-};
+/* struct sys_enter_state: syscalls.h (user space reads what it has not folded yet) */
 
 /* per thread: the call it is in (task storage: no hash update on the hot path) */
 struct {
@@ -248,6 +239,20 @@ static __always_inline bool own_thread(__u32 tid)
 	return bpf_map_lookup_elem(&own_tids, &tid) != NULL;
 }
 
+/* s's run of untimed calls of one syscall (counted in its storage, not in the hash at each
+ * call) into the process's totals */
+static __always_inline void fold_untimed(struct sys_enter_state *s, struct task_struct *t)
+{
+	struct syscall_stat *st;
+
+	if (s->un_count && !own_thread(t->pid)) {
+		st = stat_of(t->tgid, s->un_nr);
+		if (st)
+			st->untimed += s->un_count;
+	}
+	s->un_count = 0;
+}
+
 /*
  * The end of the call s describes, ret its return value, in the calling thread's context:
  * the latency record, the bytes written per fd (trace mode: every write is seen), and the
@@ -417,7 +422,6 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct sys_enter_state *s;
-	struct syscall_stat *st;
 	struct pt_regs *regs;
 	__u64 now;
 	long nr;
@@ -455,11 +459,10 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	now = bpf_ktime_get_ns();
 	if (now - s->ts < slow_ns && !rl_take(&s->rl_time, now, rec_rate)) {
 		/* short so far, and the thread past its rate: counted, not timed (no task work) */
-		if (!own_thread(next->pid)) {
-			st = stat_of(next->tgid, s->nr);
-			if (st)
-				st->untimed++;
-		}
+		if (s->un_count && s->un_nr != s->nr)
+			fold_untimed(s, next);
+		s->un_nr = s->nr;
+		s->un_count++;
 		s->ts = 0;
 		return 0;
 	}
@@ -474,6 +477,23 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 }
 
 /* a thread's exit: its task work slot goes (loaded only with the task work programs) */
-TW_FORGET_AT_EXIT(sys_thread_exit, sys_works)
+/* a thread's exit (every task's: the filter first): its untimed calls into its process's
+ * totals while recording (after, user space has read them from its storage), and its task
+ * work slot goes */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sys_thread_exit, struct task_struct *p)
+{
+	struct sys_enter_state *s;
+
+#ifdef AIPROF_HAVE_TASK_WORK
+	tw_forget(&sys_works, p);
+#endif
+	if (!running || !is_target(p->tgid))
+		return 0;
+	s = bpf_task_storage_get(&sys_start, p, NULL, 0);
+	if (s)
+		fold_untimed(s, p);
+	return 0;
+}
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

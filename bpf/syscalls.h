@@ -42,6 +42,21 @@ struct syscall_stat {          /* per CPU; user space sums */
 	__u32 hist[SYSCALL_HIST];
 };
 
+/* Per target thread (task storage sys_start): the call it is in, and its buckets. */
+struct sys_enter_state {
+	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
+	__u64 args[3];
+	__u32 nr;
+	__u32 armed;              /* switch mode: its task work is scheduled */
+	__u32 epoch;              /* switch mode: the collector's epoch as the call was seen */
+	__u32 nsw;                /* and the thread's context switches then */
+	struct rl_bucket rl_rec;  /* its slow-call records */
+	struct rl_bucket rl_time; /* switch mode: its short calls timed by a task work */
+	__u32 un_nr;              /* its latest untimed calls: of this syscall, this many, not */
+	__u32 un_count;           /* yet in sys_stats (folded at another syscall, its exit, or
+				   * read by user space at the end) */
+};
+
 enum syscall_path_src {
 	SYS_PATH_NONE = 0,
 	SYS_PATH_DENTRY = 1,      /* comps[] leaf first, up to the root of the mount tree; an empty
@@ -77,6 +92,7 @@ struct syscall_event {
 };
 
 _Static_assert(sizeof(struct syscall_stat) == 48 + 4 * SYSCALL_HIST, "syscall_stat layout");
+_Static_assert(sizeof(struct sys_enter_state) == 88, "sys_enter_state layout");
 _Static_assert(sizeof(struct syscall_event) ==
 	       40 + 8 * 8 + 4 * 5 + 2 * 6 + 32 + SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN,
 	       "syscall_event layout");

@@ -352,6 +352,17 @@ static void gpu_samples(struct pp *x, const struct membuf *folded)
 	}
 }
 
+
+/* A program rather than a library or a kernel-made mapping ([vdso]): as pprof guesses the
+ * main binary */
+static bool is_main_module(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return path[0] != '[' && !(strncmp(base, "lib", 3) == 0 && strstr(base, ".so")) &&
+	       !strstr(base, ".so.") && !(strlen(base) > 3 && strcmp(base + strlen(base) - 3, ".so") == 0);
+}
 int pprof_write(const struct profile *prof, const struct ebpf *e, const char *path,
 		uint64_t start_realtime_ns, uint64_t duration_ns)
 {
@@ -388,20 +399,25 @@ int pprof_write(const struct profile *prof, const struct ebpf *e, const char *pa
 		goto out;
 	gpu_samples(&x, &gpu);
 
-	/* mappings: the modules the targets' stacks went through, with their build-ids */
-	for (size_t t = 0, id = 0; e && t < e->nt; t++) {
-		const struct psym_module *mods = NULL;
-		size_t nm = e->t[t].syms ? proc_symbolizer__modules(e->t[t].syms, &mods) : 0;
+	/* mappings: the modules the targets' stacks went through, with their build-ids; the
+	 * main program first (pprof takes the first mapping for the main binary, and keeps
+	 * only it of those no location refers to: [vdso] first hid every other) */
+	for (size_t pass = 0, id = 0; pass < 2; pass++)
+		for (size_t t = 0; e && t < e->nt; t++) {
+			const struct psym_module *mods = NULL;
+			size_t nm = e->t[t].syms ? proc_symbolizer__modules(e->t[t].syms, &mods) : 0;
 
-		for (size_t i = 0; i < nm; i++) {
-			pb_int(&x.sub, 1, ++id);
-			pb_int(&x.sub, 5, (uint64_t)str(&x.st, mods[i].path));
-			if (mods[i].build_id[0])
-				pb_int(&x.sub, 6, (uint64_t)str(&x.st, mods[i].build_id));
-			pb_int(&x.sub, 7, 1);   /* has_functions */
-			pb_msg(&x.prof, 3, &x.sub);
+			for (size_t i = 0; i < nm; i++) {
+				if (is_main_module(mods[i].path) != (pass == 0))
+					continue;
+				pb_int(&x.sub, 1, ++id);
+				pb_int(&x.sub, 5, (uint64_t)str(&x.st, mods[i].path));
+				if (mods[i].build_id[0])
+					pb_int(&x.sub, 6, (uint64_t)str(&x.st, mods[i].build_id));
+				pb_int(&x.sub, 7, 1);   /* has_functions */
+				pb_msg(&x.prof, 3, &x.sub);
+			}
 		}
-	}
 
 	pb_int(&x.prof, 9, start_realtime_ns);
 	pb_int(&x.prof, 10, duration_ns);

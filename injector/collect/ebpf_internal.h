@@ -27,6 +27,10 @@ struct tasks_bpf;
 struct task_dump;
 struct follow_bpf;
 
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL  /* Linux 6.9: a pidfd for a thread (<fcntl.h>) */
+#endif
+
 enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC_FOLLOW, EC__N };
 
 #define EBPF_MAX_FOLLOWED 256     /* processes the targets start that one window follows */

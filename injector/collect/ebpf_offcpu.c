@@ -25,9 +25,6 @@
 #include "ebpf_kallsyms.h"
 #include "readfile.h"
 
-#ifndef PIDFD_THREAD
-#define PIDFD_THREAD O_EXCL  /* Linux 6.9: a pidfd for a thread */
-#endif
 
 static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 {

@@ -6,12 +6,16 @@
  * the per-syscall latency totals at the end of the window.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <linux/types.h>
 
 #include "bpf/syscalls.h"
@@ -145,7 +149,9 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 	bpf_program__set_autoload(skel->progs.sys_switch, switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_enter, !switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_exit, !switch_mode);
-	bpf_program__set_autoload(skel->progs.sys_thread_exit, switch_mode);
+	/* both ways: it folds an exiting thread's untimed calls (and gives its task work
+	 * slot back) */
+	bpf_program__set_autoload(skel->progs.sys_thread_exit, true);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -317,6 +323,42 @@ static struct ebpf_sys_stat *stat_for(struct ebpf_tdata *td, uint32_t nr)
 	return &td->stats[td->nstats++];
 }
 
+/*
+ * The untimed calls the live threads of td have not folded into sys_stats yet, read from
+ * their task storage by pidfd (Linux 6.9; before, they are not counted). Recording is off:
+ * nothing folds them any more.
+ */
+static void read_unfolded(struct ebpf_tdata *td, int map_fd, int own_fd)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", td->pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		long tid = strtol(de->d_name, NULL, 10);
+		struct sys_enter_state v;
+		struct ebpf_sys_stat *st;
+		uint32_t t32 = (uint32_t)tid;
+		uint8_t own;
+		int pfd;
+
+		if (tid <= 0 || bpf_map_lookup_elem(own_fd, &t32, &own) == 0)
+			continue;       /* aiprof's own thread */
+		pfd = (int)syscall(SYS_pidfd_open, (pid_t)tid, PIDFD_THREAD);
+		if (pfd < 0)
+			continue;
+		if (bpf_map_lookup_elem(map_fd, &pfd, &v) == 0 && v.un_count &&
+		    (st = stat_for(td, v.un_nr)))
+			st->untimed += v.un_count;
+		close(pfd);
+	}
+	closedir(d);
+}
+
 static void ebpf_syscalls__finish(struct ebpf *e)
 {
 	struct syscall_stat_key key, *prev = NULL, next;
@@ -325,6 +367,9 @@ static void ebpf_syscalls__finish(struct ebpf *e)
 
 	if (!e->sys || ncpu <= 0)
 		return;
+	for (size_t i = 0; i < e->nt; i++)
+		read_unfolded(&e->t[i], bpf_map__fd(e->sys->maps.sys_start),
+			      bpf_map__fd(e->sys->maps.own_tids));
 	fd = bpf_map__fd(e->sys->maps.sys_stats);
 	v = calloc((size_t)ncpu, sizeof(*v));
 	if (!v)
