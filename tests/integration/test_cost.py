@@ -88,12 +88,17 @@ def test_cost_not_measured_says_why_and_the_window_goes_on(procs, tmp_path):
     p, _ = procs.start([BLOCKING, "--dir", str(tmp_path), "--seconds", "120"], ready="ready")
     out = tmp_path / "out"
     r = subprocess.run(["capsh", "--drop=cap_sys_admin", "--", "-c",
-                        f"exec {AIPROF} profile --pid {p.pid} -d 1s {' '.join(COLLECTORS)} -o {out}"],
+                        f"exec {AIPROF} profile --pid {p.pid} -d 1s {' '.join(COLLECTORS)} "
+                        f"--budget 1% -o {out}"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     s = load_summary(out)
     c = s["ebpf"]["cost"]
     assert c["measured"] is False and "CAP_SYS_ADMIN" in c["reason"], c
+    # nor can a budget be kept: it says so, and the window records as without one
+    b = s["ebpf"]["budget"]
+    assert b["set"] and b["measured"] is False and "CAP_SYS_ADMIN" in b["reason"], b
+    assert "Budget: not kept (the cost could not be measured)" in (out / "report.html").read_text()
     assert s["ebpf"]["offcpu_events"] > 0, s["ebpf"]
     assert "Cost of this window: not measured (the kernel&#39;s BPF statistics could not be turned on" \
         in (out / "report.html").read_text() or \
