@@ -609,6 +609,13 @@ void ebpf__poll(struct ebpf *e) { (void)e; }
 void ebpf__stop(struct ebpf *e) { (void)e; }
 void ebpf__free(struct ebpf *e) { (void)e; }
 const struct ebpf_cost *ebpf__cost(const struct ebpf *e) { (void)e; return NULL; }
+void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid) { (void)e; (void)pid; (void)tid; }
+const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len)
+{
+	(void)e;
+	snprintf(buf, len, "none (built without eBPF)");
+	return buf;
+}
 int ebpf__threads(struct ebpf *e) { (void)e; return -ENOTSUP; }
 size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max)
 {
