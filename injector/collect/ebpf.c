@@ -457,6 +457,7 @@ void ebpf__start(struct ebpf *e)
 			(void)fill_maps_from(e, before);
 	}
 	ebpf_cost_begin(e);
+	ebpf_budget_begin(e);
 }
 
 void ebpf__poll(struct ebpf *e)
@@ -479,6 +480,7 @@ void ebpf__poll(struct ebpf *e)
 	if (now >= e->next_tick_ns) {
 		e->next_tick_ns = now + TICK_NS;
 		ebpf_cost_tick(e);
+		ebpf_budget_tick(e);
 		for (size_t i = 0; i < e->nt; i++)
 			if (e->t[i].py)
 				ebpf_py_refresh(e, &e->t[i]);
@@ -492,6 +494,7 @@ void ebpf__stop(struct ebpf *e)
 	for (size_t i = 0; i < NCOLLECTORS; i++)
 		collectors[i]->set_running(e, false);
 	e->end_ns = now_monotonic_ns();
+	ebpf_budget_end(e);
 	ebpf_cost_end(e);
 	ring_buffer__consume(e->rb);
 	for (size_t i = 0; i < NCOLLECTORS; i++)

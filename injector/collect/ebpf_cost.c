@@ -113,7 +113,7 @@ static void note_base(struct ebpf *e, const struct bpf_prog_info *info, void *ct
 						       .ns = info->run_time_ns };
 }
 
-void ebpf_cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns)
+static void cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns)
 {
 	struct ebpf_cost *c = &e->cost;
 
@@ -194,7 +194,7 @@ static void note_end(struct ebpf *e, const struct bpf_prog_info *info, void *ctx
 	char name[sizeof(info->name) + 1];
 
 	snprintf(name, sizeof(name), "%.*s", (int)sizeof(info->name), info->name);
-	ebpf_cost_add(e, name, runs, ns);
+	cost_add(e, name, runs, ns);
 }
 
 static uint64_t self_cpu_ns(void)
@@ -236,13 +236,11 @@ void ebpf_cost_begin(struct ebpf *e)
 	read_targets(e, true);
 	if (e->cost.measured)
 		for_each_prog(e, note_base, NULL);
-	ebpf_budget_begin(e);
 }
 
 void ebpf_cost_tick(struct ebpf *e)
 {
 	read_targets(e, false);
-	ebpf_budget_tick(e);
 }
 
 void ebpf_cost_end(struct ebpf *e)
@@ -253,9 +251,12 @@ void ebpf_cost_end(struct ebpf *e)
 	c->injector_cpu_ns = self_cpu_ns() - e->cost_self0_ns;
 	read_targets(e, false);
 	c->targets_cpu_ns = ebpf_cost_targets_ns_now(e);
-	ebpf_budget_end(e);
-	if (c->measured)
+	if (c->measured) {
 		for_each_prog(e, note_end, NULL);
+		/* set_running(false) left them as the window closed */
+		cost_add(e, "offcpu_tw", ebpf_offcpu_tw_runs(e), ebpf_offcpu_tw_ns(e));
+		cost_add(e, "sys_tw", ebpf_syscalls_tw_runs(e), ebpf_syscalls_tw_ns(e));
+	}
 	if (e->cost_stats_fd >= 0)
 		close(e->cost_stats_fd);
 	e->cost_stats_fd = -1;

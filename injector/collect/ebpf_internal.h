@@ -227,9 +227,9 @@ struct ebpf {
 void ebpf_cost_begin(struct ebpf *e);
 void ebpf_cost_tick(struct ebpf *e);
 void ebpf_cost_end(struct ebpf *e);
-/* A collector's own timing of BPF code the kernel's statistics do not see (its task works'
- * callbacks): counted with the programs', listed as name. Before ebpf_cost_end(). */
-void ebpf_cost_add(struct ebpf *e, const char *name, uint64_t runs, uint64_t ns);
+/* ebpf_cost_end() counts the collectors' own timing of their task works' callbacks (the
+ * kernel's statistics do not see them: ebpf_offcpu_tw_ns() and the like) with the programs',
+ * as offcpu_tw and sys_tw. ebpf_budget_*() are called beside ebpf_cost_*() by ebpf.c. */
 /* The targets' totals of what the record rate left unrecorded into e->cost (after the
  * collectors' finish). */
 void ebpf_cost_unrecorded(struct ebpf *e);
@@ -264,6 +264,8 @@ void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, 
 /* Their task works' callback time so far (bss counters), for the running cost. */
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e);
 uint64_t ebpf_syscalls_tw_ns(const struct ebpf *e);
+uint64_t ebpf_offcpu_tw_runs(const struct ebpf *e);
+uint64_t ebpf_syscalls_tw_runs(const struct ebpf *e);
 
 /* ebpf_core.c */
 struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);

@@ -124,8 +124,6 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 		e->lost += __atomic_exchange_n(&e->off->bss->lost, 0, __ATOMIC_RELAXED);
 		e->tw_map_full += __atomic_exchange_n(&e->off->bss->tw_map_full, 0,
 						      __ATOMIC_RELAXED);
-		ebpf_cost_add(e, "offcpu_tw", __atomic_load_n(&e->off->bss->tw_runs, __ATOMIC_RELAXED),
-			      __atomic_load_n(&e->off->bss->tw_ns, __ATOMIC_RELAXED));
 	}
 }
 
@@ -145,6 +143,11 @@ void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused)
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e)
 {
 	return e->off ? __atomic_load_n(&e->off->bss->tw_ns, __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t ebpf_offcpu_tw_runs(const struct ebpf *e)
+{
+	return e->off ? __atomic_load_n(&e->off->bss->tw_runs, __ATOMIC_RELAXED) : 0;
 }
 
 /* Counts ev (its stack already in the store) and keeps it whole if the budget allows. */

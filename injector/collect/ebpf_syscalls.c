@@ -238,8 +238,7 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 	}
 	e->sys->bss->running = on;
 	if (!on) {
-		ebpf_cost_add(e, "sys_tw", __atomic_load_n(&e->sys->bss->tw_runs, __ATOMIC_RELAXED),
-			      __atomic_load_n(&e->sys->bss->tw_ns, __ATOMIC_RELAXED));
+
 		e->lost += __atomic_exchange_n(&e->sys->bss->lost, 0, __ATOMIC_RELAXED);
 		/* a call whose task work could not be scheduled is a record lost too */
 		e->lost += __atomic_exchange_n(&e->sys->bss->tw_failed, 0, __ATOMIC_RELAXED);
@@ -263,6 +262,11 @@ void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused)
 uint64_t ebpf_syscalls_tw_ns(const struct ebpf *e)
 {
 	return e->sys ? __atomic_load_n(&e->sys->bss->tw_ns, __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t ebpf_syscalls_tw_runs(const struct ebpf *e)
+{
+	return e->sys ? __atomic_load_n(&e->sys->bss->tw_runs, __ATOMIC_RELAXED) : 0;
 }
 
 void ebpf_syscalls_exclude_tid(struct ebpf *e, uint32_t tid)
