@@ -21,6 +21,8 @@ echo "== what a profile costs real PyTorch jobs (DDP over gloo, DataLoader worke
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py
 echo "== the same with two CPU burners beside the job"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py --burners 2
+echo "== the CPU sampler against perf record --call-graph dwarf at 99 Hz on real PyTorch jobs: overhead and whole stacks"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_perf.py
 echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_ebpf.py
 echo "== native stacks by CFI: a PyTorch training loop's step time, --unwind cfi vs fp at 99 Hz; unwind tables"
