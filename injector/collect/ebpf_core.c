@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "bpf/tasks.h"
 #include "log.h"
@@ -597,6 +598,18 @@ uint64_t ebpf_task_for_ns(const struct task_dump *d)
 #ifndef AIPROF_NO_EBPF
 
 /* ---- shared maps ------------------------------------------------------------------------ */
+
+bool ebpf_task_storage_of(int map_fd, uint32_t tid, void *value)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, (pid_t)tid, PIDFD_THREAD);
+	bool ok;
+
+	if (pfd < 0)
+		return false;
+	ok = bpf_map_lookup_elem(map_fd, &pfd, value) == 0;
+	close(pfd);
+	return ok;
+}
 
 void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused)
 {

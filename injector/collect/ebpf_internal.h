@@ -249,6 +249,10 @@ void ebpf_budget_end(struct ebpf *e);
  * is dropped at its next switch). No-ops for a collector that does not run. */
 void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused);
 void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused);
+/* ebpf_core.c: thread tid's value in a task-storage map, by a thread pidfd (Linux 6.9);
+ * false if it has none or there are no thread pidfds */
+bool ebpf_task_storage_of(int map_fd, uint32_t tid, void *value);
+
 /* ebpf_core.c: a collector's knobs in its BPF globals, and its programs that run at every
  * context switch or syscall (NULL-free; those not loaded are skipped) with their links */
 struct ebpf_knobs {

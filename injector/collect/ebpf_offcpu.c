@@ -258,13 +258,8 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
  */
 static bool task_state_of(struct ebpf_tdata *td, int map_fd, uint32_t tid, struct offcpu_task *ret)
 {
-	int pfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
-	bool ok;
+	bool ok = ebpf_task_storage_of(map_fd, tid, ret);
 
-	if (pfd < 0)
-		return false;
-	ok = bpf_map_lookup_elem(map_fd, &pfd, ret) == 0;
-	close(pfd);
 	if (ok) {
 		td->offcpu_count += ret->count;
 		td->offcpu_total_ns += ret->total_ns;

@@ -8,14 +8,11 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <linux/types.h>
 
 #include "bpf/syscalls.h"
@@ -348,17 +345,12 @@ static void read_unfolded(struct ebpf_tdata *td, int map_fd, int own_fd)
 		struct ebpf_sys_stat *st;
 		uint32_t t32 = (uint32_t)tid;
 		uint8_t own;
-		int pfd;
 
 		if (tid <= 0 || bpf_map_lookup_elem(own_fd, &t32, &own) == 0)
 			continue;       /* aiprof's own thread */
-		pfd = (int)syscall(SYS_pidfd_open, (pid_t)tid, PIDFD_THREAD);
-		if (pfd < 0)
-			continue;
-		if (bpf_map_lookup_elem(map_fd, &pfd, &v) == 0 && v.un_count &&
+		if (ebpf_task_storage_of(map_fd, t32, &v) && v.un_count &&
 		    (st = stat_for(td, v.un_nr)))
 			st->untimed += v.un_count;
-		close(pfd);
 	}
 	closedir(d);
 }
