@@ -64,7 +64,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 		size = sizeof(x->s) + ucopy_fill(&x->u, bpf_get_current_task_btf(), ucopy_max);
 		if (size > sizeof(*x))
 			size = sizeof(*x);
-		if (bpf_ringbuf_output(&events, x, size, 0))
+		if (bpf_ringbuf_output(&events, x, size, BPF_RB_NO_WAKEUP))
 			__sync_fetch_and_add(&lost, 1);
 		return 0;
 	}
@@ -74,7 +74,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	fill(ctx, e, id);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

@@ -37,7 +37,7 @@ static __always_inline void report(__u32 kind, __u32 tgid, __u32 tid, __u32 pare
 	BPF_CORE_READ_STR_INTO(&e->hdr.comm, t, comm);
 	e->kind = kind;
 	e->parent = parent;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /* child into the first free slot of its probe sequence; false when there is none */

@@ -35,6 +35,8 @@ struct {
 } py_threads SEC(".maps");
 
 /* every record of every collector; user space sets the size before load */
+/* User space consumes this on its own tick and never waits on it: every record goes in with
+ * BPF_RB_NO_WAKEUP (a wakeup is an irq_work, a self-IPI, per record) */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);

@@ -25,6 +25,8 @@ const volatile bool want_python = false;
 const volatile __u64 min_block_ns = 1000000;
 const volatile __u32 ucopy_max = 0;   /* bytes of user stack to copy with a record; 0: none */
 const volatile __u64 always_ns = 0;   /* a block at least this long is recorded regardless */
+const volatile __u64 site_fresh_ns = 0; /* a site's record stands for later blocks this long;
+					 * 0: every long block is recorded (no sites) */
 
 bool running = false;
 /* set by user space while recording (the budget: ebpf_budget.c) */
@@ -84,6 +86,25 @@ static __always_inline struct offcpu_total *totals(__u32 tgid)
 	return tot;
 }
 
+/* The first part of the record of s's finished sleep, of thread t (tgid, tid) */
+static __always_inline void fill_head(struct offcpu_event_head *h, struct task_struct *t,
+				      struct offcpu_task *s, __u32 tgid, __u32 tid, __s32 syscall,
+				      __u32 flags)
+{
+	h->hdr.type = EBPF_REC_OFFCPU;
+	h->hdr.tgid = tgid;
+	h->hdr.tid = tid;
+	h->hdr.cpu = s->cpu;
+	h->hdr.ts = s->ts;
+	BPF_CORE_READ_STR_INTO(&h->hdr.comm, t, comm);
+	h->dur_ns = s->woke - s->ts;
+	h->state = s->state;
+	h->syscall = syscall;
+	h->site_key = s->key;
+	h->flags = flags;
+	h->pad = 0;
+}
+
 /*
  * Writes the record of s's finished sleep. Called in the thread's own context (user_stack)
  * or, for a sleep outside a syscall, at its switch-in with its pc only.
@@ -111,15 +132,7 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 			return;
 		}
 	}
-	e->hdr.type = EBPF_REC_OFFCPU;
-	e->hdr.tgid = tgid;
-	e->hdr.tid = tid;
-	e->hdr.cpu = s->cpu;
-	e->hdr.ts = s->ts;
-	BPF_CORE_READ_STR_INTO(&e->hdr.comm, t, comm);
-	e->dur_ns = s->woke - s->ts;
-	e->state = s->state;
-	e->syscall = syscall;
+	fill_head(&e->h, t, s, tgid, tid, syscall, 0);
 	e->st.kstack_bytes = s->kstack_bytes;
 	bpf_probe_read_kernel(e->st.kips, sizeof(e->st.kips), s->kips);
 	e->st.py_frames = 0;
@@ -143,12 +156,12 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 		size = sizeof(x->e) + ucopy_fill(&x->u, t, ucopy_max);
 		if (size > sizeof(*x))
 			size = sizeof(*x);
-		if (bpf_ringbuf_output(&events, x, size, 0)) {
+		if (bpf_ringbuf_output(&events, x, size, BPF_RB_NO_WAKEUP)) {
 			__sync_fetch_and_add(&lost, 1);
 			return;
 		}
 	} else {
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	}
 	tot = totals(tgid);
 	if (tot)
@@ -189,6 +202,81 @@ static __always_inline bool schedule_work(struct task_struct *t)
 }
 #endif
 
+/*
+ * Where t, back from a long sleep, waited (its site), or 0 where that cannot be told: its
+ * syscall, user pc and stack pointer and first argument (from its saved registers) and,
+ * for a Python thread, its innermost Python frames. Those are in its user memory, read only
+ * in its own context: at its switch-out (py_key), and only by a thread that had a long block
+ * in its last PY_HINT_SHORT (py_hint): a thread that mostly blocks briefly pays nothing for
+ * them, and its long block after as many short ones has no site (it takes the record
+ * rate's way).
+ */
+#define PY_HINT_SHORT 16
+
+static __always_inline __u64 site_key_of(struct offcpu_task *s, struct task_struct *t)
+{
+	struct pt_regs *regs = user_regs(t);
+	__u32 tid = t->pid;
+	__u64 k;
+
+	if (!regs)
+		return 0;
+	k = py_mix(s->state, regs->orig_ax);
+	k = py_mix(k, regs->ip);
+	k = py_mix(k, regs->sp);
+	k = py_mix(k, regs->di);
+	if (want_python && bpf_map_lookup_elem(&py_threads, &tid)) {
+		s->py_hint = 1;
+		if (!s->py_valid)
+			return 0;
+		k = py_mix(k, s->py_key);
+	} else {
+		s->py_hint = 0;
+	}
+	return k | 1;
+}
+
+/* The slot of s's site among its recorded ones, or NULL */
+static __always_inline struct offcpu_site *site_find(struct offcpu_task *s)
+{
+	for (int i = 0; i < OFFCPU_SITES; i++)
+		if (s->sites[i].key == s->key)
+			return &s->sites[i];
+	return NULL;
+}
+
+/* s's site takes a slot as its record is made at now: its own, else an empty one, else the
+ * one recorded longest ago */
+static __always_inline void site_take(struct offcpu_task *s, __u64 now)
+{
+	struct offcpu_site *slot = site_find(s);
+
+	if (!slot) {
+		slot = &s->sites[0];
+		for (int i = 1; i < OFFCPU_SITES; i++)
+			if (s->sites[i].recorded < slot->recorded)
+				slot = &s->sites[i];
+	}
+	slot->key = s->key;
+	slot->recorded = now;
+}
+
+/* The record of s's block, just ended (woke), at a site its thread recorded a moment ago:
+ * no stacks (user space gives it that record's) */
+static __always_inline void emit_at_site(struct task_struct *t, struct offcpu_task *s)
+{
+	struct pt_regs *regs = user_regs(t);
+	struct offcpu_event_head *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
+
+	if (!h) {
+		__sync_fetch_and_add(&lost, 1);
+		return;
+	}
+	fill_head(h, t, s, t->tgid, t->pid, regs ? (__s32)regs->orig_ax : -1,
+		  OFFCPU_F_SITE_STACKS);
+	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+}
+
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool task_work)
 {
@@ -219,6 +307,11 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			s->cpu = bpf_get_smp_processor_id();
 			s->epoch = epoch;
 			s->nsw = switches_of(prev);
+			s->key = 0;
+			/* the Python part of its site, while in its own context */
+			s->py_valid = s->py_hint;
+			if (s->py_hint)
+				s->py_key = py_site_key(0, prev->tgid, prev->pid);
 		}
 	}
 	/* next: only target threads that slept have storage; the filter first spares every
@@ -238,8 +331,26 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	s->count++;
 	s->total_ns += dur;
 	if (dur < min_block_ns) {
+		/* its Python frames are read at a sleep only soon after a long one (a few short
+		 * waits for the GIL between them do not stop it) */
+		if (s->py_short < PY_HINT_SHORT && ++s->py_short == PY_HINT_SHORT)
+			s->py_hint = 0;
 		s->ts = 0;
 		return 0;
+	}
+	s->py_short = 0;
+	s->key = site_fresh_ns ? site_key_of(s, next) : 0;
+	if (dur < always_ns && s->key) {
+		struct offcpu_site *site = site_find(s);
+
+		if (site && now - site->recorded < site_fresh_ns) {
+			/* recorded here a moment ago: a record with that one's stacks */
+			s->woke = now;
+			emit_at_site(next, s);
+			s->ts = 0;
+			s->woke = 0;
+			return 0;
+		}
 	}
 	if (dur < always_ns && !rl_take(&s->rl, now, rec_rate)) {
 		/* past the thread's record rate: counted, no stacks, no record */
@@ -252,6 +363,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		return 0;
 	}
 	s->woke = now;
+	if (s->key)
+		site_take(s, now);
 	s->kstack_bytes = bpf_get_task_stack(next, s->kips, sizeof(s->kips), 0);
 	regs = user_regs(next);
 	nr = regs ? (__s32)regs->orig_ax : -1;

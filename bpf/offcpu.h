@@ -11,11 +11,29 @@
  * Short blocks cost two task-storage accesses and nothing else; long ones past a thread's
  * record rate (rec_rate a second, ratelimit.bpf.h) are counted, not recorded, unless they
  * lasted at least always_ns.
+ *
+ * Sites: as a target thread is switched in after a long block, a key of where it waited is
+ * made — syscall, user pc, user stack pointer, first argument, state, and for a Python
+ * thread the innermost Python frames (code, instruction), read as it went to sleep (its own
+ * context). The thread keeps its last OFFCPU_SITES recorded sites.
+ * A long block (under always_ns) at a site the thread recorded less than site_fresh_ns ago
+ * takes no stacks, no task work and no token: a record of its own with no stacks
+ * (OFFCPU_F_SITE_STACKS, the first sizeof(struct offcpu_event_head) bytes) goes out at its
+ * switch-in, and user space gives it the stacks of that site's last record. A job that waits
+ * at the same few places thousands of times a second pays for a few stacks a second.
  */
 #ifndef AIPROF_BPF_OFFCPU_H
 #define AIPROF_BPF_OFFCPU_H
 
 #include "stack.h"
+
+#define OFFCPU_SITES 4
+
+/* A site a thread's record with stacks was taken at. */
+struct offcpu_site {
+	__u64 key;                /* 0: an empty slot */
+	__u64 recorded;           /* when its last record was taken, CLOCK_MONOTONIC ns */
+};
 
 /* Per thread (task storage offcpu_task; user space reads it by pidfd at the end). */
 struct offcpu_task {
@@ -31,14 +49,31 @@ struct offcpu_task {
 	__u64 count;              /* its blocks, also the short ones, and their time: folded */
 	__u64 total_ns;           /* into offcpu_totals as it exits, read by user space at the
 				   * end while it lives (no hash lookup at every switch) */
+	__u64 key;                /* the site of the long sleep being recorded (0: none) */
+	__u64 py_key;             /* its innermost Python frames, read as it went to sleep */
+	__u32 py_valid;           /* py_key was read for the sleep at ts */
+	__u16 py_hint;            /* a Python thread with a long block in its last few: read
+				   * py_key */
+	__u16 py_short;           /* its short blocks since its last long one */
+	struct offcpu_site sites[OFFCPU_SITES];
 	__u64 kips[EBPF_KSTACK_MAX];
 };
 
-struct offcpu_event {
+#define OFFCPU_F_SITE_STACKS 1    /* no stacks: those of the thread's last record at site_key */
+
+/* what every off-CPU record begins with; one with OFFCPU_F_SITE_STACKS is only this */
+struct offcpu_event_head {
 	struct ebpf_rec_hdr hdr;  /* type EBPF_REC_OFFCPU; ts = went to sleep; cpu = slept on */
 	__u64 dur_ns;             /* time until it was switched in again */
 	__u32 state;
 	__s32 syscall;            /* syscall it slept in (orig_ax), -1 if none/unknown */
+	__u64 site_key;           /* its site (offcpu_site.key; 0: none) */
+	__u32 flags;              /* OFFCPU_F_* */
+	__u32 pad;
+};
+
+struct offcpu_event {
+	struct offcpu_event_head h;
 	struct ebpf_stacks st;    /* where it slept */
 };
 
@@ -59,7 +94,9 @@ struct offcpu_total {
 	__u64 limited_ns;
 };
 
-_Static_assert(sizeof(struct offcpu_task) == 72 + 8 * EBPF_KSTACK_MAX, "offcpu_task layout");
-_Static_assert(sizeof(struct offcpu_event) == 56 + EBPF_STACKS_SIZE, "offcpu_event layout");
+_Static_assert(sizeof(struct offcpu_task) == 96 + 16 * OFFCPU_SITES + 8 * EBPF_KSTACK_MAX,
+	       "offcpu_task layout");
+_Static_assert(sizeof(struct offcpu_event_head) == 72, "offcpu_event_head layout");
+_Static_assert(sizeof(struct offcpu_event) == 72 + EBPF_STACKS_SIZE, "offcpu_event layout");
 
 #endif

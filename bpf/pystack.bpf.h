@@ -42,30 +42,47 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 	return v;
 }
 
-/* Fills st->py*; leaves them zero (EBPF_PY_ST_NONE) for a thread that is not Python's. */
-static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 tid)
+/*
+ * The current thread's innermost _PyInterpreterFrame (0: none), its process's offsets and the
+ * per-CPU buffer a frame is read into; false for a thread that is not Python's.
+ */
+static __always_inline bool py_innermost(__u32 tgid, __u32 tid, const struct py_offsets **ret_o,
+					 __u8 **ret_buf, __u64 *ret_frame)
 {
 	const struct py_thread *th;
 	const struct py_offsets *o;
-	__u64 frame, p;
-	__u32 zero = 0, i;
-	__u8 *buf;
+	__u32 zero = 0;
+	__u64 p;
 
 	th = bpf_map_lookup_elem(&py_threads, &tid);
 	if (!th || !th->tstate)
-		return;
+		return false;
 	o = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!o)
-		return;
-	buf = bpf_map_lookup_elem(&py_scratch, &zero);
-	if (!buf)
-		return;
+		return false;
+	*ret_buf = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!*ret_buf)
+		return false;
 	if (o->ts_cframe != PY_OFF_NONE) {
 		p = py_read_ptr(th->tstate + o->ts_cframe);
-		frame = p ? py_read_ptr(p + o->cframe_current_frame) : 0;
+		*ret_frame = p ? py_read_ptr(p + o->cframe_current_frame) : 0;
 	} else {
-		frame = py_read_ptr(th->tstate + o->ts_current_frame);
+		*ret_frame = py_read_ptr(th->tstate + o->ts_current_frame);
 	}
+	*ret_o = o;
+	return true;
+}
+
+/* Fills st->py*; leaves them zero (EBPF_PY_ST_NONE) for a thread that is not Python's. */
+static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 tid)
+{
+	const struct py_offsets *o;
+	__u64 frame;
+	__u32 i;
+	__u8 *buf;
+
+	if (!py_innermost(tgid, tid, &o, &buf, &frame))
+		return;
 	if (!frame) {
 		st->py_status = EBPF_PY_ST_NO_FRAME;
 		return;
@@ -92,6 +109,40 @@ static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 ti
 	st->py_frames = i;
 	if (i == EBPF_PY_MAX && frame)
 		st->py_status = EBPF_PY_ST_TRUNCATED;
+}
+
+#define PY_SITE_FRAMES 3          /* innermost Python frames that name a wait's site */
+
+static __always_inline __u64 py_mix(__u64 k, __u64 v)
+{
+	k ^= v + 0x9e3779b97f4a7c15ULL + (k << 6) + (k >> 2);
+	return k * 0xff51afd7ed558ccdULL;
+}
+
+/*
+ * k mixed with the code objects and instruction pointers of the current thread's innermost
+ * PY_SITE_FRAMES Python frames (a thread that is not Python's, or no frame: k unchanged).
+ * Read in the thread's own context (its user memory), a read per frame: what tells two waits
+ * apart that the native registers do not (Python 3.11 calls Python functions without a C
+ * frame, so one C call site serves them all).
+ */
+static __always_inline __u64 py_site_key(__u64 k, __u32 tgid, __u32 tid)
+{
+	const struct py_offsets *o;
+	__u64 frame;
+	__u32 i;
+	__u8 *buf;
+
+	if (!py_innermost(tgid, tid, &o, &buf, &frame))
+		return k;
+	for (i = 0; i < PY_SITE_FRAMES && frame; i++) {
+		if (bpf_probe_read_user(buf, PY_FRAME_READ, (const void *)frame) < 0)
+			return py_mix(k, 1);   /* unreadable: a key of its own */
+		k = py_mix(k, py_load64(buf, o->fr_code) & o->code_mask);
+		k = py_mix(k, py_load64(buf, o->fr_instr) & EBPF_PY_INSTR_MASK);
+		frame = py_load64(buf, o->fr_previous);
+	}
+	return k;
 }
 
 #endif

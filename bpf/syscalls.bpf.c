@@ -32,11 +32,14 @@
 
 const volatile __u64 slow_ns = 1000000;
 const volatile __u64 always_ns = 0;   /* a call at least this long is recorded regardless */
+const volatile __u64 site_fresh_ns = 0; /* switch mode: a slow call under always_ns at a site
+					 * its thread recorded this recently is counted, not
+					 * recorded (sys_site); 0: none */
 
 bool running = false;
 /* set by user space while recording (the budget: ebpf_budget.c) */
 __u32 rec_rate = 0;           /* per thread a second: slow-call records, and in switch mode
-			       * short calls timed (two buckets); 0: all */
+			       * a tenth as many short calls timed (two buckets); 0: all */
 bool paused = false;          /* no new call is begun */
 __u32 epoch = 0;              /* bumped at each pause: a call seen before it is dropped */
 __u64 lost = 0;
@@ -239,6 +242,80 @@ static __always_inline bool own_thread(__u32 tid)
 	return bpf_map_lookup_elem(&own_tids, &tid) != NULL;
 }
 
+/* Short calls timed a second per thread (switch mode): a tenth of the record rate, at
+ * least one; 0 (no rate): all. A task work each: sampled, the rest counted as untimed. */
+static __always_inline __u32 time_rate(void)
+{
+	__u32 r = rec_rate / 10;
+
+	return rec_rate && !r ? 1 : r;
+}
+
+static __always_inline __u64 sys_mix(__u64 k, __u64 v)
+{
+	k ^= v + 0x9e3779b97f4a7c15ULL + (k << 6) + (k >> 2);
+	return k * 0xff51afd7ed558ccdULL;
+}
+
+/*
+ * The site of the call s describes, of thread t (its syscall, first argument, user pc):
+ * if t recorded a slow call there less than site_fresh_ns ago, true (this one needs no
+ * record); else false, and the site takes a slot (its own, an empty one, or the one
+ * recorded longest ago) as if recorded now: take_slot, once a record is sure.
+ */
+static __always_inline bool sys_site_fresh(struct sys_enter_state *s, struct task_struct *t,
+					   __u64 now, bool take_slot)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	struct sys_site *slot;
+	__u64 k;
+
+	if (!site_fresh_ns || !regs)
+		return false;
+	k = sys_mix(sys_mix(s->nr, s->args[0]), regs->ip) | 1;
+	slot = &s->sites[0];
+	for (int i = 0; i < SYS_SITES; i++) {
+		if (s->sites[i].key == k) {
+			if (now - s->sites[i].recorded < site_fresh_ns)
+				return true;
+			slot = &s->sites[i];
+			break;
+		}
+		if (s->sites[i].recorded < slot->recorded)
+			slot = &s->sites[i];
+	}
+	if (take_slot) {
+		slot->key = k;
+		slot->recorded = now;
+	}
+	return false;
+}
+
+/* The record of a slow call at a site its thread recorded a moment ago (syscall_site_event) */
+static __always_inline void emit_at_site(struct sys_enter_state *s, struct task_struct *t,
+					 __u64 now)
+{
+	struct syscall_site_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return;
+	}
+	e->hdr.type = EBPF_REC_SYSCALL;
+	e->hdr.tgid = t->tgid;
+	e->hdr.tid = t->pid;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.ts = s->ts;
+	BPF_CORE_READ_STR_INTO(&e->hdr.comm, t, comm);
+	e->dur_ns = now - s->ts;
+	e->args[0] = s->args[0];
+	e->args[1] = s->args[1];
+	e->args[2] = s->args[2];
+	e->nr = s->nr;
+	e->flags = SYSCALL_F_SITE;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 /* s's run of untimed calls of one syscall (counted in its storage, not in the hash at each
  * call) into the process's totals */
 static __always_inline void fold_untimed(struct sys_enter_state *s, struct task_struct *t)
@@ -310,7 +387,8 @@ static __always_inline void finish_call(struct sys_enter_state *s, long ret, boo
 	}
 	if (dur < slow_ns)
 		return;
-	if (dur < always_ns && !rl_take(&s->rl_rec, now, rec_rate)) {
+	/* (armed 2: slow already at its switch-in, and its token taken there) */
+	if (dur < always_ns && s->armed != 2 && !rl_take(&s->rl_rec, now, rec_rate)) {
 		if (st)
 			st->limited++;  /* past the thread's record rate: counted, no record */
 		return;
@@ -348,7 +426,7 @@ static __always_inline void finish_call(struct sys_enter_state *s, long ret, boo
 		if (bpf_probe_read_user_str(e->upath, sizeof(e->upath), up) > 0)
 			e->path_src = SYS_PATH_USER;
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 SEC("tp_btf/sys_exit")
@@ -422,7 +500,9 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct sys_enter_state *s;
+	struct syscall_stat *st;
 	struct pt_regs *regs;
+	__u32 armed;
 	__u64 now;
 	long nr;
 
@@ -457,17 +537,45 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	if (now - s->ts < slow_ns && !rl_take(&s->rl_time, now, rec_rate)) {
-		/* short so far, and the thread past its rate: counted, not timed (no task work) */
-		if (s->un_count && s->un_nr != s->nr)
-			fold_untimed(s, next);
-		s->un_nr = s->nr;
-		s->un_count++;
-		s->ts = 0;
-		return 0;
+	armed = 1;
+	if (now - s->ts < slow_ns) {
+		/* short so far: timed (a task work at its end) at a tenth of the thread's rate;
+		 * past that counted, not timed */
+		if (!rl_take(&s->rl_time, now, time_rate())) {
+			if (s->un_count && s->un_nr != s->nr)
+				fold_untimed(s, next);
+			s->un_nr = s->nr;
+			s->un_count++;
+			s->ts = 0;
+			return 0;
+		}
+	} else if (now - s->ts < always_ns) {
+		/* slow already: a record if the thread did not record one at its site just now
+		 * and has a token for one; else counted here, not timed, with no task work */
+		bool fresh = sys_site_fresh(s, next, now, false);
+
+		if (fresh || !rl_take(&s->rl_rec, now, rec_rate)) {
+			if (!own_thread(next->pid)) {
+				st = stat_of(next->tgid, s->nr);
+				if (st) {
+					st->untimed++;
+					st->slow++;
+					if (fresh)
+						st->site++;
+					else
+						st->limited++;
+				}
+				if (fresh)
+					emit_at_site(s, next, now);
+			}
+			s->ts = 0;
+			return 0;
+		}
+		sys_site_fresh(s, next, now, true);
+		armed = 2;
 	}
 	if (schedule_work(next)) {
-		s->armed = 1;
+		s->armed = armed;
 	} else {
 		/* the table full, or the thread exiting: the call is not recorded */
 		__sync_fetch_and_add(&tw_failed, 1);

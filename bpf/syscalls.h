@@ -37,9 +37,21 @@ struct syscall_stat {          /* per CPU; user space sums */
 	__u64 slow;               /* calls at or above the slow threshold */
 	__u64 untimed;            /* switch mode: calls that gave up the CPU past their thread's
 				   * rate, counted at the switch-in and not timed (in none of
-				   * the fields above; one per time a call gave up the CPU) */
+				   * the fields above; one per time a call gave up the CPU;
+				   * those slow already then are in slow and limited too) */
 	__u64 limited;            /* of slow: no record, past their thread's record rate */
+	__u64 site;               /* of slow (switch mode): at a site their thread recorded one
+				   * at less than site_fresh_ns ago, a syscall_site_event each
+				   * (also in untimed) */
 	__u32 hist[SYSCALL_HIST];
+};
+
+#define SYS_SITES 4
+
+/* A site (syscall, first argument, user pc) a thread's slow-call record was taken at */
+struct sys_site {
+	__u64 key;
+	__u64 recorded;           /* CLOCK_MONOTONIC ns; 0: empty */
 };
 
 /* Per target thread (task storage sys_start): the call it is in, and its buckets. */
@@ -47,7 +59,8 @@ struct sys_enter_state {
 	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
 	__u64 args[3];
 	__u32 nr;
-	__u32 armed;              /* switch mode: its task work is scheduled */
+	__u32 armed;              /* switch mode: its task work is scheduled (2: the call was
+				   * slow at its switch-in, its record's token taken there) */
 	__u32 epoch;              /* switch mode: the collector's epoch as the call was seen */
 	__u32 nsw;                /* and the thread's context switches then */
 	struct rl_bucket rl_rec;  /* its slow-call records */
@@ -55,6 +68,7 @@ struct sys_enter_state {
 	__u32 un_nr;              /* its latest untimed calls: of this syscall, this many, not */
 	__u32 un_count;           /* yet in sys_stats (folded at another syscall, its exit, or
 				   * read by user space at the end) */
+	struct sys_site sites[SYS_SITES];  /* switch mode: its last slow-call records' sites */
 };
 
 enum syscall_path_src {
@@ -91,8 +105,22 @@ struct syscall_event {
 	};
 };
 
-_Static_assert(sizeof(struct syscall_stat) == 48 + 4 * SYSCALL_HIST, "syscall_stat layout");
-_Static_assert(sizeof(struct sys_enter_state) == 88, "sys_enter_state layout");
+/* A slow call at a site its thread recorded one at a moment ago (switch mode): no file
+ * looked up (user space gives it that record's), timed until it got the CPU back, no return
+ * value, no task work. A record of type EBPF_REC_SYSCALL this size, flags SYSCALL_F_SITE. */
+#define SYSCALL_F_SITE 1
+
+struct syscall_site_event {
+	struct ebpf_rec_hdr hdr;  /* ts = the first time it gave up the CPU */
+	__u64 dur_ns;             /* until it got the CPU back */
+	__u64 args[3];
+	__u32 nr;
+	__u32 flags;
+};
+
+_Static_assert(sizeof(struct syscall_stat) == 56 + 4 * SYSCALL_HIST, "syscall_stat layout");
+_Static_assert(sizeof(struct syscall_site_event) == 80, "syscall_site_event layout");
+_Static_assert(sizeof(struct sys_enter_state) == 88 + 16 * SYS_SITES, "sys_enter_state layout");
 _Static_assert(sizeof(struct syscall_event) ==
 	       40 + 8 * 8 + 4 * 5 + 2 * 6 + 32 + SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN,
 	       "syscall_event layout");

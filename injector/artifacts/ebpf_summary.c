@@ -67,7 +67,7 @@ static void write_syscalls(struct jsonw *w, const struct ebpf_tdata *td)
 {
 	struct ebpf_sys_stat *v = NULL;
 	char nb[32];
-	uint64_t slow = 0, limited = 0, untimed = 0;
+	uint64_t slow = 0, limited = 0, untimed = 0, site = 0;
 
 	if (td->nstats) {
 		v = malloc(td->nstats * sizeof(*v));
@@ -92,6 +92,9 @@ static void write_syscalls(struct jsonw *w, const struct ebpf_tdata *td)
 		jsonw_kv_uint(w, "slow", s->slow);
 		/* past the thread's record rate: slow calls with no record, calls not timed */
 		jsonw_kv_uint(w, "slow_not_recorded", s->limited);
+		/* at a site (fd, user pc) its thread recorded a slow call in the last second:
+		 * events with that record's file */
+		jsonw_kv_uint(w, "slow_site_events", s->site);
 		jsonw_kv_uint(w, "untimed", s->untimed);
 		jsonw_obj_close(w);
 	}
@@ -100,42 +103,52 @@ static void write_syscalls(struct jsonw *w, const struct ebpf_tdata *td)
 		slow += td->stats[i].slow;
 		limited += td->stats[i].limited;
 		untimed += td->stats[i].untimed;
+		site += td->stats[i].site;
 	}
 	jsonw_kv_uint(w, "slow_syscalls", slow);
 	jsonw_kv_uint(w, "slow_syscalls_not_recorded", limited);
+	jsonw_kv_uint(w, "slow_syscalls_site_events", site);
 	jsonw_kv_uint(w, "syscalls_untimed", untimed);
 	jsonw_kv_uint(w, "slow_syscall_events", td->nsys);
 	free(v);
 }
 
+/* Adds count blocks of total ns (the longest max) in syscall sc at kernel frame wchan, state,
+ * to the reasons r[0..*n) */
+static void add_reason(const struct ebpf *e, struct reason *r, size_t *n, int32_t syscall,
+		       uint32_t wchan, uint32_t state, uint64_t count, uint64_t total, uint64_t max)
+{
+	char nb[32], name[200];
+	const char *sc = syscall >= 0 ? ebpf_syscall_name((uint32_t)syscall, nb, sizeof(nb)) : "-";
+	const char *wc = wchan != UINT32_MAX ? stack_store__frame_name(&e->stacks, wchan) : "?";
+	size_t k, wl = strlen(wc);
+
+	if (wl > 4 && strcmp(wc + wl - 4, "_[k]") == 0)
+		wl -= 4;
+	snprintf(name, sizeof(name), "%s: %.*s", sc, (int)wl, wc);
+	for (k = 0; k < *n; k++)
+		if (r[k].state == (state & 3) && strcmp(r[k].name, name) == 0)
+			break;
+	if (k == *n) {
+		snprintf(r[k].name, sizeof(r[k].name), "%s", name);
+		r[k].state = state & 3;
+		(*n)++;
+	}
+	r[k].count += count;
+	r[k].total += total;
+	if (max > r[k].max)
+		r[k].max = max;
+}
+
 static void write_offcpu(struct jsonw *w, const struct ebpf *e, const struct ebpf_tdata *td)
 {
-	struct reason *r = td->noff ? calloc(td->noff, sizeof(*r)) : NULL;
 	size_t n = 0;
-	char nb[32];
+	struct reason *r = td->noff ? calloc(td->noff, sizeof(*r)) : NULL;
 
 	for (size_t i = 0; r && i < td->noff; i++) {
 		const struct ebpf_off_ev *o = &td->off[i];
-		const char *sc = o->syscall >= 0 ? ebpf_syscall_name((uint32_t)o->syscall, nb, sizeof(nb)) : "-";
-		const char *wc = o->wchan != UINT32_MAX ? stack_store__frame_name(&e->stacks, o->wchan) : "?";
-		char name[200];
-		size_t k, wl = strlen(wc);
 
-		if (wl > 4 && strcmp(wc + wl - 4, "_[k]") == 0)
-			wl -= 4;
-		snprintf(name, sizeof(name), "%s: %.*s", sc, (int)wl, wc);
-		for (k = 0; k < n; k++)
-			if (r[k].state == (o->state & 3) && strcmp(r[k].name, name) == 0)
-				break;
-		if (k == n) {
-			snprintf(r[n].name, sizeof(r[n].name), "%s", name);
-			r[n].state = o->state & 3;
-			n++;
-		}
-		r[k].count++;
-		r[k].total += o->dur;
-		if (o->dur > r[k].max)
-			r[k].max = o->dur;
+		add_reason(e, r, &n, o->syscall, o->wchan, o->state, 1, o->dur, o->dur);
 	}
 	if (r)
 		qsort(r, n, sizeof(*r), by_reason_total);
@@ -147,6 +160,10 @@ static void write_offcpu(struct jsonw *w, const struct ebpf *e, const struct ebp
 	/* long blocks past the thread's record rate: in blocks and blocked_us, no stacks */
 	jsonw_kv_uint(w, "blocks_not_recorded", td->offcpu_limited);
 	us(w, "not_recorded_us", td->offcpu_limited_ns);
+	/* of events: long blocks at a site the thread had just recorded, with that record's
+	 * stacks (none taken for them) */
+	jsonw_kv_uint(w, "site_stack_blocks", td->offcpu_site_stacks);
+	us(w, "site_stack_us", td->offcpu_site_stacks_ns);
 	jsonw_key(w, "top_reasons");
 	jsonw_arr_open(w);
 	for (size_t i = 0; i < n && i < TOP_REASONS; i++) {
@@ -312,15 +329,31 @@ static void write_record_rate(struct jsonw *w, const struct ebpf *e)
 	jsonw_obj_open(w);
 	jsonw_kv_uint(w, "per_thread_per_s", e->opts.record_rate);
 	jsonw_kv_str(w, "what", e->opts.record_rate ? "per target thread a second, at most this "
-		     "many off-CPU records, slow-syscall records and short calls timed, each; "
-		     "past it they are counted here and in the totals, with no record and no "
-		     "stacks; blocks and calls of always_recorded_us or more always are recorded" :
+		     "many off-CPU records and slow-syscall records, each, and a tenth as many "
+		     "short calls timed; past it they are counted here and in the totals, with "
+		     "no record and no stacks; blocks and calls of always_recorded_us or more "
+		     "always are recorded" :
 		     "no limit: every block and slow call is recorded");
 	us(w, "always_recorded_us", EBPF_RECORD_ALWAYS_NS);
 	jsonw_kv_uint(w, "offcpu_blocks_not_recorded", blocks);
 	us(w, "offcpu_not_recorded_us", blocked);
 	jsonw_kv_uint(w, "slow_syscalls_not_recorded", slow);
 	jsonw_kv_uint(w, "syscalls_untimed", untimed);
+	jsonw_kv_uint(w, "short_calls_timed_per_thread_per_s", e->opts.record_rate ?
+		      (e->opts.record_rate / 10 ? e->opts.record_rate / 10 : 1) : 0);
+	us(w, "site_fresh_us", e->opts.record_rate ? EBPF_SITE_FRESH_NS : 0);
+	jsonw_kv_uint(w, "offcpu_site_stack_blocks", c ? c->offcpu_site_stacks : 0);
+	us(w, "offcpu_site_stack_us", c ? c->offcpu_site_stacks_ns : 0);
+	jsonw_kv_uint(w, "slow_syscalls_site_events", c ? c->slow_site : 0);
+	jsonw_kv_str(w, "sites", e->opts.record_rate ? "a long block (under "
+		     "always_recorded_us) at a site its thread recorded less than site_fresh_us "
+		     "ago (same syscall, user pc, user stack pointer, first argument, state and "
+		     "innermost 3 Python frames) is an event with that record's stacks, none taken "
+		     "for it (timeline args.stack \"site\"); "
+		     "a slow syscall already slow as it got the CPU back, at a site (syscall, "
+		     "first argument, user pc) its thread recorded one at less than "
+		     "site_fresh_us ago, is an event with that record's path, timed until it got "
+		     "the CPU back, no ret (timeline args.site; counted in slow and untimed)" : "none: every long block's stacks are taken");
 	jsonw_obj_close(w);
 }
 

@@ -114,6 +114,9 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 		}
 		if (o->open_at_end)
 			jsonw_kv_bool(w, "still_blocked_at_end", true);
+		/* its thread's last record's stacks at the same site, none taken for it */
+		if (o->site_stacks)
+			jsonw_kv_str(w, "stack", "site");
 		if (o->began_before) {
 			jsonw_kv_bool(w, "blocked_before_window", true);
 			jsonw_key(w, "blocked_s");
@@ -138,7 +141,12 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 			jsonw_kv_uint(w, "bytes", s->bytes);
 		if (s->file_size)
 			jsonw_kv_uint(w, "file_size", s->file_size);
-		jsonw_kv_int(w, "ret", s->ret);
+		if (s->site)
+			/* the file of its thread's record at the site; dur until the CPU came back */
+			jsonw_kv_str(w, "site", "path of the call's last record at this site; "
+				     "dur until it got the CPU back; no ret");
+		else
+			jsonw_kv_int(w, "ret", s->ret);
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
 	}

@@ -288,6 +288,16 @@ static void write_thresholds(struct membuf *b)
 /* What the record rate kept the collectors from recording (summary.json, ebpf.record_rate) */
 static void write_unrecorded(struct membuf *b, const struct ebpf_cost *c)
 {
+	if (c->offcpu_site_stacks)
+		membuf_printf(b, " %" PRIu64 " off-CPU blocks (%.3f s) came at a site their thread "
+			      "had recorded in the last second: they have that record's stacks, "
+			      "none were taken for them (summary.json, ebpf.record_rate).",
+			      c->offcpu_site_stacks, (double)c->offcpu_site_stacks_ns / 1e9);
+	if (c->slow_site)
+		membuf_printf(b, " %" PRIu64 " slow syscalls came at a site (file, user pc) their "
+			      "thread had recorded one at in the last second: they have that "
+			      "record's file, timed until they got the CPU back (summary.json, "
+			      "ebpf.record_rate).", c->slow_site);
 	if (!c->offcpu_not_recorded && !c->slow_not_recorded && !c->untimed)
 		return;
 	membuf_printf(b, " Past the record rate (%" PRIu32 " a second per thread), counted and "

@@ -575,6 +575,9 @@ void ebpf__free(struct ebpf *e)
 		free(td->tids);
 		free(td->cpu);
 		free(td->off);
+		free(td->sites);
+		u64map_clear(&td->site_idx);
+		u64map_clear(&td->sys_sites);
 		for (size_t k = 0; k < td->nsys; k++)
 			free(td->sys[k].target);
 		free(td->sys);

@@ -50,10 +50,12 @@ struct ebpf_opts {
 	const char *unwind_cache;         /* directory of the unwind rules shared on the node
 					   * (target/uwshare.h); NULL: not shared */
 	uint32_t record_rate;             /* per target thread a second, at most this many
-					   * off-CPU records, slow-call records and (switch mode)
-					   * short calls timed, each; past it they are counted in
-					   * the kernel, not recorded; blocks and calls of
-					   * EBPF_RECORD_ALWAYS_NS or more always are. 0: no limit */
+					   * off-CPU records and slow-call records, each, and
+					   * (switch mode) a tenth as many short calls timed;
+					   * past it they are counted in the kernel, not
+					   * recorded; blocks and calls of EBPF_RECORD_ALWAYS_NS
+					   * or more always are; and EBPF_SITE_FRESH_NS. 0: no
+					   * limit, no sites */
 	uint32_t budget_ppm;              /* --budget: the share of the targets' CPU the BPF
 					   * programs may take (parts per million; 0: none), kept
 					   * by lowering record_rate, then pausing the off-CPU and
@@ -68,6 +70,11 @@ struct ebpf_opts {
 #define EBPF_MAX_FREQUENCY 10000
 #define EBPF_DEFAULT_RECORD_RATE 100      /* --record-rate */
 #define EBPF_RECORD_ALWAYS_NS 10000000ull /* 10 ms: at most 100 a second per thread anyway */
+#define EBPF_SITE_FRESH_NS 1000000000ull  /* with a record rate: a thread's long block under
+					   * EBPF_RECORD_ALWAYS_NS at a site (syscall, user pc and
+					   * sp, first argument, innermost Python frames) it
+					   * recorded less than this ago gets that record's stacks,
+					   * none taken for it (bpf/offcpu.h) */
 
 struct ebpf;
 
@@ -123,6 +130,11 @@ struct ebpf_cost {
 	/* what the record rate left unrecorded (summary.json ebpf.record_rate), all targets */
 	uint32_t record_rate;
 	uint64_t offcpu_not_recorded, offcpu_not_recorded_ns, slow_not_recorded, untimed;
+	/* long blocks at a site their thread had recorded within EBPF_SITE_FRESH_NS: events
+	 * with that record's stacks, none taken for them */
+	uint64_t offcpu_site_stacks, offcpu_site_stacks_ns;
+	uint64_t slow_site;               /* slow calls at a site just recorded: events with
+					   * that record's file (syscall_site_event) */
 	struct ebpf_budget budget;
 	size_t nprogs;                    /* programs listed; past EBPF_COST_PROGS they are
 					   * counted in bpf_ns and bpf_runs only */

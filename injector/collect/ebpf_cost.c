@@ -272,8 +272,11 @@ void ebpf_cost_unrecorded(struct ebpf *e)
 
 		c->offcpu_not_recorded += td->offcpu_limited;
 		c->offcpu_not_recorded_ns += td->offcpu_limited_ns;
+		c->offcpu_site_stacks += td->offcpu_site_stacks;
+		c->offcpu_site_stacks_ns += td->offcpu_site_stacks_ns;
 		for (size_t k = 0; k < td->nstats; k++) {
 			c->slow_not_recorded += td->stats[k].limited;
+			c->slow_site += td->stats[k].site;
 			c->untimed += td->stats[k].untimed;
 		}
 	}

@@ -57,7 +57,18 @@ struct ebpf_off_ev {
 	uint32_t wchan;           /* frame id of the kernel function it waited in, or UINT32_MAX */
 	bool open_at_end;         /* still blocked when the window closed */
 	bool began_before;        /* ...and since before the window began (ts = its start) */
+	bool site_stacks;         /* its stacks are its thread's last record's at its site (taken
+				   * in the second before, not for this block) */
 	uint64_t blocked_ns;      /* how long it has been blocked, before the window too */
+};
+
+/* A site of a thread's off-CPU records (bpf/offcpu.h): the stacks of its last record there,
+ * which the blocks at it in the next second get */
+struct ebpf_off_site {
+	uint32_t tid;
+	uint32_t stack;
+	uint32_t wchan;
+	uint64_t key;
 };
 
 struct ebpf_sys_ev {
@@ -67,12 +78,15 @@ struct ebpf_sys_ev {
 	uint32_t tid, nr;
 	int64_t fd;               /* -1 when the call has no fd argument */
 	bool bytes_unknown;       /* a flush whose file's writes were not all seen (switch mode) */
+	bool site;                /* a syscall_site_event: the file of its thread's last record
+				   * of the call with that first argument, timed until it got
+				   * the CPU back, no ret */
 	char *target;             /* file path, "pipe:[ino]", socket description; NULL if none */
 };
 
 struct ebpf_sys_stat {
 	uint32_t nr;
-	uint64_t count, total_ns, max_ns, slow, untimed, limited;
+	uint64_t count, total_ns, max_ns, slow, untimed, limited, site;
 	uint32_t hist[SYSCALL_HIST];
 };
 
@@ -152,7 +166,14 @@ struct ebpf_tdata {
 	uint64_t unwind_ends[UNWIND_END__N];  /* of stacks_cfi, why the walk ended */
 	uint64_t unwind_fp_frames;        /* frames of stacks_cfi crossed by frame pointer */
 	uint64_t offcpu_count, offcpu_total_ns, offcpu_emitted;  /* kernel-side totals */
-	uint64_t offcpu_limited, offcpu_limited_ns;  /* long blocks past the record rate */
+	uint64_t offcpu_limited, offcpu_limited_ns;  /* long blocks past the record rate (and
+						      * aggregated ones whose site's record was lost) */
+	struct ebpf_off_site *sites;      /* its threads' off-CPU sites, and their index by */
+	size_t nsites, capsites;          /* u64_hash2(tid, key) */
+	struct u64map site_idx;
+	struct u64map sys_sites;          /* u64_hash2(tid, (nr, arg0)) -> index in sys[] of the
+					   * last slow-call record there */
+	uint64_t offcpu_site_stacks, offcpu_site_stacks_ns;  /* blocks with their site's stacks */
 };
 
 struct ebpf_cost_base {

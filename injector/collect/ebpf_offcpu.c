@@ -44,6 +44,8 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
 	skel->bss->rec_rate = e->opts.record_rate;
 	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
+	/* no record rate: every long block is recorded, none put on an earlier one */
+	skel->rodata->site_fresh_ns = e->opts.record_rate ? EBPF_SITE_FRESH_NS : 0;
 	if (task_work && !skel->rodata->task_work_built) {
 		/* built against a kernel's BTF without it */
 		offcpu_bpf__destroy(skel);
@@ -168,34 +170,107 @@ static void keep_event(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_
 	td->off[td->noff++] = *ev;
 }
 
-static void add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
-		      uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
-		      const struct ebpf_ucopy *uc, bool open_at_end, uint32_t wchan_hint)
+/* Returns the stack id the event went on, or -1 */
+static int add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
+		     uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
+		     const struct ebpf_ucopy *uc, bool open_at_end, uint32_t wchan_hint,
+		     uint32_t *ret_wchan)
 {
 	uint32_t wchan = UINT32_MAX;
 	int id;
 
 	id = ebpf_stack_from(e, td, st, uc, true, false, NULL, &wchan);
 	if (id < 0)
-		return;
+		return -1;
 	if (wchan == UINT32_MAX)
 		wchan = wchan_hint;
+	if (ret_wchan)
+		*ret_wchan = wchan;
 	keep_event(e, td, &(struct ebpf_off_ev){ .ts = ts, .dur = dur, .tid = tid,
 		   .stack = (uint32_t)id, .state = state, .syscall = syscall, .wchan = wchan,
 		   .open_at_end = open_at_end, .blocked_ns = dur });
+	return id;
+}
+
+#define EBPF_MAX_SITES 65536       /* per target process: 3 MiB */
+
+static struct ebpf_off_site *site_of(struct ebpf_tdata *td, uint32_t tid, uint64_t key)
+{
+	uint64_t i;
+
+	if (!u64map_get(&td->site_idx, u64_hash2(tid, key), &i) || i >= td->nsites ||
+	    td->sites[i].tid != tid || td->sites[i].key != key)
+		return NULL;
+	return &td->sites[i];
+}
+
+/* The record of thread tid at site key went on stack: later blocks there go on it too */
+static void site_note(struct ebpf_tdata *td, uint32_t tid, uint64_t key, uint32_t stack,
+		      uint32_t wchan)
+{
+	struct ebpf_off_site *s = site_of(td, tid, key);
+
+	if (!s) {
+		/* a bound on memory in long windows: past it, what later blocks at a new site
+		 * would have put on its record is counted as not recorded */
+		if (td->nsites >= EBPF_MAX_SITES)
+			return;
+		if (td->nsites == td->capsites) {
+			size_t ncap = td->capsites ? td->capsites * 2 : 64;
+			struct ebpf_off_site *nv = realloc(td->sites, ncap * sizeof(*nv));
+
+			if (!nv)
+				return;
+			td->sites = nv;
+			td->capsites = ncap;
+		}
+		if (u64map_put(&td->site_idx, u64_hash2(tid, key), td->nsites) < 0)
+			return;
+		s = &td->sites[td->nsites++];
+		*s = (struct ebpf_off_site){ .tid = tid, .key = key };
+	}
+	s->stack = stack;
+	s->wchan = wchan;
+}
+
+/* A block at a site its thread recorded a moment ago: the stacks of that record. With no
+ * such record seen (lost on a full ring buffer, or past EBPF_MAX_SITES), counted as not
+ * recorded. */
+static void add_at_site(struct ebpf *e, struct ebpf_tdata *td, const struct offcpu_event_head *h)
+{
+	struct ebpf_off_site *s = site_of(td, h->hdr.tid, h->site_key);
+
+	if (!s) {
+		td->offcpu_limited++;
+		td->offcpu_limited_ns += h->dur_ns;
+		return;
+	}
+	td->offcpu_site_stacks++;
+	td->offcpu_site_stacks_ns += h->dur_ns;
+	keep_event(e, td, &(struct ebpf_off_ev){ .ts = h->hdr.ts, .dur = h->dur_ns,
+		   .tid = h->hdr.tid, .stack = s->stack, .state = h->state, .syscall = h->syscall,
+		   .wchan = s->wchan, .site_stacks = true, .blocked_ns = h->dur_ns });
 }
 
 static void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
 {
 	const struct offcpu_event *o = data;
+	uint32_t wchan = UINT32_MAX;
+	int id;
 
-	if (size < sizeof(*o)) {
+	if (size < sizeof(o->h) || (!(o->h.flags & OFFCPU_F_SITE_STACKS) && size < sizeof(*o))) {
 		e->bad_records++;
 		return;
 	}
-	ebpf_note_tid(td, o->hdr.tid, o->hdr.comm);
-	add_event(e, td, o->hdr.ts, o->dur_ns, o->hdr.tid, o->state, o->syscall, &o->st,
-		  ebpf_ucopy_of(e, data, size, sizeof(*o)), false, UINT32_MAX);
+	ebpf_note_tid(td, o->h.hdr.tid, o->h.hdr.comm);
+	if (o->h.flags & OFFCPU_F_SITE_STACKS) {
+		add_at_site(e, td, &o->h);
+		return;
+	}
+	id = add_event(e, td, o->h.hdr.ts, o->h.dur_ns, o->h.hdr.tid, o->h.state, o->h.syscall,
+		       &o->st, ebpf_ucopy_of(e, data, size, sizeof(*o)), false, UINT32_MAX, &wchan);
+	if (id >= 0 && o->h.site_key)
+		site_note(td, o->h.hdr.tid, o->h.site_key, (uint32_t)id, wchan);
 }
 
 /*
@@ -256,7 +331,8 @@ static int32_t sleeping_stacks(struct ebpf *e, struct ebpf_tdata *td, uint32_t t
  * the end. Before Linux 6.9 there are no thread pidfds: without the task iterator too,
  * the live threads' blocks are not counted.
  */
-static bool task_state_of(struct ebpf_tdata *td, int map_fd, uint32_t tid, struct offcpu_task *ret)
+static bool task_state_of(struct ebpf_tdata *td, int map_fd, uint32_t tid,
+			  struct offcpu_task *ret)
 {
 	bool ok = ebpf_task_storage_of(map_fd, tid, ret);
 
@@ -305,11 +381,11 @@ static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
 			st->kstack_bytes = v->kstack_bytes;
 			memcpy(st->kips, v->kips, sizeof(st->kips));
 			add_event(e, td, v->ts, v->woke - v->ts, (uint32_t)tid, v->state, nr, st, NULL,
-				  false, UINT32_MAX);
+				  false, UINT32_MAX, NULL);
 		} else if (e->end_ns - v->ts >= e->opts.offcpu_min_ns) {
 			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
 			add_event(e, td, v->ts, e->end_ns - v->ts, (uint32_t)tid, v->state, nr, st, NULL,
-				  true, wchan);
+				  true, wchan, NULL);
 		}
 	}
 	closedir(d);
@@ -346,7 +422,7 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 		c->st.kstack_bytes = c->v.kstack_bytes;
 		memcpy(c->st.kips, c->v.kips, sizeof(c->st.kips));
 		add_event(e, td, c->v.ts, c->v.woke - c->v.ts, d->hdr.tid, c->v.state, nr, &c->st,
-			  NULL, false, UINT32_MAX);
+			  NULL, false, UINT32_MAX, NULL);
 		return 0;
 	}
 	if (!d->state)

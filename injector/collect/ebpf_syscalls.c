@@ -143,6 +143,7 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 	skel->rodata->slow_ns = e->opts.slow_syscall_ns;
 	skel->bss->rec_rate = e->opts.record_rate;
 	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
+	skel->rodata->site_fresh_ns = e->opts.record_rate ? EBPF_SITE_FRESH_NS : 0;
 	bpf_program__set_autoload(skel->progs.sys_switch, switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_enter, !switch_mode);
 	bpf_program__set_autoload(skel->progs.sys_exit, !switch_mode);
@@ -274,30 +275,79 @@ void ebpf_syscalls_exclude_tid(struct ebpf *e, uint32_t tid)
 		(void)bpf_map_update_elem(bpf_map__fd(e->sys->maps.own_tids), &tid, &one, BPF_ANY);
 }
 
-static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
+static struct ebpf_sys_ev *new_sys_event(struct ebpf *e, struct ebpf_tdata *td)
 {
-	const struct syscall_event *s = data;
-	struct ebpf_sys_ev *ev;
-	uint8_t kind;
-
-	if (size < sizeof(*s)) {
-		e->bad_records++;
-		return;
-	}
-	ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
 	if (!ebpf_keep_event(e, td))
-		return;         /* its latency is in the kernel-side totals all the same */
+		return NULL;    /* its latency is in the kernel-side totals all the same */
 	if (td->nsys == td->capsys) {
 		size_t ncap = td->capsys ? td->capsys * 2 : 256;
 		struct ebpf_sys_ev *nv = realloc(td->sys, ncap * sizeof(*nv));
 
 		if (!nv)
-			return;
+			return NULL;
 		td->sys = nv;
 		td->capsys = ncap;
 	}
+	return &td->sys[td->nsys++];
+}
+
+/* where the last record of thread tid's call nr with first argument arg0 is in td->sys */
+static uint64_t site_key(uint32_t tid, uint32_t nr, uint64_t arg0)
+{
+	return u64_hash2(tid, u64_hash2(nr, arg0));
+}
+
+/* A slow call at a site its thread recorded one at a moment ago: the file of that record
+ * (none if it was not kept), timed until it got the CPU back */
+static void add_at_site(struct ebpf *e, struct ebpf_tdata *td, const struct syscall_site_event *s)
+{
+	uint8_t kind = s->nr < SYSCALL_NR_MAX ? ebpf_syscall_kind(s->nr) : 0;
+	struct ebpf_sys_ev *ev;
+	uint64_t i;
+	char *target = NULL;
+
+	if (u64map_get(&td->sys_sites, site_key(s->hdr.tid, s->nr, s->args[0]), &i) &&
+	    i < td->nsys && td->sys[i].tid == s->hdr.tid && td->sys[i].nr == s->nr &&
+	    td->sys[i].target) {
+		target = strdup(td->sys[i].target);
+		if (!target)
+			return;
+	}
+	ev = new_sys_event(e, td);
+	if (!ev) {
+		free(target);
+		return;
+	}
+	*ev = (struct ebpf_sys_ev){
+		.ts = s->hdr.ts, .dur = s->dur_ns, .bytes_unknown = true, .tid = s->hdr.tid,
+		.nr = s->nr, .fd = (kind & SYS_K_FD0) ? (int64_t)(int32_t)s->args[0] : -1,
+		.target = target, .site = true,
+	};
+}
+
+static void ebpf_syscalls__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
+{
+	const struct syscall_event *s = data;
+	const struct syscall_site_event *ss = data;
+	struct ebpf_sys_ev *ev;
+	uint8_t kind;
+
+	if (size == sizeof(*ss) && ss->flags == SYSCALL_F_SITE) {
+		ebpf_note_tid(td, ss->hdr.tid, ss->hdr.comm);
+		add_at_site(e, td, ss);
+		return;
+	}
+	if (size < sizeof(*s)) {
+		e->bad_records++;
+		return;
+	}
+	ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
+	ev = new_sys_event(e, td);
+	if (!ev)
+		return;
+	(void)u64map_put(&td->sys_sites, site_key(s->hdr.tid, s->nr, s->args[0]),
+			 (uint64_t)(ev - td->sys));
 	kind = s->nr < SYSCALL_NR_MAX ? ebpf_syscall_kind(s->nr) : 0;
-	ev = &td->sys[td->nsys++];
 	*ev = (struct ebpf_sys_ev){
 		.ts = s->hdr.ts, .dur = s->dur_ns, .ret = s->ret,
 		.bytes = s->bytes == SYSCALL_BYTES_UNKNOWN ? 0 : s->bytes,
@@ -388,6 +438,7 @@ static void ebpf_syscalls__finish(struct ebpf *e)
 			st->slow += v[c].slow;
 			st->untimed += v[c].untimed;
 			st->limited += v[c].limited;
+			st->site += v[c].site;
 			if (v[c].max_ns > st->max_ns)
 				st->max_ns = v[c].max_ns;
 			for (int b = 0; b < SYSCALL_HIST; b++)

@@ -4,10 +4,15 @@ records, slow-syscall records and short calls timed; what comes past it is count
 kernel (no stacks, no task work) and said in summary.json (ebpf.record_rate, per target
 offcpu.blocks_not_recorded, syscalls[].slow_not_recorded and .untimed), in the off-CPU flame
 graph (one frame with their time) and in the report. Blocks and calls of 10 ms or more are
-always recorded.
+always recorded. A long block at a site its thread recorded in the last second is not
+given stacks again: it is an event with that record's stacks (ebpf.record_rate.offcpu_site_stack_blocks);
+a slow call at a site (syscall, first argument, user pc) its thread recorded one at in the last
+second is an event with that record's path, timed until it got the CPU back
+(slow_syscalls_site_events).
 
 Workload: tests/workloads/wait_rates.py (a thread sleeping 2 ms at a time, one 30 ms at a
-time, two passing a byte over a socket pair)."""
+time, two passing a byte over a socket pair, one sleeping 2 ms from 64 Python functions in
+turn, one from two)."""
 import os
 import re
 
@@ -25,7 +30,7 @@ def start(procs):
 
 def profile(info, out, rate):
     r = run_aiprof(["profile", "--pid", str(info["pid"]), "-d", "3s", "--collectors",
-                    "offcpu,syscalls", "--record-rate", str(rate), "-o", str(out)])
+                    "offcpu,syscalls,python", "--record-rate", str(rate), "-o", str(out)])
     assert r.returncode == 0, r.stderr
     return load_summary(out), load_timeline(out)
 
@@ -40,18 +45,54 @@ def test_past_the_rate_counted_not_recorded(procs, tmp_path):
     window = eb["cost"]["window_s"]
     print(rr, window)
     assert rr["per_thread_per_s"] == rate and rr["always_recorded_us"] == 10_000, rr
-    # the 2 ms sleeper: about 400 long blocks a second, at most the bucket's worth recorded
-    # (a full bucket to start with, then the rate); the rest counted
+    # the 64-site waiter: about 400 long blocks and slow calls a second at more sites than a
+    # thread keeps, so none is put on an earlier record; at most the bucket's worth recorded
+    # (a full bucket to start with, then the rate), the rest counted
     bound = rate + rate * window + 5
     # (what the rate applies to: under 10 ms, and not a sleep read as the window closed)
-    short_off = [e for e in events(tl, "offcpu") if e["tid"] == info["short_tid"] and
-                 e["dur"] < 10_000 and not e["args"].get("still_blocked_at_end")]
-    short_sys = [e for e in events(tl, "syscall") if e["tid"] == info["short_tid"] and
-                 e["dur"] < 10_000]
-    assert 0 < len(short_off) <= bound, (len(short_off), bound)
-    assert 0 < len(short_sys) <= bound, (len(short_sys), bound)
+    def short_events(cat, tid):
+        return [e for e in events(tl, cat) if e["tid"] == tid and e["dur"] < 10_000 and
+                not e["args"].get("still_blocked_at_end")]
+    many_off = short_events("offcpu", info["many_tid"])
+    assert 0 < len(many_off) <= bound, (len(many_off), bound)
     assert rr["offcpu_blocks_not_recorded"] >= 100, rr
+    many_sys = [e for e in short_events("syscall", info["many_tid"]) if "site" not in e["args"]]
+    assert 0 < len(many_sys) <= bound, (len(many_sys), bound)
     assert rr["slow_syscalls_not_recorded"] >= 100, rr
+    # the 2 ms sleeper waits at one site: its stacks taken about once a second, every other
+    # block an event with those stacks; every other slow call counted
+    once_a_second = window / (rr["site_fresh_us"] / 1e6) + 3
+    short_all = short_events("offcpu", info["short_tid"])
+    short_off = [e for e in short_all if e["args"].get("stack") != "site"]
+    assert 1 <= len(short_off) <= once_a_second, (len(short_off), rr)
+    assert len(short_all) - len(short_off) >= 100 * window, (len(short_all), len(short_off))
+    own = {e["sf"] for e in events(tl, "offcpu") if e["tid"] == info["short_tid"] and
+           e["args"].get("stack") != "site"}
+    assert {e["sf"] for e in short_all} <= own, "a site's blocks have its record's stacks"
+    short_sys_all = short_events("syscall", info["short_tid"])
+    short_sys = [e for e in short_sys_all if "site" not in e["args"]]
+    assert 1 <= len(short_sys) <= once_a_second, (len(short_sys), rr)
+    assert rr["slow_syscalls_site_events"] >= 100 * window, rr
+    # the others are events too, timed until they got the CPU back, no ret
+    sys_site = [e for e in events(tl, "syscall") if "site" in e["args"]]
+    assert len(sys_site) == rr["slow_syscalls_site_events"], (len(sys_site), rr)
+    assert all(e["dur"] >= 1000 and "ret" not in e["args"] for e in sys_site), sys_site[:3]
+    site = [e for e in events(tl, "offcpu") if e["args"].get("stack") == "site"]
+    assert rr["offcpu_site_stack_blocks"] == len(site) >= 100 * window, (rr, len(site))
+    off = eb["targets"][0]["offcpu"]
+    assert off["site_stack_blocks"] == rr["offcpu_site_stack_blocks"] and \
+        off["site_stack_us"] == rr["offcpu_site_stack_us"], (off, rr)
+    assert abs(sum(e["dur"] for e in site) - rr["offcpu_site_stack_us"]) <= len(site), rr
+    # every block's time is in the off-CPU flame graph: the events' and those past the rate
+    # (within a microsecond each of rounding)
+    total = sum(w for _, w in folded(tmp_path, "offcpu.folded"))
+    recorded = sum(e["dur"] for e in events(tl, "offcpu"))
+    slack = len(events(tl, "offcpu")) + 10
+    assert abs(total - (recorded + rr["offcpu_not_recorded_us"])) <= slack, (total, recorded, rr)
+    # one C call site, two Python ones: each its own site, each with its half of the time
+    a = sum(w for f, w in folded(tmp_path, "offcpu.folded") if any(x.startswith("wait_a ") for x in f))
+    b = sum(w for f, w in folded(tmp_path, "offcpu.folded") if any(x.startswith("wait_b ") for x in f))
+    assert a > 0 and b > 0 and 0.7 < a / b < 1.4, (a, b)
     # the 30 ms sleeper: every block recorded, whatever the rate
     long_off = [e for e in events(tl, "offcpu") if e["tid"] == info["long_tid"] and
                 e["args"].get("syscall") == "clock_nanosleep" and e["dur"] >= 25_000]
@@ -64,7 +105,10 @@ def test_past_the_rate_counted_not_recorded(procs, tmp_path):
     assert rr["syscalls_untimed"] == t["syscalls_untimed"] and \
         rr["slow_syscalls_not_recorded"] == t["slow_syscalls_not_recorded"], (rr, t)
     sleeps = table["clock_nanosleep"]
-    assert sleeps["slow"] >= sleeps["slow_not_recorded"] + len(short_sys), sleeps
+    assert sleeps["slow"] >= sleeps["slow_not_recorded"] + sleeps["slow_site_events"] + \
+        len(short_sys), sleeps
+    assert t["slow_syscalls_site_events"] == rr["slow_syscalls_site_events"] >= \
+        sleeps["slow_site_events"] > 0, (t, rr)
     # the per-target totals still count every block
     off = t["offcpu"]
     assert off["blocks_not_recorded"] == rr["offcpu_blocks_not_recorded"], (off, rr)
@@ -78,6 +122,12 @@ def test_past_the_rate_counted_not_recorded(procs, tmp_path):
                   r"recorded: (\d+) off-CPU blocks", html)
     assert m and int(m.group(1)) == rate and int(m.group(2)) == rr["offcpu_blocks_not_recorded"], \
         html[:3000]
+    m = re.search(r"(\d+) off-CPU blocks \(([0-9.]+) s\) came at a site their thread had "
+                  r"recorded in the last second: they have that record's stacks", html)
+    assert m and int(m.group(1)) == rr["offcpu_site_stack_blocks"], html[:3000]
+    m = re.search(r"(\d+) slow syscalls came at a site \(file, user pc\) their thread had "
+                  r"recorded one at in the last second: they have that record's file", html)
+    assert m and int(m.group(1)) == rr["slow_syscalls_site_events"], html[:3000]
 
 
 def test_rate_zero_records_every_block(procs, tmp_path):
@@ -87,7 +137,9 @@ def test_rate_zero_records_every_block(procs, tmp_path):
     rr = s["ebpf"]["record_rate"]
     assert rr["per_thread_per_s"] == 0 and "no limit" in rr["what"], rr
     assert rr["offcpu_blocks_not_recorded"] == rr["slow_syscalls_not_recorded"] == \
-        rr["syscalls_untimed"] == 0, rr
+        rr["syscalls_untimed"] == rr["offcpu_site_stack_blocks"] == \
+        rr["slow_syscalls_site_events"] == 0, rr
+    assert rr["site_fresh_us"] == 0 and rr["sites"].startswith("none"), rr
     short_off = [e for e in events(tl, "offcpu") if e["tid"] == info["short_tid"]]
     # far more than a rate of 40 would have let through (about 400 a second)
     assert len(short_off) > 40 * 5, len(short_off)

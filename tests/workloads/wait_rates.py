@@ -6,8 +6,14 @@
    "long"       sleeps 30 ms at a time (always recorded: at least 10 ms)
    "ping/pong"  pass a byte back and forth over a socket pair (short waits in read(),
                 thousands a second)
-Prints "ready pid=N short_tid=N long_tid=N ping_tid=N pong_tid=N", then runs until killed."""
+   "many"       waits 2 ms at a time in select() on 64 pipes in turn, each its own site (more
+                than a thread's site slots, so the record rate is what bounds its records)
+   "ab"         sleeps 2 ms at a time from wait_a() and wait_b() in turn (one C call site, two
+                Python ones: half its time in each)
+Prints "ready pid=N ab_tid=N long_tid=N many_tid=N ping_tid=N pong_tid=N short_tid=N", then
+runs until killed."""
 import os
+import select
 import socket
 import threading
 import time
@@ -27,6 +33,29 @@ def long_():
         time.sleep(0.03)
 
 
+def many():
+    tids["many"] = threading.get_native_id()
+    pipes = [os.pipe() for _ in range(64)]    # never written: each select() times out
+    while True:
+        for r, _ in pipes:
+            select.select([r], [], [], 0.002)
+
+
+def wait_a():
+    time.sleep(0.002)
+
+
+def wait_b():
+    time.sleep(0.002)
+
+
+def ab():
+    tids["ab"] = threading.get_native_id()
+    while True:
+        wait_a()
+        wait_b()
+
+
 def player(name, sock, first):
     tids[name] = threading.get_native_id()
     if first:
@@ -40,9 +69,9 @@ def player(name, sock, first):
 def main():
     a, b = socket.socketpair()
     for fn, args in ((short, ()), (long_, ()), (player, ("ping", a, True)),
-                     (player, ("pong", b, False))):
+                     (player, ("pong", b, False)), (many, ()), (ab, ())):
         threading.Thread(target=fn, args=args, daemon=True).start()
-    while len(tids) < 4:
+    while len(tids) < 6:
         time.sleep(0.01)
     print(f"ready pid={os.getpid()} " + " ".join(f"{k}_tid={v}" for k, v in sorted(tids.items())),
           flush=True)
