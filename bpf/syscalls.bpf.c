@@ -33,8 +33,8 @@
 const volatile __u64 slow_ns = 1000000;
 const volatile __u64 always_ns = 0;   /* a call at least this long is recorded regardless */
 const volatile __u64 site_fresh_ns = 0; /* switch mode: a slow call under always_ns at a site
-					 * its thread recorded this recently is counted, not
-					 * recorded (sys_site); 0: none */
+					 * its thread recorded one at this recently is a
+					 * syscall_site_event, no task work (sys_site); 0: none */
 
 bool running = false;
 /* set by user space while recording (the budget: ebpf_budget.c) */

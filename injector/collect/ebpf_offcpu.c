@@ -44,7 +44,7 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	skel->rodata->ucopy_max = e->opts.unwind_stack_bytes;
 	skel->bss->rec_rate = e->opts.record_rate;
 	skel->rodata->always_ns = EBPF_RECORD_ALWAYS_NS;
-	/* no record rate: every long block is recorded, none put on an earlier one */
+	/* no record rate: no sites, every long block's stacks are taken */
 	skel->rodata->site_fresh_ns = e->opts.record_rate ? EBPF_SITE_FRESH_NS : 0;
 	if (task_work && !skel->rodata->task_work_built) {
 		/* built against a kernel's BTF without it */
