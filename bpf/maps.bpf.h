@@ -42,6 +42,13 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* A 64-bit mix of a key and one more word: the wait-site keys (ratelimit.bpf.h) */
+static __always_inline __u64 site_mix(__u64 k, __u64 v)
+{
+	k ^= v + 0x9e3779b97f4a7c15ULL + (k << 6) + (k >> 2);
+	return k * 0xff51afd7ed558ccdULL;
+}
+
 static __always_inline bool is_target(__u32 tgid)
 {
 	for (__u32 i = 0; i < EBPF_TARGET_PROBES; i++) {

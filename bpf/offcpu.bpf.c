@@ -221,44 +221,19 @@ static __always_inline __u64 site_key_of(struct offcpu_task *s, struct task_stru
 
 	if (!regs)
 		return 0;
-	k = py_mix(s->state, regs->orig_ax);
-	k = py_mix(k, regs->ip);
-	k = py_mix(k, regs->sp);
-	k = py_mix(k, regs->di);
+	k = site_mix(s->state, regs->orig_ax);
+	k = site_mix(k, regs->ip);
+	k = site_mix(k, regs->sp);
+	k = site_mix(k, regs->di);
 	if (want_python && bpf_map_lookup_elem(&py_threads, &tid)) {
 		s->py_hint = 1;
 		if (!s->py_valid)
 			return 0;
-		k = py_mix(k, s->py_key);
+		k = site_mix(k, s->py_key);
 	} else {
 		s->py_hint = 0;
 	}
 	return k | 1;
-}
-
-/* The slot of s's site among its recorded ones, or NULL */
-static __always_inline struct offcpu_site *site_find(struct offcpu_task *s)
-{
-	for (int i = 0; i < OFFCPU_SITES; i++)
-		if (s->sites[i].key == s->key)
-			return &s->sites[i];
-	return NULL;
-}
-
-/* s's site takes a slot as its record is made at now: its own, else an empty one, else the
- * one recorded longest ago */
-static __always_inline void site_take(struct offcpu_task *s, __u64 now)
-{
-	struct offcpu_site *slot = site_find(s);
-
-	if (!slot) {
-		slot = &s->sites[0];
-		for (int i = 1; i < OFFCPU_SITES; i++)
-			if (s->sites[i].recorded < slot->recorded)
-				slot = &s->sites[i];
-	}
-	slot->key = s->key;
-	slot->recorded = now;
 }
 
 /* The record of s's block, just ended (woke), at a site its thread recorded a moment ago:
@@ -340,17 +315,13 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	}
 	s->py_short = 0;
 	s->key = site_fresh_ns ? site_key_of(s, next) : 0;
-	if (dur < always_ns && s->key) {
-		struct offcpu_site *site = site_find(s);
-
-		if (site && now - site->recorded < site_fresh_ns) {
-			/* recorded here a moment ago: a record with that one's stacks */
-			s->woke = now;
-			emit_at_site(next, s);
-			s->ts = 0;
-			s->woke = 0;
-			return 0;
-		}
+	if (dur < always_ns && s->key && site_fresh(s->sites, s->key, now, site_fresh_ns)) {
+		/* recorded here a moment ago: a record with that one's stacks */
+		s->woke = now;
+		emit_at_site(next, s);
+		s->ts = 0;
+		s->woke = 0;
+		return 0;
 	}
 	if (dur < always_ns && !rl_take(&s->rl, now, rec_rate)) {
 		/* past the thread's record rate: counted, no stacks, no record */
@@ -364,7 +335,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	}
 	s->woke = now;
 	if (s->key)
-		site_take(s, now);
+		site_take(s->sites, s->key, now);
 	s->kstack_bytes = bpf_get_task_stack(next, s->kips, sizeof(s->kips), 0);
 	regs = user_regs(next);
 	nr = regs ? (__s32)regs->orig_ax : -1;

@@ -15,7 +15,7 @@
  * Sites: as a target thread is switched in after a long block, a key of where it waited is
  * made — syscall, user pc, user stack pointer, first argument, state, and for a Python
  * thread the innermost Python frames (code, instruction), read as it went to sleep (its own
- * context). The thread keeps its last OFFCPU_SITES recorded sites.
+ * context). The thread keeps its last SITE_SLOTS recorded sites.
  * A long block (under always_ns) at a site the thread recorded less than site_fresh_ns ago
  * takes no stacks, no task work and no token: a record of its own with no stacks
  * (OFFCPU_F_SITE_STACKS, the first sizeof(struct offcpu_event_head) bytes) goes out at its
@@ -26,14 +26,6 @@
 #define AIPROF_BPF_OFFCPU_H
 
 #include "stack.h"
-
-#define OFFCPU_SITES 4
-
-/* A site a thread's record with stacks was taken at. */
-struct offcpu_site {
-	__u64 key;                /* 0: an empty slot */
-	__u64 recorded;           /* when its last record was taken, CLOCK_MONOTONIC ns */
-};
 
 /* Per thread (task storage offcpu_task; user space reads it by pidfd at the end). */
 struct offcpu_task {
@@ -55,7 +47,7 @@ struct offcpu_task {
 	__u16 py_hint;            /* a Python thread with a long block in its last few: read
 				   * py_key */
 	__u16 py_short;           /* its short blocks since its last long one */
-	struct offcpu_site sites[OFFCPU_SITES];
+	struct site_slot sites[SITE_SLOTS];
 	__u64 kips[EBPF_KSTACK_MAX];
 };
 
@@ -67,7 +59,7 @@ struct offcpu_event_head {
 	__u64 dur_ns;             /* time until it was switched in again */
 	__u32 state;
 	__s32 syscall;            /* syscall it slept in (orig_ax), -1 if none/unknown */
-	__u64 site_key;           /* its site (offcpu_site.key; 0: none) */
+	__u64 site_key;           /* its site (site_slot.key; 0: none) */
 	__u32 flags;              /* OFFCPU_F_* */
 	__u32 pad;
 };
@@ -94,7 +86,7 @@ struct offcpu_total {
 	__u64 limited_ns;
 };
 
-_Static_assert(sizeof(struct offcpu_task) == 96 + 16 * OFFCPU_SITES + 8 * EBPF_KSTACK_MAX,
+_Static_assert(sizeof(struct offcpu_task) == 96 + 16 * SITE_SLOTS + 8 * EBPF_KSTACK_MAX,
 	       "offcpu_task layout");
 _Static_assert(sizeof(struct offcpu_event_head) == 72, "offcpu_event_head layout");
 _Static_assert(sizeof(struct offcpu_event) == 72 + EBPF_STACKS_SIZE, "offcpu_event layout");

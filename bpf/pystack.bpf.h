@@ -113,12 +113,6 @@ static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 ti
 
 #define PY_SITE_FRAMES 3          /* innermost Python frames that name a wait's site */
 
-static __always_inline __u64 py_mix(__u64 k, __u64 v)
-{
-	k ^= v + 0x9e3779b97f4a7c15ULL + (k << 6) + (k >> 2);
-	return k * 0xff51afd7ed558ccdULL;
-}
-
 /*
  * k mixed with the code objects and instruction pointers of the current thread's innermost
  * PY_SITE_FRAMES Python frames (a thread that is not Python's, or no frame: k unchanged).
@@ -137,9 +131,9 @@ static __always_inline __u64 py_site_key(__u64 k, __u32 tgid, __u32 tid)
 		return k;
 	for (i = 0; i < PY_SITE_FRAMES && frame; i++) {
 		if (bpf_probe_read_user(buf, PY_FRAME_READ, (const void *)frame) < 0)
-			return py_mix(k, 1);   /* unreadable: a key of its own */
-		k = py_mix(k, py_load64(buf, o->fr_code) & o->code_mask);
-		k = py_mix(k, py_load64(buf, o->fr_instr) & EBPF_PY_INSTR_MASK);
+			return site_mix(k, 1);   /* unreadable: a key of its own */
+		k = site_mix(k, py_load64(buf, o->fr_code) & o->code_mask);
+		k = site_mix(k, py_load64(buf, o->fr_instr) & EBPF_PY_INSTR_MASK);
 		frame = py_load64(buf, o->fr_previous);
 	}
 	return k;

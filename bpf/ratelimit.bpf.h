@@ -10,6 +10,7 @@
 #define AIPROF_BPF_RATELIMIT_BPF_H
 
 #include "stack.h"
+#include "maps.bpf.h"
 
 #define RL_ONE 1000000000ull      /* a token, in rate * ns units */
 
@@ -54,6 +55,40 @@ static __always_inline bool same_epoch_or_asleep(__u32 then_epoch, __u32 now_epo
 						 __u32 then_nsw, struct task_struct *t)
 {
 	return then_epoch == now_epoch || then_nsw == switches_of(t);
+}
+
+/* The slot of key among slots, or NULL */
+static __always_inline struct site_slot *site_find(struct site_slot *slots, __u64 key)
+{
+	for (int i = 0; i < SITE_SLOTS; i++)
+		if (slots[i].key == key)
+			return &slots[i];
+	return NULL;
+}
+
+/* Whether key's record among slots was taken less than fresh_ns before now */
+static __always_inline bool site_fresh(struct site_slot *slots, __u64 key, __u64 now,
+				       __u64 fresh_ns)
+{
+	struct site_slot *slot = site_find(slots, key);
+
+	return slot && now - slot->recorded < fresh_ns;
+}
+
+/* key's record is taken at now: in its own slot, else an empty one, else the one recorded
+ * longest ago */
+static __always_inline void site_take(struct site_slot *slots, __u64 key, __u64 now)
+{
+	struct site_slot *slot = site_find(slots, key);
+
+	if (!slot) {
+		slot = &slots[0];
+		for (int i = 1; i < SITE_SLOTS; i++)
+			if (slots[i].recorded < slot->recorded)
+				slot = &slots[i];
+	}
+	slot->key = key;
+	slot->recorded = now;
 }
 
 #endif

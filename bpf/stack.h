@@ -30,6 +30,15 @@ struct rl_bucket {
 	__u64 tokens;             /* RL_ONE per token */
 };
 
+/* A place a thread's record with stacks (off-CPU) or file (slow syscall) was taken at, in its
+ * task storage (bpf/ratelimit.bpf.h): later waits there within site_fresh_ns borrow it. */
+#define SITE_SLOTS 4
+
+struct site_slot {
+	__u64 key;                /* 0: an empty slot */
+	__u64 recorded;           /* when its last record was taken, CLOCK_MONOTONIC ns */
+};
+
 /* First bytes of every ring-buffer record. ts is bpf_ktime_get_ns(): CLOCK_MONOTONIC ns. */
 struct ebpf_rec_hdr {
 	__u32 type;               /* enum ebpf_rec_type */

@@ -251,44 +251,15 @@ static __always_inline __u32 time_rate(void)
 	return rec_rate && !r ? 1 : r;
 }
 
-static __always_inline __u64 sys_mix(__u64 k, __u64 v)
-{
-	k ^= v + 0x9e3779b97f4a7c15ULL + (k << 6) + (k >> 2);
-	return k * 0xff51afd7ed558ccdULL;
-}
-
-/*
- * The site of the call s describes, of thread t (its syscall, first argument, user pc):
- * if t recorded a slow call there less than site_fresh_ns ago, true (this one needs no
- * record); else false, and the site takes a slot (its own, an empty one, or the one
- * recorded longest ago) as if recorded now: take_slot, once a record is sure.
- */
-static __always_inline bool sys_site_fresh(struct sys_enter_state *s, struct task_struct *t,
-					   __u64 now, bool take_slot)
+/* The site of the call s describes, of thread t: its syscall, first argument, user pc (0:
+ * none, no registers, or no sites) */
+static __always_inline __u64 sys_site_key(struct sys_enter_state *s, struct task_struct *t)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	struct sys_site *slot;
-	__u64 k;
 
 	if (!site_fresh_ns || !regs)
-		return false;
-	k = sys_mix(sys_mix(s->nr, s->args[0]), regs->ip) | 1;
-	slot = &s->sites[0];
-	for (int i = 0; i < SYS_SITES; i++) {
-		if (s->sites[i].key == k) {
-			if (now - s->sites[i].recorded < site_fresh_ns)
-				return true;
-			slot = &s->sites[i];
-			break;
-		}
-		if (s->sites[i].recorded < slot->recorded)
-			slot = &s->sites[i];
-	}
-	if (take_slot) {
-		slot->key = k;
-		slot->recorded = now;
-	}
-	return false;
+		return 0;
+	return site_mix(site_mix(s->nr, s->args[0]), regs->ip) | 1;
 }
 
 /* The record of a slow call at a site its thread recorded a moment ago (syscall_site_event) */
@@ -552,7 +523,8 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	} else if (now - s->ts < always_ns) {
 		/* slow already: a record if the thread did not record one at its site just now
 		 * and has a token for one; else counted here, not timed, with no task work */
-		bool fresh = sys_site_fresh(s, next, now, false);
+		__u64 key = sys_site_key(s, next);
+		bool fresh = key && site_fresh(s->sites, key, now, site_fresh_ns);
 
 		if (fresh || !rl_take(&s->rl_rec, now, rec_rate)) {
 			if (!own_thread(next->pid)) {
@@ -571,7 +543,8 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 			s->ts = 0;
 			return 0;
 		}
-		sys_site_fresh(s, next, now, true);
+		if (key)
+			site_take(s->sites, key, now);
 		armed = 2;
 	}
 	if (schedule_work(next)) {

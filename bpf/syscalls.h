@@ -46,13 +46,7 @@ struct syscall_stat {          /* per CPU; user space sums */
 	__u32 hist[SYSCALL_HIST];
 };
 
-#define SYS_SITES 4
 
-/* A site (syscall, first argument, user pc) a thread's slow-call record was taken at */
-struct sys_site {
-	__u64 key;
-	__u64 recorded;           /* CLOCK_MONOTONIC ns; 0: empty */
-};
 
 /* Per target thread (task storage sys_start): the call it is in, and its buckets. */
 struct sys_enter_state {
@@ -68,7 +62,8 @@ struct sys_enter_state {
 	__u32 un_nr;              /* its latest untimed calls: of this syscall, this many, not */
 	__u32 un_count;           /* yet in sys_stats (folded at another syscall, its exit, or
 				   * read by user space at the end) */
-	struct sys_site sites[SYS_SITES];  /* switch mode: its last slow-call records' sites */
+	struct site_slot sites[SITE_SLOTS];  /* switch mode: its last slow-call records' sites
+					      * (syscall, first argument, user pc) */
 };
 
 enum syscall_path_src {
@@ -120,7 +115,7 @@ struct syscall_site_event {
 
 _Static_assert(sizeof(struct syscall_stat) == 56 + 4 * SYSCALL_HIST, "syscall_stat layout");
 _Static_assert(sizeof(struct syscall_site_event) == 80, "syscall_site_event layout");
-_Static_assert(sizeof(struct sys_enter_state) == 88 + 16 * SYS_SITES, "sys_enter_state layout");
+_Static_assert(sizeof(struct sys_enter_state) == 88 + 16 * SITE_SLOTS, "sys_enter_state layout");
 _Static_assert(sizeof(struct syscall_event) ==
 	       40 + 8 * 8 + 4 * 5 + 2 * 6 + 32 + SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN,
 	       "syscall_event layout");
