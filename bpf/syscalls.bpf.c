@@ -287,18 +287,45 @@ static __always_inline void emit_at_site(struct sys_enter_state *s, struct task_
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
-/* s's run of untimed calls of one syscall (counted in its storage, not in the hash at each
- * call) into the process's totals */
-static __always_inline void fold_untimed(struct sys_enter_state *s, struct task_struct *t)
+/* Slot u's untimed calls into t's process's totals (sys_stats), u freed */
+static __always_inline void fold_slot(struct sys_untimed *u, struct task_struct *t)
 {
 	struct syscall_stat *st;
 
-	if (s->un_count && !own_thread(t->pid)) {
-		st = stat_of(t->tgid, s->un_nr);
+	if (u->count && !own_thread(t->pid)) {
+		st = stat_of(t->tgid, u->nr);
 		if (st)
-			st->untimed += s->un_count;
+			st->untimed += u->count;
 	}
-	s->un_count = 0;
+	u->count = 0;
+}
+
+/* One more untimed call nr of t: counted in its own slot, a free one, or the one with the
+ * fewest (those go into the totals first) */
+static __always_inline void count_untimed(struct sys_enter_state *s, struct task_struct *t,
+					  __u32 nr)
+{
+	struct sys_untimed *u = &s->un[0];
+
+	for (int i = 0; i < SYS_UNTIMED_SLOTS; i++) {
+		if (s->un[i].count && s->un[i].nr == nr) {
+			s->un[i].count++;
+			return;
+		}
+	}
+	for (int i = 1; i < SYS_UNTIMED_SLOTS; i++)
+		if (s->un[i].count < u->count)
+			u = &s->un[i];
+	fold_slot(u, t);
+	u->nr = nr;
+	u->count = 1;
+}
+
+/* all of s's untimed calls into the totals (the thread's exit) */
+static __always_inline void fold_untimed(struct sys_enter_state *s, struct task_struct *t)
+{
+	for (int i = 0; i < SYS_UNTIMED_SLOTS; i++)
+		fold_slot(&s->un[i], t);
 }
 
 /*
@@ -513,10 +540,7 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 		/* short so far: timed (a task work at its end) at a tenth of the thread's rate;
 		 * past that counted, not timed */
 		if (!rl_take(&s->rl_time, now, time_rate())) {
-			if (s->un_count && s->un_nr != s->nr)
-				fold_untimed(s, next);
-			s->un_nr = s->nr;
-			s->un_count++;
+			count_untimed(s, next, s->nr);
 			s->ts = 0;
 			return 0;
 		}

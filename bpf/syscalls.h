@@ -48,6 +48,13 @@ struct syscall_stat {          /* per CPU; user space sums */
 
 
 
+#define SYS_UNTIMED_SLOTS 4
+
+struct sys_untimed {
+	__u32 nr;
+	__u32 count;              /* 0: the slot is free */
+};
+
 /* Per target thread (task storage sys_start): the call it is in, and its buckets. */
 struct sys_enter_state {
 	__u64 ts;                 /* 0: not in a call we saw start (switch mode: give up the CPU) */
@@ -59,9 +66,11 @@ struct sys_enter_state {
 	__u32 nsw;                /* and the thread's context switches then */
 	struct rl_bucket rl_rec;  /* its slow-call records */
 	struct rl_bucket rl_time; /* switch mode: its short calls timed by a task work */
-	__u32 un_nr;              /* its latest untimed calls: of this syscall, this many, not */
-	__u32 un_count;           /* yet in sys_stats (folded at another syscall, its exit, or
-				   * read by user space at the end) */
+	/* its untimed calls not yet in sys_stats, per syscall (a thread that waits in a few
+	 * calls in turn, a GIL futex and a recv, touches no hash for them): one is folded
+	 * when a fifth syscall needs its slot, all at the thread's exit; user space reads the
+	 * rest at the end */
+	struct sys_untimed un[SYS_UNTIMED_SLOTS];
 	struct site_slot sites[SITE_SLOTS];  /* switch mode: its last slow-call records' sites
 					      * (syscall, first argument, user pc) */
 };
@@ -115,7 +124,7 @@ struct syscall_site_event {
 
 _Static_assert(sizeof(struct syscall_stat) == 56 + 4 * SYSCALL_HIST, "syscall_stat layout");
 _Static_assert(sizeof(struct syscall_site_event) == 80, "syscall_site_event layout");
-_Static_assert(sizeof(struct sys_enter_state) == 88 + 16 * SITE_SLOTS, "sys_enter_state layout");
+_Static_assert(sizeof(struct sys_enter_state) == 80 + 8 * SYS_UNTIMED_SLOTS + 16 * SITE_SLOTS, "sys_enter_state layout");
 _Static_assert(sizeof(struct syscall_event) ==
 	       40 + 8 * 8 + 4 * 5 + 2 * 6 + 32 + SYSCALL_PATH_DEPTH * SYSCALL_NAME_LEN,
 	       "syscall_event layout");

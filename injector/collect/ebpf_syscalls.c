@@ -209,17 +209,25 @@ static int ebpf_syscalls__configure(struct ebpf *e)
 
 static int ebpf_syscalls__attach(struct ebpf *e)
 {
-	int r = syscalls_bpf__attach(e->sys);
+	int r;
+
+	/* with the off-CPU collector on (attached before this one), its sched_switch program
+	 * runs this one at its end: a context switch pays for one program's dispatch */
+	e->sys_chained = e->sys_switch && ebpf_switch_chain(e, e->sys->progs.sys_switch) == 0;
+	bpf_program__set_autoattach(e->sys->progs.sys_switch, e->sys_switch && !e->sys_chained);
+	r = syscalls_bpf__attach(e->sys);
 
 	if (r < 0)
 		snprintf(e->why[EC_SYSCALLS], sizeof(e->why[EC_SYSCALLS]), "cannot attach to "
 			 "%s: %s", e->sys_switch ? "sched_switch" : "raw_syscalls", strerror(-r));
 	else if (e->sys_switch)
-		snprintf(e->scope[EC_SYSCALLS], sizeof(e->scope[EC_SYSCALLS]), "%s",
+		snprintf(e->scope[EC_SYSCALLS], sizeof(e->scope[EC_SYSCALLS]), "%s%s)",
 			 EBPF_SCOPE_TRACEPOINT "; no syscall tracepoint: only the calls that gave "
 			 "up the CPU are seen, read at the target thread's own context switches and "
 			 "completed by a task work of its own, bpf_task_work; a flush's bytes are not "
-			 "known; --all-syscalls sees every call)");
+			 "known; --all-syscalls sees every call", e->sys_chained ? "; sys_switch runs "
+			 "as a tail call of the off-CPU collector's sched_switch program: its runs "
+			 "and time are that program's" : "");
 	else
 		snprintf(e->scope[EC_SYSCALLS], sizeof(e->scope[EC_SYSCALLS]), "%s",
 			 EBPF_SCOPE_TRACEPOINT EBPF_SCOPE_SYSCALLS_TAIL);
@@ -252,7 +260,9 @@ void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused)
 	if (o)
 		ebpf_throttle("syscalls", &(struct ebpf_knobs){
 			.rate = &o->bss->rec_rate, .paused = &o->bss->paused, .epoch = &o->bss->epoch,
-			.progs = { o->progs.sys_switch, o->progs.sys_enter, o->progs.sys_exit },
+			/* chained: paused and resumed with the off-CPU collector's program */
+			.progs = { e->sys_chained ? NULL : o->progs.sys_switch, o->progs.sys_enter,
+				   o->progs.sys_exit },
 			.links = { &o->links.sys_switch, &o->links.sys_enter, &o->links.sys_exit } },
 			rate, paused);
 }
@@ -398,9 +408,11 @@ static void read_unfolded(struct ebpf_tdata *td, int map_fd, int own_fd)
 
 		if (tid <= 0 || bpf_map_lookup_elem(own_fd, &t32, &own) == 0)
 			continue;       /* aiprof's own thread */
-		if (ebpf_task_storage_of(map_fd, t32, &v) && v.un_count &&
-		    (st = stat_for(td, v.un_nr)))
-			st->untimed += v.un_count;
+		if (!ebpf_task_storage_of(map_fd, t32, &v))
+			continue;
+		for (int i = 0; i < SYS_UNTIMED_SLOTS; i++)
+			if (v.un[i].count && (st = stat_for(td, v.un[i].nr)))
+				st->untimed += v.un[i].count;
 	}
 	closedir(d);
 }
@@ -450,6 +462,12 @@ static void ebpf_syscalls__finish(struct ebpf *e)
 
 static void ebpf_syscalls__destroy(struct ebpf *e)
 {
+	int fd = ebpf_shared_map_fd(e, "switch_next");
+	uint32_t zero = 0;
+
+	if (e->sys_chained && fd >= 0)
+		(void)bpf_map_delete_elem(fd, &zero);
+	e->sys_chained = false;
 	syscalls_bpf__destroy(e->sys);
 	e->sys = NULL;
 }
