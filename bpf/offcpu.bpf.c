@@ -63,6 +63,19 @@ struct {
 } offcpu_works SEC(".maps");
 #endif
 
+/*
+ * The program that runs after this one at each context switch, by a tail call: the syscall
+ * collector's switch half (sys_switch), put here by user space when both run, so that a
+ * switch pays for one sched_switch program, not two (the tracepoint's dispatch, the
+ * kernel's statistics around each run). Empty: the tail call does nothing.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} switch_next SEC(".maps");
+
 /* where a record with a stack copy is put together before it goes on the ring buffer */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -355,14 +368,18 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 SEC("tp_btf/sched_switch")
 int BPF_PROG(offcpu_switch_tw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, true);
+	on_switch(ctx, preempt, prev, next, true);
+	bpf_tail_call(ctx, &switch_next, 0);
+	return 0;
 }
 
 /* older kernels: completed at sys_exit (offcpu_sys_exit) */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, false);
+	on_switch(ctx, preempt, prev, next, false);
+	bpf_tail_call(ctx, &switch_next, 0);
+	return 0;
 }
 
 /* the end of the syscall a long sleep happened in: the thread's own context */

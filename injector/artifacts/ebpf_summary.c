@@ -445,6 +445,8 @@ static void write_cost(struct jsonw *w, const struct ebpf_cost *c)
 		jsonw_kv_uint(w, "runs", c->progs[i].runs);
 		jsonw_kv_uint(w, "ns", c->progs[i].ns);
 		jsonw_kv_uint(w, "ns_per_run", c->progs[i].runs ? c->progs[i].ns / c->progs[i].runs : 0);
+		if (c->progs[i].tail_call_of[0])
+			jsonw_kv_str(w, "tail_call_of", c->progs[i].tail_call_of);
 		jsonw_obj_close(w);
 	}
 	jsonw_arr_close(w);

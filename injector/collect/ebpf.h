@@ -115,6 +115,8 @@ struct ebpf_budget {
 struct ebpf_cost_prog {
 	char name[16];                    /* the program's name as the kernel keeps it */
 	uint64_t runs, ns;
+	char tail_call_of[16];            /* "": its own runs; else it runs only as a tail call
+					   * of this program, whose runs and time include it */
 };
 struct ebpf_cost {
 	bool measured;

@@ -622,8 +622,8 @@ void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, 
 	for (size_t i = 0; i < 3; i++) {
 		struct bpf_link **l = k->links[i];
 
-		if (!bpf_program__autoload(k->progs[i]))
-			continue;       /* not loaded: the other way of this collector runs */
+		if (!k->progs[i] || !bpf_program__autoload(k->progs[i]))
+			continue;       /* a tail call, or not loaded: the other way runs */
 		if (paused) {
 			bpf_link__destroy(*l);
 			*l = NULL;
@@ -650,7 +650,7 @@ bool ebpf_kernel_has_task_work(const char *btf_path)
 }
 
 static const char *const shared_maps[EBPF_SHARED_MAPS] = {
-	"targets", "py_procs", "py_threads", "events",
+	"targets", "py_procs", "py_threads", "events", "switch_next",
 };
 
 int ebpf_share_maps(struct ebpf *e, struct bpf_object *obj)
@@ -677,6 +677,19 @@ int ebpf_loaded(struct ebpf *e, struct bpf_object *obj)
 		if (m && e->shared_fd[i] < 0)
 			e->shared_fd[i] = fcntl(bpf_map__fd(m), F_DUPFD_CLOEXEC, 3);
 	}
+	return 0;
+}
+
+int ebpf_switch_chain(struct ebpf *e, const struct bpf_program *prog)
+{
+	uint32_t zero = 0;
+	int fd = ebpf_shared_map_fd(e, "switch_next"), pfd = bpf_program__fd(prog);
+
+	/* only while the off-CPU collector is on: the map outlives its object (our fd) */
+	if (!e->off || fd < 0 || pfd < 0)
+		return -ENOENT;
+	if (bpf_map_update_elem(fd, &zero, &pfd, BPF_ANY) < 0)
+		return -errno;
 	return 0;
 }
 

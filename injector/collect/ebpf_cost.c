@@ -195,6 +195,12 @@ static void note_end(struct ebpf *e, const struct bpf_prog_info *info, void *ctx
 
 	snprintf(name, sizeof(name), "%.*s", (int)sizeof(info->name), info->name);
 	cost_add(e, name, runs, ns);
+	/* the kernel counts a tail call in the program that made it */
+	if (e->sys_chained && strcmp(name, "sys_switch") == 0 && e->cost.nprogs &&
+	    e->cost.progs[e->cost.nprogs - 1].runs == runs)
+		snprintf(e->cost.progs[e->cost.nprogs - 1].tail_call_of,
+			 sizeof(e->cost.progs[0].tail_call_of), "%s",
+			 e->off_task_work ? "offcpu_switch_t" : "offcpu_switch");
 }
 
 static uint64_t self_cpu_ns(void)

@@ -38,7 +38,7 @@ enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC_FO
 /* a forked CPython gives its thread its new id in its after-fork handlers: look again soon */
 #define FOLLOW_PY_AGAIN_NS (15 * 1000 * 1000)
 
-#define EBPF_SHARED_MAPS 4
+#define EBPF_SHARED_MAPS 5
 #define EBPF_RINGBUF_BYTES (16u << 20)  /* the ring buffer every collector writes into */
 
 struct ebpf_cpu_ev {
@@ -187,15 +187,18 @@ struct ebpf {
 	char why[EC__N][256];             /* per collector, why it is off (if asked for) */
 	/* per collector that runs, what triggers its programs: "task" (only the targets'
 	 * threads), or "global (why)" (every task on the node; the tgid filter drops the rest) */
-	char scope[EC__N][448];
+	char scope[EC__N][640];
 	struct cpu_bpf *cpu;
 	struct offcpu_bpf *off;
 	bool off_task_work;              /* off-CPU records completed by bpf_task_work */
 	struct syscalls_bpf *sys;
 	bool sys_switch;                 /* syscalls from context switches, not raw_syscalls */
+	bool sys_chained;                /* and sys_switch runs as a tail call of the off-CPU
+					  * collector's sched_switch program (ebpf_switch_chain) */
 	struct tasks_bpf *tasks;
 	struct bpf_link *tasks_link;
-	int shared_fd[EBPF_SHARED_MAPS];  /* targets, py_procs, py_threads, events; -1 until loaded */
+	int shared_fd[EBPF_SHARED_MAPS];  /* targets, py_procs, py_threads, events, switch_next;
+					   * -1 until loaded */
 	struct bpf_link **perf_links;     /* the CPU sampler's events: per target thread, or per CPU */
 	int *perf_fds;
 	pid_t *perf_tids;                 /* the thread of each event; -1 for a CPU's */
@@ -284,7 +287,8 @@ struct ebpf_knobs {
 	struct bpf_link **links[3];
 };
 /* Sets the rate; pausing bumps the epoch and detaches the programs, resuming attaches them
- * again (a failure is logged, naming what: the collector). */
+ * again (a failure is logged, naming what: the collector). A NULL program is skipped (one
+ * that runs as another's tail call: ebpf_switch_chain). */
 void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused);
 /* Their task works' callback time so far (bss counters), for the running cost. */
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e);
@@ -393,5 +397,10 @@ char *ebpf_syscall_target(const struct syscall_event *ev);
 int ebpf_share_maps(struct ebpf *e, struct bpf_object *obj);
 int ebpf_loaded(struct ebpf *e, struct bpf_object *obj);
 int ebpf_shared_map_fd(const struct ebpf *e, const char *name);
+/* Makes prog (loaded, not attached: a sched_switch program) run at the end of the off-CPU
+ * collector's sched_switch program, by a tail call (its map switch_next): one program's
+ * dispatch and statistics per context switch for both. 0, or -ENOENT when the off-CPU
+ * collector is not on, or -errno. */
+int ebpf_switch_chain(struct ebpf *e, const struct bpf_program *prog);
 
 #endif

@@ -68,10 +68,20 @@ def test_window_cost_in_summary_and_report(procs, tmp_path):
     off = [x for n, x in progs.items() if n.startswith("offcpu_switch")]
     sys_ = [x for n, x in progs.items() if n.startswith("sys_")]
     assert off and off[0]["runs"] > 0 and off[0]["ns"] > 0, progs
-    assert sys_ and sum(x["runs"] for x in sys_) > 0, progs
+    assert sys_, progs
+    summary = load_summary(out)
+    if "sys_switch" in progs:
+        # both collectors at context switches: one sched_switch program, the syscall half
+        # its tail call, counted in it (the kernel's statistics see one run per switch)
+        assert progs["sys_switch"].get("tail_call_of") == off[0]["name"], progs
+        assert progs["sys_switch"]["runs"] == 0, progs
+        assert "tail call" in summary["ebpf"]["scope"]["syscalls"], summary["ebpf"]["scope"]
+    else:
+        assert sum(x["runs"] for x in sys_) > 0, progs
+    # the syscall collector ran all the same: the fsyncs are there
+    assert summary["ebpf"]["slow_syscall_events"] > 0, summary["ebpf"]
     assert "cpu_sample" in progs, progs
     # a context switch at least for every off-CPU record the window kept
-    summary = load_summary(out)
     assert off[0]["runs"] >= summary["ebpf"]["offcpu_events"], (off, summary["ebpf"]["offcpu_events"])
     # the targets' CPU: within what the test itself read around the window
     assert 0 < c["targets_cpu_s"] <= after - before + 0.02, (c["targets_cpu_s"], before, after)
@@ -83,6 +93,26 @@ def test_window_cost_in_summary_and_report(procs, tmp_path):
                   r'([0-9.]+) s of CPU in the ([0-9.]+) s window \((\d+) runs', html)
     assert m, html[:3000]
     assert abs(float(m.group(1)) - c["bpf_ns"] / 1e9) < 0.001 and int(m.group(3)) == c["bpf_runs"]
+
+
+def test_syscalls_alone_run_their_own_switch_program(procs, tmp_path):
+    """Without the off-CPU collector there is no program to chain to: the syscall collector's
+    sched_switch program is attached and runs, counted under its own name."""
+    require_root()
+    p, _ = procs.start([BLOCKING, "--dir", str(tmp_path), "--seconds", "120"], ready="ready")
+    out = tmp_path / "out"
+    r = subprocess.run([AIPROF, "profile", "--pid", str(p.pid), "-d", "2s", "--collectors",
+                        "cpu,syscalls", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = load_summary(out)
+    progs = {x["name"]: x for x in s["ebpf"]["cost"]["programs"]}
+    if "sys_switch" not in progs:
+        import pytest
+        pytest.skip("syscalls in trace mode here (no bpf_task_work)")
+    assert progs["sys_switch"]["runs"] > 0 and "tail_call_of" not in progs["sys_switch"], progs
+    assert not any(n.startswith("offcpu_switch") for n in progs), progs
+    assert "tail call" not in s["ebpf"]["scope"]["syscalls"]
+    assert s["ebpf"]["slow_syscall_events"] > 0, s["ebpf"]
 
 
 def test_cost_not_measured_says_why_and_the_window_goes_on(procs, tmp_path):
