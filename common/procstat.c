@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "procstat.h"
+#include "readfile.h"
 
 /* The last ')' of the line (the name's end), or NULL. */
 static const char *name_end(const char *stat, size_t len)
@@ -60,4 +64,53 @@ int procstat_exit_status(const char *stat, size_t len)
 	if (field_u64(stat, len, 52, &v) < 0 || v > 0xffff)
 		return -1;      /* not a wait(2) status */
 	return (int)v;
+}
+
+const char *procstatus_value(const char *text, size_t len, const char *key, size_t *ret_len)
+{
+	size_t klen = strlen(key);
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *eol = nl ? nl : end;
+
+		if ((size_t)(eol - p) > klen && memcmp(p, key, klen) == 0 && p[klen] == ':') {
+			const char *v = p + klen + 1;
+
+			while (v < eol && (*v == ' ' || *v == '\t'))
+				v++;
+			*ret_len = (size_t)(eol - v);
+			return v;
+		}
+		p = eol + 1;
+	}
+	return NULL;
+}
+
+int procstatus_number(pid_t pid, const char *key, int base, long long *ret)
+{
+	char path[64], buf[4096], num[32], *endp;
+	const char *v;
+	size_t vlen, n = 0;
+	ssize_t got;
+	long long x;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	got = readfile_buf(path, buf, sizeof(buf));
+	if (got < 0)
+		return got == -ENOENT ? -ESRCH : (int)got;
+	v = procstatus_value(buf, (size_t)got, key, &vlen);
+	if (!v)
+		return -ENODATA;
+	while (n < vlen && n + 1 < sizeof(num) && v[n] != ' ' && v[n] != '\t') {
+		num[n] = v[n];
+		n++;
+	}
+	num[n] = 0;
+	errno = 0;
+	x = strtoll(num, &endp, base);
+	if (!n || endp == num || errno)
+		return -ENODATA;
+	*ret = x;
+	return 0;
 }

@@ -2,13 +2,15 @@
 /*
  * /proc/PID/stat, the fields aiprof reads from a line whose process name (field 2, in
  * parentheses) is the target's to choose: it may hold spaces, parentheses and newlines, so
- * fields are counted from the last ')'.
+ * fields are counted from the last ')'. And /proc/PID/status, "Key:\tvalue" lines (the
+ * kernel escapes a newline in the name, so a key is only ever at a line's start).
  */
 #ifndef AIPROF_PROCSTAT_H
 #define AIPROF_PROCSTAT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * The exit status (field 52, as wait(2) gives it) of a process whose stat line is
@@ -22,5 +24,19 @@ int procstat_exit_status(const char *stat, size_t len);
  * sysconf(_SC_CLK_TCK)), into *ret: 0, or -1 for a line that does not parse. Pure.
  */
 int procstat_cpu_ticks(const char *stat, size_t len, uint64_t *ret);
+
+/*
+ * The value of "key:" in the status text text[0..len): a pointer to its first character
+ * after the blanks, and in *ret_len its length up to the line's end; NULL when no line
+ * starts with it. Pure: tests/fuzz/fuzz_procstat.c.
+ */
+const char *procstatus_value(const char *text, size_t len, const char *key, size_t *ret_len);
+
+/*
+ * The number at the start of "key:" of /proc/PID/status (the first one, where there are
+ * several: Uid, NSpid), in base 10 or 16, into *ret. 0; -ESRCH: no such process; -ENODATA:
+ * no such key or no number there; or another -errno of reading it.
+ */
+int procstatus_number(pid_t pid, const char *key, int base, long long *ret);
 
 #endif

@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "procstat.h"
+#include "readfile.h"
 #include "ring.h"
 #include "timeutil.h"
 #include "target/python.h"
@@ -34,36 +36,26 @@ struct session {
 
 static int ns_pid_of(pid_t pid, pid_t *ret)
 {
-	char path[64], line[256];
-	FILE *f;
-	int r = -ENOENT;
+	char path[64], buf[4096];
+	const char *v, *last = NULL;
+	size_t len;
+	ssize_t got;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "NSpid:", 6) == 0) {
-			char *p = line + 6, *last = NULL, *tok;
-
-			/* the last field is the pid in the innermost namespace */
-			for (tok = p; *tok;) {
-				while (*tok == ' ' || *tok == '\t')
-					tok++;
-				if (*tok >= '0' && *tok <= '9')
-					last = tok;
-				while (*tok && *tok != ' ' && *tok != '\t')
-					tok++;
-			}
-			if (last) {
-				*ret = (pid_t)strtol(last, NULL, 10);
-				r = 0;
-			}
-			break;
-		}
-	}
-	fclose(f);
-	return r;
+	got = readfile_buf(path, buf, sizeof(buf));
+	if (got < 0)
+		return (int)got;
+	v = procstatus_value(buf, (size_t)got, "NSpid", &len);
+	if (!v)
+		return -ENOENT;
+	/* the last field is the pid in the innermost namespace */
+	for (size_t i = 0; i < len; i++)
+		if (v[i] >= '0' && v[i] <= '9' && (i == 0 || v[i - 1] == ' ' || v[i - 1] == '\t'))
+			last = v + i;
+	if (!last)
+		return -ENOENT;
+	*ret = (pid_t)strtol(last, NULL, 10);
+	return 0;
 }
 
 static int try_map_ring(pid_t pid, const char *fdname, pid_t nspid, struct session **ret)

@@ -53,6 +53,7 @@
 #include "jsonw.h"
 #include "log.h"
 #include "procmaps.h"
+#include "procstat.h"
 #include "targetfile.h"
 #include "timeutil.h"
 #include "uprobes.h"
@@ -275,27 +276,14 @@ void perf_raise_nofile(void)
 
 static int read_tgid(pid_t pid, pid_t *ret)
 {
-	char path[64], line[256];
-	FILE *f;
-	int r = -ESRCH;
+	long long v;
+	int r = procstatus_number(pid, "Tgid", 10, &v);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "Tgid:", 5) == 0) {
-			long v = strtol(line + 5, NULL, 10);
-
-			if (v > 0) {
-				*ret = (pid_t)v;
-				r = 0;
-			}
-			break;
-		}
-	}
-	fclose(f);
-	return r;
+	if (r == 0 && v <= 0)
+		r = -ESRCH;
+	if (r == 0)
+		*ret = (pid_t)v;
+	return r == -ENODATA ? -ESRCH : r;
 }
 
 static int links_push(struct uprobe_session *s, struct bpf_link *l, int fd, bool ret,

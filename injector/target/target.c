@@ -21,19 +21,12 @@
 
 #define CAP_SYS_PTRACE_BIT 19
 
-/* The value of "Key:" in /proc/PID/status, or -1. */
+/* The number of "Key:" in /proc/PID/status, or -1. */
 static long long status_field(pid_t pid, const char *key, int base)
 {
-	char path[64], buf[4096], *p;
-	size_t klen = strlen(key);
+	long long v;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (readfile_buf(path, buf, sizeof(buf)) < 0)
-		return -1;
-	for (p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, key, klen) == 0 && p[klen] == ':')
-			return strtoll(p + klen + 1, NULL, base);
-	return -1;
+	return procstatus_number(pid, key, base, &v) == 0 ? v : -1;
 }
 
 static char process_state(pid_t pid)

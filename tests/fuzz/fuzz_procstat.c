@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for procstat_exit_status(): a /proc/PID/stat line whose process name the
- * target chose. The answer is a wait(2) status or -1, never a read past the line.
- * FUZZ_SOURCES: common/procstat.c
+ * libFuzzer target for procstat_exit_status() and procstat_cpu_ticks(): a /proc/PID/stat
+ * line whose process name the target chose. The answer is a wait(2) status or -1, never a
+ * read past the line. And procstatus_value() on the same bytes as a /proc/PID/status text:
+ * a value inside the text, on the line of its key.
+ * FUZZ_SOURCES: common/procstat.c common/readfile.c
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +30,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t t = 12345;
 
 		CHECK(procstat_cpu_ticks(copy, size, &t) == 0 || t == 12345);
+	}
+	{
+		static const char *const keys[] = { "Tgid", "NSpid", "VmLib", "Name", "" };
+
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			size_t len = 0;
+			const char *val = procstatus_value(copy, size, keys[k], &len);
+
+			CHECK(!val || (val > copy && val + len <= copy + size &&
+				       !memchr(val, '\n', len)));
+		}
 	}
 	free(copy);
 	return 0;

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* common/procstat.c: fields of a /proc/PID/stat line whose name the process chose. */
+/* common/procstat.c: fields of a /proc/PID/stat line whose name the process chose, and of
+ * /proc/PID/status. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +82,51 @@ static void test_exit_status_of_a_zombie_only(void **state)
 	assert_int_equal(procstat_exit_status(buf, strlen(buf)), -1);
 }
 
+static void test_status_value_only_at_a_line_start(void **state)
+{
+	/* the name is the process's to choose: the kernel escapes its newline, but a key in
+	 * it must not match, nor a key that only begins with the one asked for */
+	const char text[] = "Name:\tTgid: 666 VmLib: 1\nUmask:\t0022\nTgidX:\t5\nTgid:\t4242\n"
+			    "NSpid:\t4242\t7\nVmExe:\t  2800 kB\nVmLib";
+	const char *v;
+	size_t len = 0;
+
+	(void)state;
+	v = procstatus_value(text, strlen(text), "Tgid", &len);
+	assert_non_null(v);
+	assert_int_equal(len, 4);
+	assert_memory_equal(v, "4242", 4);
+	v = procstatus_value(text, strlen(text), "NSpid", &len);
+	assert_non_null(v);
+	assert_int_equal(len, 6);
+	v = procstatus_value(text, strlen(text), "VmExe", &len);
+	assert_non_null(v);
+	assert_memory_equal(v, "2800 kB", 7);
+	/* a last line without ':' or a newline, and a key not there */
+	assert_null(procstatus_value(text, strlen(text), "VmLib", &len));
+	assert_null(procstatus_value(text, strlen(text), "Uid", &len));
+	/* the text ends inside the key's value: up to the end */
+	v = procstatus_value(text, 24, "Name", &len);
+	assert_non_null(v);
+	assert_int_equal(len, 18);
+}
+
+static void test_status_number_of_this_process(void **state)
+{
+	long long v = -5;
+
+	(void)state;
+	assert_int_equal(procstatus_number(getpid(), "Tgid", 10, &v), 0);
+	assert_int_equal(v, getpid());
+	assert_int_equal(procstatus_number(getpid(), "CapEff", 16, &v), 0);
+	assert_true(v >= 0);
+	v = -5;
+	assert_int_equal(procstatus_number(getpid(), "NoSuchKey", 10, &v), -ENODATA);
+	assert_int_equal(procstatus_number(getpid(), "Name", 10, &v), -ENODATA);
+	assert_int_equal(v, -5);
+	assert_int_equal(procstatus_number(-1, "Tgid", 10, &v), -ESRCH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -87,6 +134,8 @@ int main(void)
 		cmocka_unit_test(test_cpu_ticks_refuses_what_does_not_parse),
 		cmocka_unit_test(test_cpu_ticks_of_this_process_grow),
 		cmocka_unit_test(test_exit_status_of_a_zombie_only),
+		cmocka_unit_test(test_status_value_only_at_a_line_start),
+		cmocka_unit_test(test_status_number_of_this_process),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
