@@ -639,13 +639,21 @@ void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, 
 
 bool ebpf_kernel_has_task_work(const char *btf_path)
 {
-	struct btf *btf = btf_path ? btf__parse(btf_path, NULL) : btf__load_vmlinux_btf();
-	bool has;
+	/* the running kernel's answer, once: a parse of its BTF is ~6 ms of CPU, and two
+	 * collectors ask */
+	static int running_has = -1;
+	struct btf *btf;
+	int has = btf_path ? -1 : __atomic_load_n(&running_has, __ATOMIC_RELAXED);
 
+	if (has >= 0)
+		return has;
+	btf = btf_path ? btf__parse(btf_path, NULL) : btf__load_vmlinux_btf();
 	if (!btf)
 		return false;
 	has = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) > 0;
 	btf__free(btf);
+	if (!btf_path)
+		__atomic_store_n(&running_has, has, __ATOMIC_RELAXED);
 	return has;
 }
 

@@ -12,6 +12,7 @@
 #include "elfsym.h"
 #include "event.h"
 #include "procmaps.h"
+#include "procstat.h"
 #include "targetfile.h"
 #include "timeutil.h"
 #include "u64map.h"
@@ -43,6 +44,9 @@ struct proc_symbolizer {
 	struct symbolizer *z;
 	struct maps *maps;
 	uint64_t last_refresh_ns;
+	long long code_kb;        /* VmExe + VmLib as maps was read (-1: unknown): the size of
+				   * its executable file mappings, which a library loaded since
+				   * changes */
 	struct map_state *ms;
 	size_t nms, capms;
 	struct u64map by_start;   /* entry start -> index into ms */
@@ -110,6 +114,18 @@ const struct ksyms *symbolizer__ksyms(struct symbolizer *z)
 	return z->ks;
 }
 
+/* pid's VmExe + VmLib (kB): read before its maps, so that a mapping added between the two
+ * reads shows as a change next time; -1 when unknown (then every look reads the maps) */
+static long long code_kb_of(pid_t pid)
+{
+	long long exe, lib;
+
+	if (procstatus_number(pid, "VmExe", 10, &exe) < 0 ||
+	    procstatus_number(pid, "VmLib", 10, &lib) < 0)
+		return -1;
+	return exe + lib;
+}
+
 int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **ret)
 {
 	struct proc_symbolizer *ps, **nv;
@@ -120,6 +136,7 @@ int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **r
 		return -ENOMEM;
 	ps->pid = pid;
 	ps->z = z;
+	ps->code_kb = code_kb_of(pid);
 	r = maps__read(pid, &ps->maps);
 	if (r < 0) {
 		free(ps);
@@ -312,6 +329,7 @@ static void copy_name(const char *raw, char *buf, size_t len)
 int proc_symbolizer__reread(struct proc_symbolizer *ps)
 {
 	struct maps *nm;
+	long long code_kb = code_kb_of(ps->pid);
 	int r = maps__read(ps->pid, &nm);
 
 	if (r < 0)
@@ -321,17 +339,34 @@ int proc_symbolizer__reread(struct proc_symbolizer *ps)
 	ps->nms = 0;
 	u64map_clear(&ps->by_start);
 	ps->last_refresh_ns = now_monotonic_ns();
+	ps->code_kb = code_kb;
 	return 0;
 }
 
-/* The mapping of addr; a library loaded since the last look is found by re-reading the
- * maps, at most every 200 ms. NULL if none. */
+/*
+ * The mapping of addr; a library loaded since the last look is found by re-reading the
+ * maps, at most every 200 ms, and only when the process's executable mappings changed in
+ * size since (its status, a few counters: its maps of a PyTorch process are thousands of
+ * lines, each path walked by the kernel, and an address in no mapping — a frame pointer
+ * walk gone astray — is common). NULL if none.
+ */
 static const struct maps_entry *entry_of(struct proc_symbolizer *ps, uint64_t addr)
 {
 	const struct maps_entry *e = maps__find_addr(ps->maps, addr);
+	uint64_t now;
+	long long code_kb;
 
-	if (!e && now_monotonic_ns() - ps->last_refresh_ns >= REFRESH_MIN_NS &&
-	    proc_symbolizer__reread(ps) == 0)
+	if (e)
+		return e;
+	now = now_monotonic_ns();
+	if (now - ps->last_refresh_ns < REFRESH_MIN_NS)
+		return NULL;
+	code_kb = code_kb_of(ps->pid);
+	if (code_kb >= 0 && code_kb == ps->code_kb) {
+		ps->last_refresh_ns = now;      /* nothing new to find */
+		return NULL;
+	}
+	if (proc_symbolizer__reread(ps) == 0)
 		e = maps__find_addr(ps->maps, addr);
 	return e;
 }
