@@ -64,10 +64,11 @@ struct {
 #endif
 
 /*
- * The program that runs after this one at each context switch, by a tail call: the syscall
- * collector's switch half (sys_switch), put here by user space when both run, so that a
- * switch pays for one sched_switch program, not two (the tracepoint's dispatch, the
- * kernel's statistics around each run). Empty: the tail call does nothing.
+ * The program that runs after this one at a target thread's context switch, by a tail call:
+ * the syscall collector's switch half (sys_switch), put here by user space when both run,
+ * so that a switch pays for one sched_switch program, not two (the tracepoint's dispatch,
+ * the kernel's statistics around each run), and another process's switch for neither's
+ * second filter. Empty: the tail call does nothing.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -265,8 +266,10 @@ static __always_inline void emit_at_site(struct task_struct *t, struct offcpu_ta
 	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
 }
 
+/* prev_target, next_target: whether prev and next are target threads (is_target) */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, bool task_work)
+				     struct task_struct *next, bool prev_target, bool next_target,
+				     bool task_work)
 {
 	struct offcpu_task *s;
 	struct offcpu_total *tot;
@@ -279,7 +282,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		return 0;
 	/* prev: a long sleep it woke from and has not been recorded (it slept again in the
 	 * same syscall, say) is recorded now, in its context; then a new sleep begins */
-	state = preempt || !is_target(prev->tgid) ? 0 : task_state(prev) & 0xff;
+	state = preempt || !prev_target ? 0 : task_state(prev) & 0xff;
 	if (state) {
 		s = bpf_task_storage_get(&offcpu_task, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s) {
@@ -304,7 +307,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	}
 	/* next: only target threads that slept have storage; the filter first spares every
 	 * other switch a helper call */
-	if (!is_target(next->tgid))
+	if (!next_target)
 		return 0;
 	s = bpf_task_storage_get(&offcpu_task, next, NULL, 0);
 	if (!s || !s->ts || s->woke)
@@ -368,8 +371,12 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 SEC("tp_btf/sched_switch")
 int BPF_PROG(offcpu_switch_tw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(ctx, preempt, prev, next, true);
-	bpf_tail_call(ctx, &switch_next, 0);
+	bool pt = is_target(prev->tgid), nt = is_target(next->tgid);
+
+	on_switch(ctx, preempt, prev, next, pt, nt, true);
+	/* the next collector's half: only for a switch of a target's thread */
+	if (pt || nt)
+		bpf_tail_call(ctx, &switch_next, 0);
 	return 0;
 }
 
@@ -377,8 +384,11 @@ int BPF_PROG(offcpu_switch_tw, bool preempt, struct task_struct *prev, struct ta
 SEC("tp_btf/sched_switch")
 int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(ctx, preempt, prev, next, false);
-	bpf_tail_call(ctx, &switch_next, 0);
+	bool pt = is_target(prev->tgid), nt = is_target(next->tgid);
+
+	on_switch(ctx, preempt, prev, next, pt, nt, false);
+	if (pt || nt)
+		bpf_tail_call(ctx, &switch_next, 0);
 	return 0;
 }
 

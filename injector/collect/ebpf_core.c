@@ -236,7 +236,10 @@ static uint64_t user_frame(struct ebpf *e, struct ebpf_tdata *td, uint64_t addr)
 		v |= UC_EVAL;
 	if ((flags & USYM_NAMED) && is_thread_root(name))
 		v |= UC_ROOT;
-	if (u64map_put(&td->ucache, addr, v) < 0)
+	/* an address in no mapping is not kept: a library mapped since is found when the
+	 * symbolizer reads the maps again (at most every 200 ms), and its hot addresses must
+	 * not stay unknown for the rest of the window */
+	if ((flags & USYM_MAPPED) && u64map_put(&td->ucache, addr, v) < 0)
 		return UINT64_MAX;
 	return v;
 }

@@ -17,7 +17,7 @@ import tempfile
 
 import pytest
 
-from conftest import (BUILD, ROOT, TRAINER, events, load_summary, load_timeline, require_root,
+from conftest import (AIPROF, BUILD, ROOT, TRAINER, events, load_summary, load_timeline, require_root,
                       run_aiprof, start_trainer)
 
 WORKLOADS = os.path.join(BUILD, "tests", "workloads")
@@ -180,6 +180,60 @@ def test_python_frames_in_order(procs, tmp_path, name, python):
     assert total >= 10, total
     assert in_order >= 0.9 * total, (in_order, total, st[:5])
     assert merged >= 0.1 * total, (merged, total)
+
+
+LATE_LIB = r"""
+import ctypes, os, random, sys, time
+# a copy of a library python3 does not link (nor ctypes load): a new file, mapped only when
+# loaded; no shutil, whose import loads libz and libbz2
+with open("/lib/x86_64-linux-gnu/libbz2.so.1.0", "rb") as f, open(sys.argv[1], "wb") as g:
+    g.write(f.read())
+print("ready pid=%d" % os.getpid(), flush=True)
+while not os.path.exists(sys.argv[2]):   # on the CPU until told: the window's first stacks
+    sum(range(1000))
+lib = ctypes.CDLL(sys.argv[1])
+data = bytes(random.getrandbits(8) for _ in range(1 << 18))
+out, n = ctypes.create_string_buffer(len(data) * 2 + 600), ctypes.c_uint()
+end = time.time() + 60
+while time.time() < end:
+    n.value = len(out)
+    lib.BZ2_bzBuffToBuffCompress(out, ctypes.byref(n), data, len(data), 9, 0, 30)
+"""
+
+
+def test_library_loaded_in_the_window_is_symbolized(procs, tmp_path):
+    """A library the target loads after the window opened (its addresses in no mapping the
+    symbolizer read at the start) is named in the stacks: the symbolizer reads the maps again
+    when the process's executable mappings changed."""
+    require_root()
+    script, lib, go = tmp_path / "late_lib.py", tmp_path / "libbz2late.so.1", tmp_path / "go"
+    script.write_text(LATE_LIB)
+    p, line = procs.start([sys.executable, str(script), str(lib), str(go)], ready="ready")
+    pid = int(kv(line)["pid"])
+    out = tmp_path / "out"
+    a = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "-d", "4s", "-o", str(out),
+                          "--collectors", "cpu"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    err = []
+    for l in a.stderr:
+        err.append(l)
+        if "recording" in l:
+            go.write_text("")            # the window is open: load it now
+            break
+    err += a.stderr.readlines()
+    assert a.wait(timeout=120) == 0, "".join(err)
+    assert go.exists(), "".join(err)
+    st = folded(out)
+    total = sum(n for _, n in st)
+    # its exported functions by name, the others as [libbz2late.so.1]
+    late = sum(n for frames, n in st if any("BZ2_" in f or "libbz2late" in f for f in frames))
+    bare = sum(n for frames, n in st if len(frames) == 1)
+    print(f"{late}/{total} samples in the library loaded in the window, {bare} with no frames")
+    assert total >= 20, st[:5]
+    # most of the window in it, under load too; an address of it looked up before the maps
+    # were read again (at most 200 ms) is not kept unknown for the rest of the window
+    assert late >= total / 2, (late, total, sorted(st, key=lambda x: -x[1])[:4])
+    assert bare <= 30, (bare, total)
 
 
 def test_offcpu_and_slow_syscalls_with_paths_and_bytes(procs, tmp_path, disk_dir):
