@@ -492,6 +492,8 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 			jsonw_kv_str(w, collector_names[c], e->scope[c]);
 	jsonw_obj_close(w);
 	jsonw_kv_uint(w, "cpu_foreign_samples", e->cpu_foreign);
+	/* what chose the sampler's events: per thread, or per CPU past 2,000 a second */
+	jsonw_kv_uint(w, "cpu_target_switches_per_s", e->cpu_switches_per_s);
 	jsonw_kv_uint(w, "frequency_hz", e->opts.frequency_hz);
 	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
 	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);

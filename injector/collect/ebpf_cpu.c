@@ -22,12 +22,26 @@
 #include "cpu.skel.h"
 #include "ebpf_internal.h"
 #include "log.h"
+#include "readfile.h"
+#include "timeutil.h"
 #include "uprobes.h"
 
 /* per-thread events, all targets together; past it, the per-CPU events are cheaper */
 #define CPU_MAX_THREAD_EVENTS 4096
 /* rounds of /proc/PID/task while threads keep appearing before giving up on per-thread */
 #define CPU_THREAD_SCANS 16
+/*
+ * A per-thread cpu-clock event is taken off the CPU and put back at every context switch of
+ * its thread (its timer cancelled and started again): about 1 us of the thread's own CPU a
+ * switch here (a two-thread ping-pong over pipes, ~150,000 switches a second, ran 16%
+ * slower), none of it in the BPF statistics. Targets that switch more than this many times
+ * a second, all their threads together (about 0.2% of a core), get one event per CPU
+ * instead, which costs each CPU of the node a sample's interrupt 99 times a second whatever
+ * runs there. Their rate is measured between the collector's open and its attach, at least
+ * CPU_SWITCH_MEASURE_NS apart.
+ */
+#define CPU_PER_CPU_SWITCHES 2000
+#define CPU_SWITCH_MEASURE_NS (50 * NSEC_PER_MSEC)
 
 /*
  * tid >= 0: that thread, on any CPU, and the threads it starts later (inherit; also the
@@ -55,11 +69,60 @@ static int perf_open(pid_t tid, int cpu, uint32_t freq, bool follow)
 	return fd;
 }
 
+/* The targets' context switches so far: the third field of each thread's schedstat (the
+ * times it was put on a CPU), all threads of all targets */
+static uint64_t targets_switches(const struct ebpf *e)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < e->nt; i++) {
+		char path[64];
+		struct dirent *de;
+		DIR *d;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)e->t[i].pid);
+		d = opendir(path);
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			char p[96], buf[128];
+			unsigned long long run, wait, n;
+
+			if (de->d_name[0] < '0' || de->d_name[0] > '9')
+				continue;
+			snprintf(p, sizeof(p), "/proc/%d/task/%.16s/schedstat", (int)e->t[i].pid,
+				 de->d_name);
+			if (readfile_buf(p, buf, sizeof(buf)) > 0 &&
+			    sscanf(buf, "%llu %llu %llu", &run, &wait, &n) == 3)
+				total += n;
+		}
+		closedir(d);
+	}
+	return total;
+}
+
+/* The targets' switches a second since the collector was opened */
+static uint64_t targets_switch_rate(struct ebpf *e)
+{
+	uint64_t dt = now_monotonic_ns() - e->cpu_sw0_ns, n;
+
+	if (dt < CPU_SWITCH_MEASURE_NS) {
+		sleep_ns(CPU_SWITCH_MEASURE_NS - dt);
+		dt = CPU_SWITCH_MEASURE_NS;
+	}
+	n = targets_switches(e);
+	dt = now_monotonic_ns() - e->cpu_sw0_ns;
+	return n > e->cpu_sw0 && dt ? (uint64_t)((double)(n - e->cpu_sw0) * 1e9 / (double)dt) : 0;
+}
+
 static int ebpf_cpu__open(struct ebpf *e)
 {
 	struct bpf_object_open_opts oo = { .sz = sizeof(oo), .btf_custom_path = e->opts.btf_path };
 	struct cpu_bpf *skel;
 	int fd, r;
+
+	e->cpu_sw0 = targets_switches(e);
+	e->cpu_sw0_ns = now_monotonic_ns();
 
 	/* probe: can we sample at all? (perf_event_paranoid, no perf support in a VM) */
 	fd = perf_open(-1, 0, e->opts.frequency_hz, false);
@@ -247,8 +310,14 @@ static int ebpf_cpu__attach(struct ebpf *e)
 	char reason[160];
 	int r;
 
+	e->cpu_switches_per_s = targets_switch_rate(e);
 	if (force && strcmp(force, "global") == 0) {
 		snprintf(reason, sizeof(reason), "AIPROF_EBPF_CPU_SCOPE=global");
+	} else if (!(force && strcmp(force, "task") == 0) &&
+		   e->cpu_switches_per_s > CPU_PER_CPU_SWITCHES) {
+		snprintf(reason, sizeof(reason), "the targets switch %llu times a second, and an "
+			 "event per thread costs each switch of it ~1 us",
+			 (unsigned long long)e->cpu_switches_per_s);
 	} else {
 		r = cpu_attach_threads(e);
 		if (r == 0) {

@@ -229,6 +229,9 @@ struct ebpf {
 	size_t ncost_base;
 	struct ebpf_cost cost;
 	uint64_t cpu_foreign;             /* sampler runs on a non-target thread (0 when "task") */
+	/* the targets' context switches as the CPU sampler was opened, and a second from then
+	 * to its attach: past CPU_PER_CPU_SWITCHES one event per CPU (ebpf_cpu.c) */
+	uint64_t cpu_sw0, cpu_sw0_ns, cpu_switches_per_s;
 	bool stopped;
 };
 

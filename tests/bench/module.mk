@@ -49,3 +49,10 @@ $(BENCH_DIR)/getppid_loop: $(BUILD)/tests/bench/getppid_loop.o $(BUILD)/libcommo
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
 TEST_PROGRAMS += $(BENCH_DIR)/getppid_loop
+
+# pingpong: two threads passing a byte over pipes, for bench_sampler.py.
+$(BENCH_DIR)/pingpong: $(BUILD)/tests/bench/pingpong.o $(BUILD)/libcommon.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lpthread
+
+TEST_PROGRAMS += $(BENCH_DIR)/pingpong

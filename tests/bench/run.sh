@@ -21,6 +21,8 @@ echo "== what a profile costs real PyTorch jobs (DDP over gloo, DataLoader worke
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py
 echo "== the same with two CPU burners beside the job"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py --burners 2
+echo "== the CPU sampler's events on a target switching ~300,000 times a second: per thread against per CPU"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_sampler.py
 echo "== the CPU sampler against perf record --call-graph dwarf at 99 Hz on real PyTorch jobs: overhead and whole stacks"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_perf.py
 echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"

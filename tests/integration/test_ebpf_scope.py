@@ -57,6 +57,7 @@ def test_cpu_sampler_runs_on_target_threads_only(procs, tmp_path):
     eb = load_summary(out)["ebpf"]
     scope = eb["scope"]
     assert scope["cpu"] == "task", scope
+    assert eb["cpu_target_switches_per_s"] <= 2000, eb["cpu_target_switches_per_s"]
     # the tracepoint collectors cannot be limited to the targets: said, with the reason
     for c in ("offcpu", "syscalls"):
         assert scope[c].startswith("global (") and "tracepoint" in scope[c], scope
@@ -109,6 +110,48 @@ def test_cpu_sampler_fallback_is_global_and_said(procs, tmp_path):
     tl = load_timeline(out)
     assert {e["pid"] for e in tl["traceEvents"]} == {pid}
     assert sum(1 for e in events(tl, "cpu_sample") if e["tid"] == late) >= 50
+
+
+PINGPONG = r"""
+import os, socket, threading
+a, b = socket.socketpair()
+def peer():
+    while True:
+        b.sendall(b.recv(1))
+threading.Thread(target=peer, daemon=True).start()
+print(f"ready pid={os.getpid()}", flush=True)
+while True:
+    a.sendall(b"x")
+    a.recv(1)
+"""
+
+
+def test_cpu_sampler_per_cpu_for_targets_that_switch_a_lot(procs, tmp_path):
+    """Targets that switch thousands of times a second (two threads passing a byte) get one
+    sampler event per CPU: an event per thread would be taken off the CPU and put back at
+    each of their switches, at their own cost. Said, with the rate; forced per thread with
+    AIPROF_EBPF_CPU_SCOPE=task, the rate is measured all the same."""
+    require_root()
+    _, line = procs.start([sys.executable, "-c", PINGPONG], ready="ready")
+    pid = int(line.split("=")[1])
+    got = {}
+    for how, env in (("auto", {}), ("task", {"AIPROF_EBPF_CPU_SCOPE": "task"})):
+        out = tmp_path / how
+        r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out),
+                        "--collectors", "cpu"], env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
+        got[how] = (load_summary(out)["ebpf"], r.stderr, load_timeline(out))
+    eb, err, tl = got["auto"]
+    assert eb["cpu_target_switches_per_s"] > 2000, eb
+    assert eb["scope"]["cpu"].startswith(
+        f"global (the targets switch {eb['cpu_target_switches_per_s']} times a second"), eb["scope"]
+    assert "eBPF cpu: attached for every process on this machine" in err, err
+    # the target's samples are all there, no one else's
+    assert {e["pid"] for e in tl["traceEvents"]} == {pid}
+    assert len(events(tl, "cpu_sample")) >= 50, len(events(tl, "cpu_sample"))
+    eb, err, tl = got["task"]
+    assert eb["scope"]["cpu"] == "task" and eb["cpu_target_switches_per_s"] > 2000, eb
+    assert len(events(tl, "cpu_sample")) >= 50
 
 
 SLEEPER = r"""
