@@ -33,8 +33,8 @@
 /*
  * A per-thread cpu-clock event is taken off the CPU and put back at every context switch of
  * its thread (its timer cancelled and started again): about 1 us of the thread's own CPU a
- * switch here (a two-thread ping-pong over pipes, ~150,000 switches a second, ran 16%
- * slower), none of it in the BPF statistics. Targets that switch more than this many times
+ * switch here (tests/bench/bench_sampler.py: two threads passing a byte over pipes, ~300,000
+ * switches a second, ran 17% slower), none of it in the BPF statistics. Targets that switch more than this many times
  * a second, all their threads together (about 0.2% of a core), get one event per CPU
  * instead, which costs each CPU of the node a sample's interrupt 99 times a second whatever
  * runs there. Their rate is measured between the collector's open and its attach, at least
