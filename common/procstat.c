@@ -87,22 +87,17 @@ const char *procstatus_value(const char *text, size_t len, const char *key, size
 	return NULL;
 }
 
-int procstatus_number(pid_t pid, const char *key, int base, long long *ret)
+int procstatus_text_number(const char *text, size_t len, const char *key, int base,
+			   long long *ret)
 {
-	char path[64], buf[4096], num[32], *endp;
-	const char *v;
-	size_t vlen, n = 0;
-	ssize_t got;
+	char num[32], *endp;
+	const char *v = procstatus_value(text, len, key, &len);
+	size_t n = 0;
 	long long x;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	got = readfile_buf(path, buf, sizeof(buf));
-	if (got < 0)
-		return got == -ENOENT ? -ESRCH : (int)got;
-	v = procstatus_value(buf, (size_t)got, key, &vlen);
 	if (!v)
 		return -ENODATA;
-	while (n < vlen && n + 1 < sizeof(num) && v[n] != ' ' && v[n] != '\t') {
+	while (n < len && n + 1 < sizeof(num) && v[n] != ' ' && v[n] != '\t') {
 		num[n] = v[n];
 		n++;
 	}
@@ -113,4 +108,22 @@ int procstatus_number(pid_t pid, const char *key, int base, long long *ret)
 		return -ENODATA;
 	*ret = x;
 	return 0;
+}
+
+ssize_t procstatus_read(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t got;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	got = readfile_buf(path, buf, size);
+	return got == -ENOENT ? -ESRCH : got;
+}
+
+int procstatus_number(pid_t pid, const char *key, int base, long long *ret)
+{
+	char buf[4096];
+	ssize_t got = procstatus_read(pid, buf, sizeof(buf));
+
+	return got < 0 ? (int)got : procstatus_text_number(buf, (size_t)got, key, base, ret);
 }

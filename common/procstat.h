@@ -32,6 +32,15 @@ int procstat_cpu_ticks(const char *stat, size_t len, uint64_t *ret);
  */
 const char *procstatus_value(const char *text, size_t len, const char *key, size_t *ret_len);
 
+/* The number at the start of "key:" in the status text text[0..len), in base 10 or 16, into
+ * *ret: 0, or -ENODATA (no such key, or no number there). Pure. */
+int procstatus_text_number(const char *text, size_t len, const char *key, int base,
+			   long long *ret);
+
+/* /proc/PID/status into buf (NUL-terminated): its length, or -ESRCH (no such process) or
+ * another -errno */
+ssize_t procstatus_read(pid_t pid, char *buf, size_t size);
+
 /*
  * The number at the start of "key:" of /proc/PID/status (the first one, where there are
  * several: Uid, NSpid), in base 10 or 16, into *ret. 0; -ESRCH: no such process; -ENODATA:

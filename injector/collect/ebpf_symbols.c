@@ -118,10 +118,12 @@ const struct ksyms *symbolizer__ksyms(struct symbolizer *z)
  * reads shows as a change next time; -1 when unknown (then every look reads the maps) */
 static long long code_kb_of(pid_t pid)
 {
+	char buf[4096];
+	ssize_t len = procstatus_read(pid, buf, sizeof(buf));
 	long long exe, lib;
 
-	if (procstatus_number(pid, "VmExe", 10, &exe) < 0 ||
-	    procstatus_number(pid, "VmLib", 10, &lib) < 0)
+	if (len < 0 || procstatus_text_number(buf, (size_t)len, "VmExe", 10, &exe) < 0 ||
+	    procstatus_text_number(buf, (size_t)len, "VmLib", 10, &lib) < 0)
 		return -1;
 	return exe + lib;
 }
@@ -326,10 +328,10 @@ static void copy_name(const char *raw, char *buf, size_t len)
 	free(d);
 }
 
-int proc_symbolizer__reread(struct proc_symbolizer *ps)
+/* ps's maps read again; code_kb: the process's code size read just before */
+static int reread_at(struct proc_symbolizer *ps, long long code_kb)
 {
 	struct maps *nm;
-	long long code_kb = code_kb_of(ps->pid);
 	int r = maps__read(ps->pid, &nm);
 
 	if (r < 0)
@@ -341,6 +343,11 @@ int proc_symbolizer__reread(struct proc_symbolizer *ps)
 	ps->last_refresh_ns = now_monotonic_ns();
 	ps->code_kb = code_kb;
 	return 0;
+}
+
+int proc_symbolizer__reread(struct proc_symbolizer *ps)
+{
+	return reread_at(ps, code_kb_of(ps->pid));
 }
 
 /*
@@ -366,7 +373,7 @@ static const struct maps_entry *entry_of(struct proc_symbolizer *ps, uint64_t ad
 		ps->last_refresh_ns = now;      /* nothing new to find */
 		return NULL;
 	}
-	if (proc_symbolizer__reread(ps) == 0)
+	if (reread_at(ps, code_kb) == 0)
 		e = maps__find_addr(ps->maps, addr);
 	return e;
 }

@@ -2,10 +2,11 @@
 /*
  * libFuzzer target for procstat_exit_status() and procstat_cpu_ticks(): a /proc/PID/stat
  * line whose process name the target chose. The answer is a wait(2) status or -1, never a
- * read past the line. And procstatus_value() on the same bytes as a /proc/PID/status text:
+ * read past the line. And procstatus_value() and procstatus_text_number() on the same bytes as a /proc/PID/status text:
  * a value inside the text, on the line of its key.
  * FUZZ_SOURCES: common/procstat.c common/readfile.c
  */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,8 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			size_t len = 0;
 			const char *val = procstatus_value(copy, size, keys[k], &len);
 
+			long long num = 7;
+
 			CHECK(!val || (val > copy && val + len <= copy + size &&
 				       !memchr(val, '\n', len)));
+			/* a number only where there is a value to read it from */
+			CHECK(procstatus_text_number(copy, size, keys[k], 10, &num) == -ENODATA ?
+			      num == 7 : val != NULL);
 		}
 	}
 	free(copy);
