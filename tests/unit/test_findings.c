@@ -156,6 +156,33 @@ static void test_sync_checkpoint(void **state)
 	synth_free_all(&s);
 }
 
+/* The slow-syscall records of a few of the fsyncs (the rest over the record rate) and an
+ * off-CPU block for each: the off-CPU blocks add up to more, but the top wait is still the
+ * file the records name (it was "fsync" alone in one CI run of four) */
+static void test_sync_checkpoint_top_wait_from_records(void **state)
+{
+	struct synth s;
+	struct wait_list w = { 0 };
+	struct findings *f;
+	const struct finding *x;
+	int i = 0;
+
+	synth_init(&s, 1, T0, T0 + WIN);
+	training(&s, TID);
+	for (uint64_t t = 0; t < WIN; t += 40 * MS, i++) {
+		if (i % 3 == 0)
+			add_wait(&w, TID, T0 + t + 14 * MS + 500000, 5 * MS, WAIT_SYSCALL, "fsync", "/ckpt/model.pt", 0);
+		add_wait(&w, TID, T0 + t + 14 * MS + 600000, 4800000, WAIT_OFFCPU, "fsync", NULL, 'D');
+	}
+	f = run(&s, &w);
+	assert_int_equal(count(f, "SyncCheckpoint", SEV_WARNING), 1);
+	x = &f->v[0];
+	assert_string_equal(ev(x, "top_wait")->s, "fsync /ckpt/model.pt");
+	findings__free(f);
+	wait_list__clear(&w);
+	synth_free_all(&s);
+}
+
 /* the same writes inside the thread's own CUDA sync (it waits for the GPU) do not count;
  * writes to a pipe are not checkpoints; a thread that never launches is not training */
 static void test_sync_checkpoint_negatives(void **state)
@@ -566,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_clean_window),
 		cmocka_unit_test(test_wait_classes),
 		cmocka_unit_test(test_sync_checkpoint),
+		cmocka_unit_test(test_sync_checkpoint_top_wait_from_records),
 		cmocka_unit_test(test_sync_checkpoint_negatives),
 		cmocka_unit_test(test_dataloader_stall),
 		cmocka_unit_test(test_no_waits),
