@@ -122,7 +122,7 @@ static json_t *injector_args(const struct injector_config *cfg,
 	const struct session_spec *sp = &t->s->spec;
 	json_t *a = json_array();
 	char *url = NULL;
-	char hz[16];
+	char hz[16], rate[16];
 	int r = 0;
 
 	if (!a || injspec__output_url(cfg, t->s, kpod__name(t->pod), &url) < 0)
@@ -151,6 +151,15 @@ static json_t *injector_args(const struct injector_config *cfg,
 		snprintf(hz, sizeof(hz), "%u", sp->cpu_hz);
 		r |= add_str(a, "--frequency");
 		r |= add_str(a, hz);
+	}
+	if (sp->record_rate >= 0) {
+		snprintf(rate, sizeof(rate), "%d", (int)sp->record_rate);
+		r |= add_str(a, "--record-rate");
+		r |= add_str(a, rate);
+	}
+	if (sp->budget[0]) {
+		r |= add_str(a, "--budget");
+		r |= add_str(a, sp->budget);
 	}
 	if (sp->method == METHOD_EBPF_ONLY) {
 		r |= add_str(a, "--method");
@@ -214,12 +223,16 @@ static json_t *injector_env(const struct injector_target *t, bool ephemeral)
 
 static json_t *security_context(const struct injector_target *t)
 {
-	/* the least the collectors asked for need: library collectors only -> ptrace alone */
+	/* the least the collectors asked for need: library collectors only -> ptrace alone;
+	 * SYS_ADMIN for eBPF on a kernel without CAP_BPF, and for a budget: the injector keeps
+	 * it by the kernel's BPF statistics, which BPF_ENABLE_STATS turns on with CAP_SYS_ADMIN
+	 * alone (without, the budget is not kept and summary.json says why) */
 	bool ebpf = session__needs_ebpf(t->s);
 	json_t *add = ebpf ? json_pack("[sss]", "SYS_PTRACE", "BPF", "PERFMON") :
 			     json_pack("[s]", "SYS_PTRACE");
 
-	if (add && ebpf && t->need_sys_admin && add_str(add, "SYS_ADMIN")) {
+	if (add && ebpf && (t->need_sys_admin || t->s->spec.budget[0]) &&
+	    add_str(add, "SYS_ADMIN")) {
 		json_decref(add);
 		return NULL;
 	}

@@ -9,7 +9,8 @@
  * through /proc/PID/root and never writes into it), restartPolicy Never, no service-account
  * token, capabilities dropped to SYS_PTRACE, BPF and PERFMON (SYS_PTRACE alone when the
  * session asks for library collectors only; plus SYS_ADMIN for eBPF on a
- * kernel older than 5.8, which has no CAP_BPF/CAP_PERFMON), tolerating every taint, an
+ * kernel older than 5.8, which has no CAP_BPF/CAP_PERFMON, and for eBPF with a
+ * spec.cost.budgetPercent, kept by the kernel's BPF statistics), tolerating every taint, an
  * activeDeadlineSeconds of duration + grace. It runs in the injector namespace (the
  * operator's, where tenants have no verbs) when the session's storage is the admin's or the
  * in-cluster store, labelled
@@ -25,8 +26,8 @@
  *
  * The injector's command line (the contract with injector/, see controller/README.md):
  *   aiprof profile --container-id ID | --container-name NAME  --duration D -o s3://...
- *                  [--match RE] [--collectors LIST] [--frequency HZ] [--method ebpf]
- *                  --termination-log /dev/termination-log
+ *                  [--match RE] [--collectors LIST] [--frequency HZ] [--record-rate N]
+ *                  [--budget PCT] [--method ebpf] --termination-log /dev/termination-log
  */
 #ifndef AIPROF_INJSPEC_H
 #define AIPROF_INJSPEC_H

@@ -209,6 +209,79 @@ static int parse_collectors(struct session *s, const json_t *c)
 	return s->spec.collectors ? 0 : -ENOMEM;
 }
 
+/*
+ * Whether t is a budget spec.cost.budgetPercent may give: digits, an optional fraction, an
+ * optional '%' ("1%", "0.5", "007.50%"), at most SESSION_BUDGET_LEN_MAX characters, from
+ * 0.001 to 100 — the CRD's pattern and rule, a part of what `aiprof profile --budget` takes
+ * (which also reads "1e0" or " 1" through strtod). Exact: no floating point, no locale.
+ */
+static bool budget_percent_ok(const char *t)
+{
+	unsigned long long whole = 0;
+	unsigned thousandths = 0;
+	bool frac_nonzero = false;
+	size_t n = strlen(t), i = 0, digits;
+
+	if (n == 0 || n > SESSION_BUDGET_LEN_MAX)
+		return false;
+	for (digits = 0; t[i] >= '0' && t[i] <= '9'; i++, digits++)
+		whole = whole * 10 + (unsigned)(t[i] - '0');    /* <= 16 digits: no overflow */
+	if (!digits)
+		return false;
+	if (t[i] == '.') {
+		for (i++, digits = 0; t[i] >= '0' && t[i] <= '9'; i++, digits++) {
+			if (digits < 3)
+				thousandths = thousandths * 10 + (unsigned)(t[i] - '0');
+			frac_nonzero |= t[i] != '0';
+		}
+		if (!digits)
+			return false;
+		for (; digits < 3; digits++)
+			thousandths *= 10;
+	}
+	if (t[i] == '%')
+		i++;
+	if (t[i])
+		return false;
+	if (whole > 100 || (whole == 100 && frac_nonzero))
+		return false;
+	return whole > 0 || thousandths > 0;
+}
+
+/* spec.cost: what `aiprof profile --record-rate` and `--budget` get (docs/session-cost-fields.md) */
+static int parse_cost(struct session *s, const json_t *c)
+{
+	struct session_spec *sp = &s->spec;
+	const json_t *rate, *budget;
+
+	if (!c || json_is_null(c))
+		return 0;
+	if (!json_is_object(c))
+		return invalid(s, "spec.cost must be an object such as {recordRate: 100, "
+			       "budgetPercent: \"1%%\"}");
+	rate = json_object_get(c, "recordRate");
+	budget = json_object_get(c, "budgetPercent");
+	if (rate && !json_is_null(rate)) {
+		if (!json_is_integer(rate) || json_integer_value(rate) < 0 ||
+		    json_integer_value(rate) > SESSION_RECORD_RATE_MAX)
+			return invalid(s, "spec.cost.recordRate must be a whole number of records a "
+				       "second per thread from 0 (every record) to %d; leave it out "
+				       "for the injector's default (100)", SESSION_RECORD_RATE_MAX);
+		sp->record_rate = (int32_t)json_integer_value(rate);
+	}
+	if (budget && !json_is_null(budget)) {
+		if (!json_is_string(budget))
+			return invalid(s, "spec.cost.budgetPercent must be a string such as \"1%%\" "
+				       "or \"0.5%%\" (quoted in YAML)");
+		if (!budget_percent_ok(json_string_value(budget)))
+			return invalid(s, "spec.cost.budgetPercent '%.20s' is not a share of the "
+				       "targets' CPU from 0.001%% to 100%%: write it as \"1%%\" or "
+				       "\"0.5%%\"", json_string_value(budget));
+		snprintf(sp->budget, sizeof(sp->budget), "%s", json_string_value(budget));
+	}
+	return 0;
+}
+
 /* --default-s3-*: spec.output.s3 as it would be written; NULL when not set. */
 static json_t *s3_defaults;
 static char s3_defaults_url[1200];
@@ -580,6 +653,7 @@ static int parse_spec(struct session *s, const json_t *spec)
 	int r;
 
 	sp->ttl_s = -1;
+	sp->record_rate = -1;
 	sp->duration_ns = SESSION_DEFAULT_DURATION_NS;
 	snprintf(sp->duration, sizeof(sp->duration), "30s");
 	if (!json_is_object(spec))
@@ -587,6 +661,7 @@ static int parse_spec(struct session *s, const json_t *spec)
 	if ((r = parse_targets(s, json_object_get(spec, "targets"))) < 0 ||
 	    (r = parse_duration(s, json_object_get(spec, "duration"))) < 0 ||
 	    (r = parse_collectors(s, json_object_get(spec, "collectors"))) < 0 ||
+	    (r = parse_cost(s, json_object_get(spec, "cost"))) < 0 ||
 	    (r = parse_injection(s, json_object_get(spec, "injection"))) < 0)
 		return r;
 	r = parse_output(s, json_object_get(spec, "output"));

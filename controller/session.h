@@ -39,6 +39,9 @@ enum inj_method { METHOD_PTRACE = 0, METHOD_EBPF_ONLY };
 
 #define SESSION_DEFAULT_DURATION_NS (30ULL * 1000000000ULL)
 #define SESSION_MAX_DURATION_NS (24ULL * 3600 * 1000000000ULL)
+/* spec.cost, within what `aiprof profile --record-rate` and `--budget` take */
+#define SESSION_RECORD_RATE_MAX 1000000
+#define SESSION_BUDGET_LEN_MAX 16
 
 struct session_s3 {
 	char *endpoint;         /* "https://s3.example.com", or NULL for AWS */
@@ -62,6 +65,10 @@ struct session_spec {
 	char duration[32];      /* as the injector takes it: "30s", "1500ms", "1500000ns" */
 	char *collectors;       /* comma-separated for `aiprof profile --collectors`, or NULL */
 	unsigned cpu_hz;        /* collectors.cpu.frequencyHz, 0 for the default */
+	int32_t record_rate;    /* cost.recordRate for --record-rate: records with stacks per
+	                         * target thread a second (0: every one), -1: not given */
+	char budget[SESSION_BUDGET_LEN_MAX + 1];   /* cost.budgetPercent for --budget, as given
+	                         * ("1%", "0.5"), checked; "" when not given */
 	enum inj_mode mode;
 	enum inj_method method;
 	struct session_s3 s3;

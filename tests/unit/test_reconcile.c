@@ -190,6 +190,18 @@ static bool has_event(const struct reconcile_plan *p, const char *reason)
 	return false;
 }
 
+/* p fails the session with reason (its condition and event) and a message that says
+ * needle, and creates nothing. */
+static void assert_fails_with(const struct reconcile_plan *p, const char *reason,
+			      const char *needle)
+{
+	assert_int_equal(p->n_actions, 0);
+	assert_string_equal(kj_str(p->status, "phase"), "Failed");
+	assert_string_equal(cond_reason(p->status, "Failed"), reason);
+	assert_non_null(strstr(kj_str(p->status, "message"), needle));
+	assert_true(has_event(p, reason));
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -496,11 +508,8 @@ static void test_denied_namespace(void **state)
 	denying.denied_ns = "kube-system,train";
 	in.s = s = session_from(session_json(NULL));
 	assert_int_equal(reconcile__plan(&in, &p), 0);
-	assert_int_equal(p.n_actions, 0);     /* no pod, no ephemeral container */
-	assert_string_equal(kj_str(p.status, "phase"), "Failed");
-	assert_string_equal(cond_reason(p.status, "Failed"), "TargetDenied");
-	assert_non_null(strstr(kj_str(p.status, "message"), "'train' may not be profiled"));
-	assert_true(has_event(&p, "TargetDenied"));
+	/* no pod, no ephemeral container */
+	assert_fails_with(&p, "TargetDenied", "'train' may not be profiled");
 	reconcile_plan__release(&p);
 	session__unref(s);
 }
@@ -813,6 +822,14 @@ static void test_capabilities_follow_collectors(void **state)
 		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
 		{ "{\"collectors\":{\"cpu\":{}},\"injection\":{\"method\":\"EBPFOnly\"}}", false,
 		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
+		/* a budget is kept by the kernel's BPF statistics: BPF_ENABLE_STATS needs it */
+		{ "{\"cost\":{\"budgetPercent\":\"1%\"}}", false,
+		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
+		{ "{\"cost\":{\"budgetPercent\":\"1%\"}}", true,
+		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
+		{ "{\"cost\":{\"recordRate\":10}}", false, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
+		{ "{\"cost\":{\"budgetPercent\":\"1%\"},\"collectors\":{\"cuda\":{}}}", false,
+		  "[\"SYS_PTRACE\"]" },
 	};
 
 	(void)state;
@@ -823,6 +840,126 @@ static void test_capabilities_follow_collectors(void **state)
 			fail_msg("case %zu: %s (wanted %s)", i, got, cases[i].want);
 		free(got);
 	}
+}
+
+/* The injector's args of s for a runc target (node-agent pod) or a Kata one (ephemeral
+ * container), as compact JSON; caller frees. */
+static char *args_of(const struct session *s, bool ephemeral)
+{
+	struct kpod *target = pod("trainer-0", "node-1", ephemeral ? "kata" : NULL, NULL, NULL);
+	struct injector_target t = { .s = s, .pod = target, .container = "trainer",
+				     .container_id = "containerd://abc" };
+	json_t *j = ephemeral ? injspec__ephemeral_container(&cfg.inj, &t) :
+				injspec__node_agent_pod(&cfg.inj, &t);
+	char *dump;
+
+	assert_non_null(j);
+	dump = json_dumps(ephemeral ? json_object_get(j, "args") :
+			  kj_get(json_array_get(kj_get(j, "spec.containers"), 0), "args"),
+			  JSON_COMPACT);
+	json_decref(j);
+	kpod__unref(target);
+	return dump;
+}
+
+/* spec.cost: recordRate and budgetPercent reach `aiprof profile` as --record-rate and
+ * --budget, in both the node-agent pod and the ephemeral container; what the CLI would refuse
+ * (and what the CRD's pattern and rule refuse) is refused here with the field named, and such
+ * a session fails InvalidSpec with nothing created. */
+static void test_session_cost(void **state)
+{
+	static const char *const budgets_ok[] = { "1%", "0.5", "0.5%", "0.001", "0.001%", "100",
+						  "100%", "100.000%", "007.5%", "0.0010",
+						  "99.9999999999%" };
+	static const char *const budgets_bad[] = { "0", "0%", "0.0", "0.000", "0.0009%",
+						   "0.000999999", "100.01", "101%", "1000",
+						   "1e-3", " 1", "1 ", "1%%", "%", "-1", "", "1.",
+						   ".5", "+1", "abc", "1,5", "0x1", "inf", "nan",
+						   "12345678901234567", "1%;touch x", "1\\n" };
+	static const char *const rates_bad[] = { "-1", "1000001", "1.5", "\"100\"", "true",
+						 "2147483648" };
+	struct world w = { .now = T0 + SEC };
+	struct reconcile_plan p;
+	struct kpod *target;
+	struct session *s;
+	char buf[256], *dump;
+
+	(void)state;
+	s = session_from(session_json("{\"cost\":{\"recordRate\":50,\"budgetPercent\":\"0.5%\"},"
+				      "\"collectors\":{\"cpu\":{\"frequencyHz\":49},\"offcpu\":{}}}"));
+	assert_int_equal(s->spec_err, 0);
+	assert_int_equal(s->spec.record_rate, 50);
+	assert_string_equal(s->spec.budget, "0.5%");
+	for (int eph = 0; eph < 2; eph++) {
+		dump = args_of(s, eph);
+		assert_non_null(strstr(dump, "\"--collectors\",\"cpu,offcpu\",\"--frequency\",\"49\","
+					    "\"--record-rate\",\"50\",\"--budget\",\"0.5%\""));
+		free(dump);
+	}
+	session__unref(s);
+
+	/* 0 is "every record", passed on; without cost neither flag (the injector's defaults) */
+	s = session_from(session_json("{\"cost\":{\"recordRate\":0}}"));
+	assert_int_equal(s->spec_err, 0);
+	dump = args_of(s, false);
+	assert_non_null(strstr(dump, "\"--record-rate\",\"0\""));
+	assert_null(strstr(dump, "--budget"));
+	free(dump);
+	session__unref(s);
+	s = session_from(session_json("{\"cost\":{\"recordRate\":1000000,\"budgetPercent\":null}}"));
+	assert_int_equal(s->spec_err, 0);
+	assert_int_equal(s->spec.record_rate, 1000000);
+	assert_string_equal(s->spec.budget, "");
+	session__unref(s);
+	for (int cost = 0; cost < 2; cost++) {
+		s = session_from(session_json(cost ? "{\"cost\":{}}" : NULL));
+		assert_int_equal(s->spec_err, 0);
+		assert_int_equal(s->spec.record_rate, -1);
+		for (int eph = 0; eph < 2; eph++) {
+			dump = args_of(s, eph);
+			assert_null(strstr(dump, "--record-rate"));
+			assert_null(strstr(dump, "--budget"));
+			free(dump);
+		}
+		session__unref(s);
+	}
+
+	for (size_t i = 0; i < sizeof(budgets_ok) / sizeof(budgets_ok[0]); i++) {
+		snprintf(buf, sizeof(buf), "{\"cost\":{\"budgetPercent\":\"%s\"}}", budgets_ok[i]);
+		s = session_from(session_json(buf));
+		if (s->spec_err)
+			fail_msg("budgetPercent '%s' refused: %s", budgets_ok[i], s->spec_msg);
+		assert_string_equal(s->spec.budget, budgets_ok[i]);
+		dump = args_of(s, false);
+		snprintf(buf, sizeof(buf), "\"--budget\",\"%s\"", budgets_ok[i]);
+		assert_non_null(strstr(dump, buf));
+		free(dump);
+		session__unref(s);
+	}
+	for (size_t i = 0; i < sizeof(budgets_bad) / sizeof(budgets_bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "{\"cost\":{\"budgetPercent\":\"%s\"}}", budgets_bad[i]);
+		check_spec_error(buf, "spec.cost.budgetPercent '");
+	}
+	check_spec_error("{\"cost\":{\"budgetPercent\":1}}", "budgetPercent must be a string");
+	check_spec_error("{\"cost\":{\"budgetPercent\":0.5}}", "budgetPercent must be a string");
+	check_spec_error("{\"cost\":{\"budgetPercent\":\"150%\"}}", "from 0.001% to 100%");
+	for (size_t i = 0; i < sizeof(rates_bad) / sizeof(rates_bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "{\"cost\":{\"recordRate\":%s}}", rates_bad[i]);
+		check_spec_error(buf, "spec.cost.recordRate must be a whole number");
+	}
+	check_spec_error("{\"cost\":\"cheap\"}", "spec.cost must be an object");
+	check_spec_error("{\"cost\":[1]}", "spec.cost must be an object");
+
+	/* such a session fails with the message, and nothing is created for its target */
+	w.s = session_from(session_json("{\"cost\":{\"budgetPercent\":\"150%\"}}"));
+	target = pod("trainer-0", "node-1", NULL, NULL, NULL);
+	w.t[0] = (struct target_obs){ .name = "trainer-0", .pod = target, .runtime_handler = "" };
+	w.n = 1;
+	plan(&w, &p);
+	assert_fails_with(&p, "InvalidSpec", "spec.cost.budgetPercent '150%'");
+	reconcile_plan__release(&p);
+	kpod__unref(target);
+	session__unref(w.s);
 }
 
 /* No S3 anywhere, and the controller has a store: the injector pod sends its artifacts to it,
@@ -2098,6 +2235,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_session_spec),
+		cmocka_unit_test(test_session_cost),
 		cmocka_unit_test(test_denied_namespace),
 		cmocka_unit_test(test_injector_ours),
 		cmocka_unit_test(test_merge_ours),
