@@ -36,6 +36,7 @@ static __always_inline void fill(struct bpf_perf_event_data *ctx, struct cpu_sam
 	e->st.kstack_bytes = bpf_get_stack(ctx, e->st.kips, sizeof(e->st.kips), 0);
 	e->st.ustack_bytes = bpf_get_stack(ctx, e->st.uips, sizeof(e->st.uips), BPF_F_USER_STACK);
 	e->st.py_frames = 0;
+	e->st.py_cut = 0;
 	e->st.py_status = EBPF_PY_ST_NONE;
 	if (want_python)
 		py_walk(&e->st, id >> 32, (__u32)id);

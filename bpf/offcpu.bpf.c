@@ -150,6 +150,7 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 	e->st.kstack_bytes = s->kstack_bytes;
 	bpf_probe_read_kernel(e->st.kips, sizeof(e->st.kips), s->kips);
 	e->st.py_frames = 0;
+	e->st.py_cut = 0;
 	e->st.py_status = EBPF_PY_ST_NONE;
 	if (user_stack && in_task_work) {
 		/* no program context here: the current task's own user stack */

@@ -73,41 +73,79 @@ static __always_inline bool py_innermost(__u32 tgid, __u32 tid, const struct py_
 	return true;
 }
 
-/* Fills st->py*; leaves them zero (EBPF_PY_ST_NONE) for a thread that is not Python's. */
+struct py_walk_ctx {
+	struct ebpf_stacks *st;
+	const struct py_offsets *o;
+	__u8 *buf;
+	__u64 frame;              /* the next frame to read; 0: the walk reached the bottom */
+	__u32 n;                  /* frames read */
+	bool error;
+};
+
+/* bpf_loop's step: frame i into its slot (the inner ones, then the ring of outer ones) */
+static int py_walk_step(__u32 i, void *arg)
+{
+	struct py_walk_ctx *c = arg;
+	const struct py_offsets *o = c->o;
+	struct ebpf_py_frame *f;
+	__u64 flags;
+	__u32 slot;
+
+	if (!c->frame)
+		return 1;
+	if (bpf_probe_read_user(c->buf, PY_FRAME_READ, (const void *)c->frame) < 0) {
+		c->error = true;
+		return 1;
+	}
+	slot = i < EBPF_PY_INNER ? i : EBPF_PY_INNER + ((i - EBPF_PY_INNER) & (EBPF_PY_OUTER - 1));
+	barrier_var(slot);        /* the bound below for the verifier, which the compiler drops */
+	if (slot >= EBPF_PY_MAX)
+		return 1;
+	f = &c->st->py[slot];
+	flags = (__u64)py_load8(c->buf, o->fr_owner) << EBPF_PY_OWNER_SHIFT;
+	if (o->fr_is_entry != PY_OFF_NONE)
+		flags |= (__u64)(py_load8(c->buf, o->fr_is_entry) & 1) << EBPF_PY_ENTRY_SHIFT;
+	f->code = py_load64(c->buf, o->fr_code) & o->code_mask;
+	f->instr_flags = (py_load64(c->buf, o->fr_instr) & EBPF_PY_INSTR_MASK) | flags;
+	c->frame = py_load64(c->buf, o->fr_previous);
+	c->n = i + 1;
+	return 0;
+}
+
+/*
+ * Fills st->py*; leaves them zero (EBPF_PY_ST_NONE) for a thread that is not Python's. Walks
+ * up to EBPF_PY_WALK_MAX frames and keeps the innermost and the outermost ones (a flame
+ * graph needs its root); the count of those between is py_cut. A kernel without bpf_loop
+ * (before 5.17) walks EBPF_PY_MAX frames, and a deeper stack is EBPF_PY_ST_TRUNCATED.
+ */
 static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 tid)
 {
-	const struct py_offsets *o;
-	__u64 frame;
+	struct py_walk_ctx c = { .st = st };
 	__u32 i;
-	__u8 *buf;
 
-	if (!py_innermost(tgid, tid, &o, &buf, &frame))
+	if (!py_innermost(tgid, tid, &c.o, &c.buf, &c.frame))
 		return;
-	if (!frame) {
+	if (!c.frame) {
 		st->py_status = EBPF_PY_ST_NO_FRAME;
 		return;
 	}
 	st->py_status = EBPF_PY_ST_OK;
-	for (i = 0; i < EBPF_PY_MAX; i++) {
-		__u64 code, instr, flags;
-
-		if (!frame)
-			break;
-		if (bpf_probe_read_user(buf, PY_FRAME_READ, (const void *)frame) < 0) {
-			st->py_status = EBPF_PY_ST_READ_ERROR;
-			break;
-		}
-		code = py_load64(buf, o->fr_code) & o->code_mask;
-		instr = py_load64(buf, o->fr_instr) & EBPF_PY_INSTR_MASK;
-		flags = (__u64)py_load8(buf, o->fr_owner) << EBPF_PY_OWNER_SHIFT;
-		if (o->fr_is_entry != PY_OFF_NONE)
-			flags |= (__u64)(py_load8(buf, o->fr_is_entry) & 1) << EBPF_PY_ENTRY_SHIFT;
-		st->py[i].code = code;
-		st->py[i].instr_flags = instr | flags;
-		frame = py_load64(buf, o->fr_previous);
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop)) {
+		bpf_loop(EBPF_PY_WALK_MAX, py_walk_step, &c, 0);
+	} else {
+		for (i = 0; i < EBPF_PY_MAX; i++)
+			if (py_walk_step(i, &c))
+				break;
 	}
-	st->py_frames = i;
-	if (i == EBPF_PY_MAX && frame)
+	if (c.n > EBPF_PY_MAX) {
+		st->py_frames = EBPF_PY_MAX;
+		st->py_cut = c.n - EBPF_PY_MAX;
+	} else {
+		st->py_frames = c.n;
+	}
+	if (c.error)
+		st->py_status = EBPF_PY_ST_READ_ERROR;
+	else if (c.frame)
 		st->py_status = EBPF_PY_ST_TRUNCATED;
 }
 

@@ -11,7 +11,11 @@
 
 #define EBPF_KSTACK_MAX 48      /* kernel frames kept per stack */
 #define EBPF_USTACK_MAX 96      /* user (native) frames kept per stack */
-#define EBPF_PY_MAX     64      /* Python frames kept per stack */
+#define EBPF_PY_MAX     64      /* Python frames kept per stack: */
+#define EBPF_PY_INNER   48      /* the innermost ones, then */
+#define EBPF_PY_OUTER   16      /* the outermost ones (a power of two), the root's side */
+#define EBPF_PY_WALK_MAX 1024   /* frames walked at most (the frames between the inner and
+				 * outer ones are counted, not kept) */
 #define EBPF_MAX_TARGETS 1024   /* processes (tgids) one session can watch */
 #define EBPF_TARGET_SLOTS 16384 /* slots of the target filter, a power of two */
 #define EBPF_TARGET_PROBES 8    /* a target sits at most this many slots after tgid's own */
@@ -66,7 +70,8 @@ struct ebpf_py_frame {
 enum ebpf_py_status {
 	EBPF_PY_ST_NONE = 0,          /* not a Python thread (or Python not enabled) */
 	EBPF_PY_ST_OK = 1,            /* frames read up to the bottom of the stack */
-	EBPF_PY_ST_TRUNCATED = 2,     /* more frames than EBPF_PY_MAX */
+	EBPF_PY_ST_TRUNCATED = 2,     /* more frames than EBPF_PY_WALK_MAX: the outer ones
+				       * kept are not the outermost */
 	EBPF_PY_ST_READ_ERROR = 3,    /* a frame could not be read: stopped there */
 	EBPF_PY_ST_NO_FRAME = 4,      /* Python thread outside any Python code */
 };
@@ -74,7 +79,11 @@ enum ebpf_py_status {
 struct ebpf_stacks {
 	__s32 kstack_bytes;       /* bpf_get_stack() result: bytes of kips, or -errno */
 	__s32 ustack_bytes;       /* same, for uips */
-	__u32 py_frames;          /* entries of py used, innermost first */
+	/* entries of py used: innermost first, up to EBPF_PY_INNER; with py_cut > 0 the
+	 * EBPF_PY_OUTER outermost frames walked follow in a ring, the innermost of them at
+	 * py[EBPF_PY_INNER + py_cut % EBPF_PY_OUTER] */
+	__u16 py_frames;
+	__u16 py_cut;             /* frames walked between the inner and the outer ones */
 	__u32 py_status;          /* enum ebpf_py_status */
 	__u64 kips[EBPF_KSTACK_MAX];
 	__u64 uips[EBPF_USTACK_MAX];
@@ -118,6 +127,8 @@ struct ebpf_ucopy {
 
 _Static_assert(sizeof(struct ebpf_rec_hdr) == 40, "ebpf_rec_hdr layout");
 _Static_assert(sizeof(struct ebpf_py_frame) == 16, "ebpf_py_frame layout");
+_Static_assert(EBPF_PY_INNER + EBPF_PY_OUTER == EBPF_PY_MAX &&
+	       !(EBPF_PY_OUTER & (EBPF_PY_OUTER - 1)), "Python frame slots");
 _Static_assert(sizeof(struct ebpf_stacks) == EBPF_STACKS_SIZE, "ebpf_stacks layout");
 _Static_assert(sizeof(struct ebpf_ucopy) == EBPF_UCOPY_HDR + EBPF_UCOPY_MAX, "ebpf_ucopy layout");
 

@@ -66,6 +66,7 @@ int dump_task(struct bpf_iter__task *ctx)
 	d->last_arrival = BPF_CORE_READ(t, sched_info.last_arrival);
 	d->st.kstack_bytes = bpf_get_task_stack(t, d->st.kips, sizeof(d->st.kips), 0);
 	d->st.py_frames = 0;
+	d->st.py_cut = 0;
 	d->st.py_status = EBPF_PY_ST_NONE;
 	d->st.ustack_bytes = 0;
 	d->syscall = -1;

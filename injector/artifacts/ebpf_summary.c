@@ -180,6 +180,39 @@ static void write_offcpu(struct jsonw *w, const struct ebpf *e, const struct ebp
 	free(r);
 }
 
+/* What the CPU samples' stacks do not show, each marked in the stack where it is */
+static void write_stack_cuts(struct jsonw *w, const struct ebpf *e)
+{
+	uint64_t py = 0, pycut = 0, k = 0, kcut = 0, user = 0, trunc = 0;
+
+	for (size_t i = 0; i < e->nt; i++) {
+		py += e->t[i].samples_py_thread;
+		pycut += e->t[i].samples_py_cut;
+		k += e->t[i].samples_kernel;
+		kcut += e->t[i].samples_kernel_cut;
+		user += e->t[i].samples_user;
+		trunc += e->t[i].samples_truncated;
+	}
+	jsonw_key(w, "stack_cuts");
+	jsonw_obj_open(w);
+	jsonw_kv_uint(w, "python_stacks_cut", pycut);
+	jsonw_kv_double(w, "python_cut_share", share(pycut, py));
+	jsonw_kv_uint(w, "python_walk_max", e->py_walk_max);
+	jsonw_kv_uint(w, "python_kept_inner", EBPF_PY_INNER);
+	jsonw_kv_uint(w, "python_kept_outer", EBPF_PY_OUTER);
+	jsonw_kv_uint(w, "kernel_stacks_cut", kcut);
+	jsonw_kv_double(w, "kernel_cut_share", share(kcut, k));
+	jsonw_kv_uint(w, "kernel_max", EBPF_KSTACK_MAX);
+	jsonw_kv_uint(w, "native_stacks_cut", trunc);
+	jsonw_kv_double(w, "native_cut_share", share(trunc, user));
+	jsonw_kv_str(w, "marks", "a cut is a frame of its own where it is: '[... N Python frames "
+		     "not shown]' (the innermost and the outermost frames kept), '[... Python "
+		     "frames past N not read]', '[... Python frames not readable]', '[... kernel "
+		     "frames not shown]', '[... native frames not unwound]', '[... user code in "
+		     "no known mapping]'");
+	jsonw_obj_close(w);
+}
+
 /*
  * How the native stacks were walked (CPU samples and off-CPU records together), why the
  * CFI walks ended, and what the unwind tables cost.
@@ -276,6 +309,8 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	if (e->on & EBPF_COLLECT_CPU) {
 		jsonw_kv_uint(w, "cpu_samples", td->cpu_samples);
 		jsonw_kv_double(w, "truncated_stack_share", share(td->samples_truncated, td->samples_user));
+		jsonw_kv_double(w, "python_cut_stack_share", share(td->samples_py_cut,
+								   td->samples_py_thread));
 		jsonw_kv_double(w, "kernel_stack_share", share(td->samples_kernel, td->cpu_samples));
 	}
 	/* past the event budget: in the flame graphs and totals, not in the timeline */
@@ -512,7 +547,9 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	jsonw_kv_uint(w, "cpu_samples", samples);
 	jsonw_kv_double(w, "truncated_stack_share", share(trunc, user));
 	jsonw_kv_str(w, "truncated_stack_rule", "the native user stack did not reach a thread's "
-		     "first frame (_start, start_thread, clone): see unwinding.ends for why");
+		     "first frame (_start, start_thread, clone), or none of its frames is in a "
+		     "known mapping: see unwinding.ends for why");
+	write_stack_cuts(w, e);
 	write_unwinding(w, e);
 	jsonw_kv_uint(w, "unique_stacks", stack_store__nstacks(&e->stacks));
 	{

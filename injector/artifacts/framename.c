@@ -17,6 +17,9 @@ enum frame_kind frame_kind_of(const char *name, size_t *ret_len)
 	/* "qualname (file.py:line)" */
 	if (n > 2 && name[n - 1] == ')' && strstr(name, ".py:"))
 		return FK_PYTHON;
+	/* "[... N Python frames not shown]": a mark of what the stack does not show */
+	if (n > 5 && strncmp(name, "[... ", 5) == 0 && name[n - 1] == ']')
+		return FK_CUT;
 	return FK_NATIVE;
 }
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum frame_kind { FK_NATIVE, FK_PYTHON, FK_KERNEL };
+enum frame_kind { FK_NATIVE, FK_PYTHON, FK_KERNEL, FK_CUT };
 
 /* The kind of the frame name (NUL-terminated) and, in *ret_len, the length of its name
  * without the kernel frames' "_[k]" mark. */

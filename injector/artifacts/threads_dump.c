@@ -15,7 +15,7 @@
 #include "jsonw.h"
 #include "threads_dump.h"
 
-static const char *const kind_names[] = { "native", "python", "kernel" };
+static const char *const kind_names[] = { "native", "python", "kernel", "cut" };
 
 /* "blocked" for a sleeping thread, "running" for a runnable one */
 static const char *doing(const struct ebpf_thread *t)
@@ -158,7 +158,7 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 			if (t->for_ns)
 				fprintf(out, ", %s for %.3f s", doing(t), (double)t->for_ns / 1e9);
 			if (!t->whole)
-				fprintf(out, " (native stack incomplete)");
+				fprintf(out, " (stack incomplete: where is marked [...])");
 			if (t->on_cpu)
 				fprintf(out, " (on a CPU as it was read: the stack may be torn)");
 			fputc('\n', out);

@@ -317,6 +317,9 @@ static int preflight(struct ebpf *e, char *why, size_t whylen)
 		snprintf(why, whylen, "cannot probe the kernel's BPF support: %s", strerror(-r));
 		return r;
 	}
+	/* how deep the Python walker goes: bpf_loop (5.17) or its unrolled EBPF_PY_MAX */
+	e->py_walk_max = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) > 0 ?
+			 EBPF_PY_WALK_MAX : EBPF_PY_MAX;
 	return 0;
 }
 

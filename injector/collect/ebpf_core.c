@@ -388,17 +388,41 @@ static int user_frames(struct ebpf *e, struct ebpf_tdata *td, const uint64_t *ip
 	return (int)nn;
 }
 
+/* The frame of a mark of what a stack does not show: "[... N ...]" (a frame of its own, so
+ * that a flame graph shows the cut where it is) */
+static int mark_frame(struct ebpf *e, const char *fmt, unsigned n)
+{
+	char name[80];
+
+	snprintf(name, sizeof(name), fmt, n);
+	return stack_store__frame(&e->stacks, name);
+}
+
+/* The slots of st->py innermost first: the inner ones, then the ring of outer ones from
+ * its innermost (bpf/stack.h). Returns how many. */
+static size_t py_order(const struct ebpf_stacks *st, uint32_t *order)
+{
+	size_t nf = st->py_frames < EBPF_PY_MAX ? st->py_frames : EBPF_PY_MAX;
+
+	for (size_t k = 0; k < nf; k++)
+		order[k] = k < EBPF_PY_INNER || !st->py_cut ? (uint32_t)k :
+			   EBPF_PY_INNER + (uint32_t)((st->py_cut + k - EBPF_PY_INNER) &
+						      (EBPF_PY_OUTER - 1));
+	return nf;
+}
+
 /* ebpf_stack_from(), and whether the native part reached the thread's first frame */
 static int stack_build(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_stacks *st,
 		       const struct ebpf_ucopy *uc, bool offcpu, bool count, uint32_t *ret_leaf,
 		       uint32_t *ret_wchan, bool *ret_whole)
 {
-	uint32_t kernel[EBPF_KSTACK_MAX], native[UNWIND_MAX_FRAMES], py[EBPF_PY_MAX];
-	bool eval[UNWIND_MAX_FRAMES], seg_end[EBPF_PY_MAX];
-	uint32_t out[STACK_MAX_FRAMES], wchan = UINT32_MAX;
+	uint32_t kernel[EBPF_KSTACK_MAX], native[UNWIND_MAX_FRAMES], py[EBPF_PY_MAX + 2];
+	bool eval[UNWIND_MAX_FRAMES], seg_end[EBPF_PY_MAX + 2];
+	uint32_t out[STACK_MAX_FRAMES], wchan = UINT32_MAX, kernel_cut = 0, native_cut = 0;
 	uint64_t pcs[UNWIND_MAX_FRAMES];
-	size_t nk = 0, nn = 0, np = 0, nkr, nur, n;
+	size_t nk = 0, nn = 0, np = 0, nkr, nur, n, py_cut_at = 0;
 	bool truncated = false, reached_root = false, any_eval = false, bad, fp_whole;
+	bool py_cut = false;
 	struct stack_merge_in in;
 	int id, r;
 
@@ -512,45 +536,89 @@ user_done:
 	/* Python: frames of code objects, segment ends where a C-level call began */
 	if (td->py && st->py_frames && st->py_status != EBPF_PY_ST_NONE) {
 		const struct py_version_offsets *o = py_proc__offsets(td->py);
-		uint32_t nf = st->py_frames < EBPF_PY_MAX ? st->py_frames : EBPF_PY_MAX;
+		uint32_t order[EBPF_PY_MAX];
+		size_t nf = py_order(st, order);
 
-		for (uint32_t i = 0; i < nf; i++) {
-			uint64_t fl = st->py[i].instr_flags;
+		for (size_t k = 0; k < nf; k++) {
+			const struct ebpf_py_frame *pf = &st->py[order[k]];
+			uint64_t fl = pf->instr_flags;
 			uint32_t owner = (uint32_t)(fl >> EBPF_PY_OWNER_SHIFT) & 0xff;
 			uint32_t f;
 
+			if (k == EBPF_PY_INNER && st->py_cut) {
+				/* the frames walked between the inner and the outer ones */
+				r = mark_frame(e, "[... %u Python frames not shown]", st->py_cut);
+				if (r < 0)
+					return r;
+				py_cut_at = np + 1;
+				py[np] = (uint32_t)r;
+				seg_end[np++] = false;
+			}
 			if (o->owner_shim_min != PY_OWNER_NO_SHIM && owner >= o->owner_shim_min) {
 				if (np)
 					seg_end[np - 1] = true;
 				continue;
 			}
-			f = py_frame(e, td, st->py[i].code, fl & EBPF_PY_INSTR_MASK);
+			f = py_frame(e, td, pf->code, fl & EBPF_PY_INSTR_MASK);
 			if (!f)
 				continue;
 			py[np] = f - 1;
 			seg_end[np] = (fl >> EBPF_PY_ENTRY_SHIFT) & 1;
 			np++;
 		}
+		if (st->py_status == EBPF_PY_ST_TRUNCATED || st->py_status == EBPF_PY_ST_READ_ERROR) {
+			/* the outermost frames are not known: said where they would be */
+			r = st->py_status == EBPF_PY_ST_TRUNCATED ?
+				mark_frame(e, "[... Python frames past %u not read]",
+					   (unsigned)st->py_frames + st->py_cut) :
+				mark_frame(e, "[... Python frames not readable]", 0);
+			if (r < 0)
+				return r;
+			py[np] = (uint32_t)r;
+			seg_end[np++] = true;
+		}
+		py_cut = st->py_cut || st->py_status == EBPF_PY_ST_TRUNCATED ||
+			 st->py_status == EBPF_PY_ST_READ_ERROR;
+	}
+	/* the kernel's stack at its maximum depth: its outer frames may be cut */
+	if (nkr == EBPF_KSTACK_MAX) {
+		r = mark_frame(e, "[... kernel frames not shown]", 0);
+		if (r < 0)
+			return r;
+		kernel_cut = (uint32_t)r + 1;
+	}
+	/* a user stack that did not reach its thread's first frame, or none of whose frames
+	 * is in a known mapping (code generated at run time, a library mapped since) */
+	if ((nn && !reached_root) || (!nn && nur)) {
+		r = mark_frame(e, nn ? "[... native frames not unwound]" :
+				       "[... user code in no known mapping]", 0);
+		if (r < 0)
+			return r;
+		native_cut = (uint32_t)r + 1;
+		truncated = true;
 	}
 
 	in = (struct stack_merge_in){
 		.kernel = kernel, .nk = nk, .native = native, .native_eval = eval, .nn = nn,
 		.py = py, .py_seg_end = seg_end, .np = np, .root = td->root,
+		.py_cut_at = py_cut_at, .kernel_cut = kernel_cut, .native_cut = native_cut,
 	};
 	n = stack_merge(&in, out, STACK_MAX_FRAMES);
 	id = stack_store__stack(&e->stacks, out, n);
 	if (id < 0)
 		return id;
 	if (ret_whole)
-		*ret_whole = nn && reached_root && !truncated;
+		*ret_whole = nn && reached_root && !truncated && !py_cut && !kernel_cut;
 	if (count) {
-		if (nn) {
+		if (nn || nur) {
 			td->samples_user++;
 			td->samples_truncated += truncated;
 		}
 		td->samples_kernel += nk > 0;
+		td->samples_kernel_cut += kernel_cut != 0;
 		if (st->py_status != EBPF_PY_ST_NONE) {
 			td->samples_py_thread++;
+			td->samples_py_cut += py_cut;
 			td->samples_py += np > 0;
 			td->samples_py_interleaved += np > 0 && any_eval;
 		}
@@ -574,10 +642,10 @@ void ebpf_py_walk_asleep(struct ebpf_tdata *td, uint32_t tid, struct ebpf_stacks
 	uint64_t tstate;
 
 	st->py_frames = 0;
+	st->py_cut = 0;
 	st->py_status = EBPF_PY_ST_NONE;
 	if (td->py && u64map_get(&td->pythreads, tid, &tstate))
-		st->py_frames = (uint32_t)py_proc__walk(td->py, tstate, st->py, EBPF_PY_MAX,
-							&st->py_status);
+		py_proc__walk(td->py, tstate, st);
 }
 
 int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,

@@ -155,6 +155,8 @@ struct ebpf_tdata {
 	/* stack quality, over CPU samples */
 	uint64_t samples_user;            /* with a user stack */
 	uint64_t samples_truncated;       /* ...that did not reach a thread's first frame */
+	uint64_t samples_kernel_cut;      /* kernel stacks at their maximum depth: marked */
+	uint64_t samples_py_cut;          /* Python stacks with frames not shown: marked */
 	uint64_t samples_kernel;          /* with kernel frames */
 	uint64_t samples_py_thread;       /* of threads that run Python */
 	uint64_t samples_py;              /* ...with Python frames merged in */
@@ -193,6 +195,7 @@ struct ebpf {
 	bool off_task_work;              /* off-CPU records completed by bpf_task_work */
 	struct syscalls_bpf *sys;
 	bool sys_switch;                 /* syscalls from context switches, not raw_syscalls */
+	uint32_t py_walk_max;            /* Python frames the BPF walker reads at most */
 	bool sys_chained;                /* and sys_switch runs as a tail call of the off-CPU
 					  * collector's sched_switch program (ebpf_switch_chain) */
 	struct tasks_bpf *tasks;

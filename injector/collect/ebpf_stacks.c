@@ -135,26 +135,63 @@ int stack_store__write_folded(const struct stack_store *s, enum stack_kind kind,
 
 /* ---- merging --------------------------------------------------------------------------- */
 
+/* How many interpreter-loop frames of the native stack the Python frames cut from the
+ * middle ran in: those beyond the segments py has */
+static size_t evals_cut(const struct stack_merge_in *in, size_t cut)
+{
+	size_t evals = 0, segs = 0;
+
+	if (!in->native_eval || cut >= in->np)
+		return 0;
+	for (size_t i = 0; i < in->nn; i++)
+		evals += in->native_eval[i];
+	for (size_t i = 0; i < in->np; i++)
+		segs += (in->py_seg_end && in->py_seg_end[i]) || i + 1 == in->np;
+	return evals > segs ? evals - segs : 0;
+}
+
 size_t stack_merge(const struct stack_merge_in *in, uint32_t *out, size_t max)
 {
 	uint32_t tmp[STACK_MAX_FRAMES];
-	size_t n = 0, pi = 0;
+	size_t n = 0, pi = 0, cut = in->py_cut_at ? in->py_cut_at - 1 : SIZE_MAX;
+	size_t skip = evals_cut(in, cut);
+	bool skipping = false;
 
 #define PUSH(x) do { if (n < STACK_MAX_FRAMES) tmp[n++] = (x); } while (0)
 	for (size_t i = 0; i < in->nk; i++)
 		PUSH(in->kernel[i]);
+	if (in->nk && in->kernel_cut)
+		PUSH(in->kernel_cut - 1);
 	for (size_t i = 0; i < in->nn; i++) {
-		if (in->native_eval && in->native_eval[i] && pi < in->np) {
-			/* one C-level interpreter call: its Python frames, innermost first */
-			do {
-				PUSH(in->py[pi]);
-			} while (!(in->py_seg_end && in->py_seg_end[pi++]) && pi < in->np);
+		bool eval = in->native_eval && in->native_eval[i];
+
+		if (skipping) {
+			/* inside the cut: the loop frame the outer Python frames ran in is the
+			 * last of those skipped */
+			if (!eval || --skip)
+				continue;
+			skipping = false;
+		} else if (!eval || pi >= in->np) {
+			PUSH(in->native[i]);
 			continue;
 		}
-		PUSH(in->native[i]);
+		/* one C-level interpreter call: its Python frames, innermost first */
+		while (pi < in->np) {
+			bool end = in->py_seg_end && in->py_seg_end[pi];
+
+			PUSH(in->py[pi]);
+			if (pi++ == cut && skip) {
+				skipping = true;
+				break;
+			}
+			if (end)
+				break;
+		}
 	}
 	for (; pi < in->np; pi++)
 		PUSH(in->py[pi]);
+	if (in->native_cut)
+		PUSH(in->native_cut - 1);
 	if (in->root != UINT32_MAX)
 		PUSH(in->root);
 #undef PUSH

@@ -69,6 +69,15 @@ int stack_store__write_folded(const struct stack_store *s, enum stack_kind kind,
  * frames. Segments left over (the native stack was cut short, as it is through an
  * interpreter built without frame pointers) go below the outermost native frame, so the
  * Python frames are always there, in order. root, if not UINT32_MAX, is the outermost frame.
+ * Marks of what is not shown, frames of their own, each 1 + its frame id (0: none):
+ *   py_cut_at             the index in py of a mark (a frame id like the others there)
+ *                         standing for Python frames not kept between the inner and
+ *                         the outer ones, plus 1. The outer ones belong
+ *                         to the outermost interpreter-loop frames: where the native stack
+ *                         has more of those than py has segments, the ones the cut frames
+ *                         ran in (and the native frames between them) are left out too.
+ *   kernel_cut            below the kernel frames (the kernel stack was cut)
+ *   native_cut            right above root (the native stack did not reach its first frame)
  * Writes at most max ids into out, root first, and returns how many.
  */
 struct stack_merge_in {
@@ -81,6 +90,8 @@ struct stack_merge_in {
 	const bool *py_seg_end;
 	size_t np;
 	uint32_t root;
+	size_t py_cut_at;
+	uint32_t kernel_cut, native_cut;
 };
 
 size_t stack_merge(const struct stack_merge_in *in, uint32_t *out, size_t max);

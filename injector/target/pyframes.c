@@ -285,14 +285,20 @@ static uint64_t load64(const uint8_t *buf, uint32_t off)
 }
 
 size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets *o,
-		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, uint32_t *ret_status)
+		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, size_t outer,
+		      uint32_t *ret_cut, uint32_t *ret_status)
 {
 	const struct py_offsets *b = &o->bpf;
 	uint8_t buf[PY_FRAME_READ];
 	uint64_t frame = 0, p = 0;
-	size_t n = 0;
+	size_t i = 0, inner, limit;
 
 	*ret_status = EBPF_PY_ST_NONE;
+	*ret_cut = 0;
+	if (outer > max || (outer & (outer - 1)))
+		outer = 0;
+	inner = max - outer;
+	limit = outer ? EBPF_PY_WALK_MAX : max;
 	if (b->ts_cframe != PY_OFF_NONE) {
 		if (rd_u64(r, tstate + b->ts_cframe, &p) < 0 || !p ||
 		    rd_u64(r, p + b->cframe_current_frame, &frame) < 0)
@@ -305,7 +311,8 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 		return 0;
 	}
 	*ret_status = EBPF_PY_ST_OK;
-	for (; frame && n < max; n++) {
+	for (; frame && i < limit; i++) {
+		size_t slot = i < inner ? i : inner + ((i - inner) & (outer - 1));
 		uint64_t flags;
 
 		if (rd(r, frame, buf, sizeof(buf)) < 0) {
@@ -316,13 +323,15 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 			<< EBPF_PY_OWNER_SHIFT;
 		if (b->fr_is_entry != PY_OFF_NONE && b->fr_is_entry < PY_FRAME_READ)
 			flags |= (uint64_t)(buf[b->fr_is_entry] & 1) << EBPF_PY_ENTRY_SHIFT;
-		out[n].code = load64(buf, b->fr_code) & b->code_mask;
-		out[n].instr_flags = (load64(buf, b->fr_instr) & EBPF_PY_INSTR_MASK) | flags;
+		out[slot].code = load64(buf, b->fr_code) & b->code_mask;
+		out[slot].instr_flags = (load64(buf, b->fr_instr) & EBPF_PY_INSTR_MASK) | flags;
 		frame = load64(buf, b->fr_previous);
 	}
-	if (n == max && frame)
+	if (i == limit && frame && *ret_status == EBPF_PY_ST_OK)
 		*ret_status = EBPF_PY_ST_TRUNCATED;
-	return n;
+	if (i > max)
+		*ret_cut = (uint32_t)(i - max);
+	return i < max ? i : max;
 }
 
 void py_format_frame(const struct py_code *c, int line, char *buf, size_t len)

@@ -81,10 +81,14 @@ int py_list_threads(const struct py_reader *r, const struct py_version_offsets *
  * The frames of the thread whose PyThreadState is at tstate, innermost first, exactly as
  * the BPF walker (bpf/pystack.bpf.h) records them: for a thread that is not running (one
  * still asleep when the window closes). Returns how many were written to out (at most
- * max); *ret_status is an enum ebpf_py_status.
+ * max); *ret_status is an enum ebpf_py_status. With outer (a power of two, at most max) the
+ * walk goes on to EBPF_PY_WALK_MAX frames: the first max - outer are kept in order, the last
+ * outer in a ring after them (the innermost of those at max - outer + *ret_cut % outer),
+ * and *ret_cut counts those between; with outer 0 a stack deeper than max is TRUNCATED.
  */
 size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets *o,
-		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, uint32_t *ret_status);
+		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, size_t outer,
+		      uint32_t *ret_cut, uint32_t *ret_status);
 
 /* "qualname (file:line)", or "qualname (file)" when line < 0, into buf. */
 void py_format_frame(const struct py_code *c, int line, char *buf, size_t len);

@@ -219,10 +219,14 @@ int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_
 	return py_list_threads(&p->reader, &p->off, p->runtime, out, max, ret_n);
 }
 
-size_t py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_py_frame *out, size_t max,
-		     uint32_t *ret_status)
+void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st)
 {
-	return py_walk_frames(&p->reader, &p->off, tstate, out, max, ret_status);
+	uint32_t cut, status;
+
+	st->py_frames = (uint16_t)py_walk_frames(&p->reader, &p->off, tstate, st->py, EBPF_PY_MAX,
+						 EBPF_PY_OUTER, &cut, &status);
+	st->py_cut = (uint16_t)cut;
+	st->py_status = status;
 }
 
 static const struct py_code *code_at(struct py_proc *p, uint64_t addr)

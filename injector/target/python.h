@@ -32,9 +32,9 @@ const struct py_version_offsets *py_proc__offsets(const struct py_proc *p);
 /* The interpreter's thread states now (tids as the target sees them). */
 int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_t *ret_n);
 
-/* The frames of a thread that is not running, as the BPF walker would record them. */
-size_t py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_py_frame *out, size_t max,
-		     uint32_t *ret_status);
+/* The frames of a thread that is not running into st's py part, as the BPF walker would
+ * record them (bpf/stack.h: the inner frames, the outer ones, py_cut between). */
+void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st);
 
 /*
  * "qualname (file:line)" for a frame the BPF walker recorded. Code objects are read once

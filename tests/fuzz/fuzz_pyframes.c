@@ -64,9 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(n <= 16);
 	for (size_t i = 0; i < n; i++) {
 		struct ebpf_py_frame fr[8];
-		uint32_t st;
+		uint32_t st, cut;
 
-		CHECK(py_walk_frames(&r, o, ts[i].tstate, fr, 8, &st) <= 8);
+		CHECK(py_walk_frames(&r, o, ts[i].tstate, fr, 8, 4, &cut, &st) <= 8);
 	}
 	if (py_read_code(&r, o, code_type, code, &c) == 0) {
 		CHECK(strlen(c.qualname) < sizeof(c.qualname));

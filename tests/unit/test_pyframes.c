@@ -278,7 +278,7 @@ static void test_walk_frames(void **state)
 	struct py_reader r = { .read = fake_read, .ctx = f };
 	struct ebpf_py_frame out[4];
 	const uint64_t cframe = BASE + 0x2000, fr1 = BASE + 0x2100, fr2 = BASE + 0x2200;
-	uint32_t st;
+	uint32_t st, cut;
 	size_t n;
 
 	(void)state;
@@ -292,7 +292,7 @@ static void test_walk_frames(void **state)
 	f->mem[fr2 + o->bpf.fr_is_entry - BASE] = 1;
 	f->mem[fr2 + o->bpf.fr_owner - BASE] = 1;
 	put64(f, fr2 + o->bpf.fr_previous, 0);
-	n = py_walk_frames(&r, o, TS1, out, 4, &st);
+	n = py_walk_frames(&r, o, TS1, out, 4, 0, &cut, &st);
 	assert_int_equal(n, 2);
 	assert_int_equal(st, EBPF_PY_ST_OK);
 	assert_int_equal(out[0].code, CODE);
@@ -302,18 +302,64 @@ static void test_walk_frames(void **state)
 	assert_int_equal((out[1].instr_flags >> EBPF_PY_OWNER_SHIFT) & 0xff, 1);
 	/* a chain that loops stops at max and says so */
 	put64(f, fr2 + o->bpf.fr_previous, fr1);
-	n = py_walk_frames(&r, o, TS1, out, 4, &st);
+	n = py_walk_frames(&r, o, TS1, out, 4, 0, &cut, &st);
 	assert_int_equal(n, 4);
 	assert_int_equal(st, EBPF_PY_ST_TRUNCATED);
 	/* a frame pointer into nowhere */
 	put64(f, fr1 + o->bpf.fr_previous, 0x5000);
-	n = py_walk_frames(&r, o, TS1, out, 4, &st);
+	n = py_walk_frames(&r, o, TS1, out, 4, 0, &cut, &st);
 	assert_int_equal(n, 1);
 	assert_int_equal(st, EBPF_PY_ST_READ_ERROR);
 	/* a thread outside Python */
 	put64(f, cframe + o->bpf.cframe_current_frame, 0);
-	assert_int_equal(py_walk_frames(&r, o, TS1, out, 4, &st), 0);
+	assert_int_equal(py_walk_frames(&r, o, TS1, out, 4, 0, &cut, &st), 0);
 	assert_int_equal(st, EBPF_PY_ST_NO_FRAME);
+	free(f);
+}
+
+/* A chain of 11 frames into 6 slots with 2 outer ones: the 4 innermost in order, the 2
+ * outermost (the root's side) in their ring, the 5 between counted; a chain that loops
+ * stops at EBPF_PY_WALK_MAX frames and says so */
+static void test_walk_frames_keeps_the_outer_ones(void **state)
+{
+	const struct py_version_offsets *o = py_offsets_for(0x030b02f0);
+	struct fake *f = make_fake(o);
+	struct py_reader r = { .read = fake_read, .ctx = f };
+	struct ebpf_py_frame out[6];
+	const uint64_t cframe = BASE + 0x2000;
+	uint32_t st, cut;
+	size_t n, ring;
+
+	(void)state;
+	put64(f, TS1 + o->bpf.ts_cframe, cframe);
+	put64(f, cframe + o->bpf.cframe_current_frame, BASE + 0x2100);
+	for (uint64_t i = 0; i < 11; i++) {
+		uint64_t fr = BASE + 0x2100 + i * 0x80;
+
+		put64(f, fr + o->bpf.fr_code, CODE + i);
+		put64(f, fr + o->bpf.fr_instr, CODE + o->code_adaptive);
+		put64(f, fr + o->bpf.fr_previous, i < 10 ? fr + 0x80 : 0);
+	}
+	n = py_walk_frames(&r, o, TS1, out, 6, 2, &cut, &st);
+	assert_int_equal(n, 6);
+	assert_int_equal(cut, 5);
+	assert_int_equal(st, EBPF_PY_ST_OK);
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(out[i].code, CODE + i);
+	ring = 4 + cut % 2;   /* the innermost of the outer ones */
+	assert_int_equal(out[ring].code, CODE + 9);
+	assert_int_equal(out[4 + (cut + 1) % 2].code, CODE + 10);
+	/* without outer slots: cut at 6, TRUNCATED */
+	n = py_walk_frames(&r, o, TS1, out, 6, 0, &cut, &st);
+	assert_int_equal(n, 6);
+	assert_int_equal(cut, 0);
+	assert_int_equal(st, EBPF_PY_ST_TRUNCATED);
+	/* a loop: walked to the bound */
+	put64(f, BASE + 0x2100 + 10 * 0x80 + o->bpf.fr_previous, BASE + 0x2100);
+	n = py_walk_frames(&r, o, TS1, out, 6, 2, &cut, &st);
+	assert_int_equal(n, 6);
+	assert_int_equal(cut, EBPF_PY_WALK_MAX - 6);
+	assert_int_equal(st, EBPF_PY_ST_TRUNCATED);
 	free(f);
 }
 
@@ -327,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_read_str_kinds),
 		cmocka_unit_test(test_list_threads),
 		cmocka_unit_test(test_walk_frames),
+		cmocka_unit_test(test_walk_frames_keeps_the_outer_ones),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -209,6 +209,42 @@ static void test_merge_more_eval_than_segments(void **state)
 	expect(out, stack_merge(&in, out, STACK_MAX_FRAMES), want, 5);
 }
 
+/* Python frames cut from the middle: the mark between the inner and the outer ones, the
+ * outer ones in the outermost interpreter-loop frames, the loop frames (and the native
+ * frames) the cut frames ran in left out; the kernel and native marks where they belong */
+static void test_merge_marks_cuts(void **state)
+{
+	enum { MARK = 60, KCUT = 61, NCUT = 62 };
+	/* native: LEAF <- EVAL <- CALL <- EVAL <- CALL <- EVAL <- CALL <- EVAL <- MAIN
+	 * python: PYA | PYB, MARK, PYC | PYD  (segments: 3, loop frames: 4) */
+	const uint32_t kernel[] = { K1 };
+	const uint32_t native[] = { LEAF, EVAL, CALL, EVAL, CALL, EVAL, CALL, EVAL, MAIN };
+	const bool eval[] = { false, true, false, true, false, true, false, true, false };
+	const uint32_t py[] = { PYA, PYB, MARK, PYC, PYD };
+	const bool seg_end[] = { true, false, false, true, true };
+	const uint32_t want[] = { ROOT, NCUT, MAIN, PYD, CALL, PYC, MARK, PYB, CALL, PYA, LEAF,
+				  KCUT, K1 };
+	struct stack_merge_in in = { .kernel = kernel, .nk = 1, .native = native,
+				     .native_eval = eval, .nn = 9, .py = py, .py_seg_end = seg_end,
+				     .np = 5, .root = ROOT, .py_cut_at = 3, .kernel_cut = KCUT + 1,
+				     .native_cut = NCUT + 1 };
+	uint32_t out[STACK_MAX_FRAMES];
+
+	(void)state;
+	expect(out, stack_merge(&in, out, STACK_MAX_FRAMES), want, 13);
+	/* as many loop frames as segments: nothing of the native stack left out */
+	{
+		const uint32_t native2[] = { LEAF, EVAL, CALL, EVAL, CALL, EVAL, MAIN };
+		const uint32_t want2[] = { ROOT, MAIN, PYD, CALL, PYC, MARK, PYB, CALL, PYA, LEAF };
+
+		in.native = native2;
+		in.nn = 7;
+		in.nk = 0;
+		in.native_cut = 0;
+		expect(out, stack_merge(&in, out, STACK_MAX_FRAMES), want2, 10);
+	}
+}
+
 static void test_tree(void **state)
 {
 	struct stack_store s;
@@ -252,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_merge_interleaves_at_eval_frames),
 		cmocka_unit_test(test_merge_truncated_native),
 		cmocka_unit_test(test_merge_more_eval_than_segments),
+		cmocka_unit_test(test_merge_marks_cuts),
 		cmocka_unit_test(test_tree),
 	};
 
