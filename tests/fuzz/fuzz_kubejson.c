@@ -2,9 +2,9 @@
 /*
  * libFuzzer target for what the controller reads from the API server: list bodies and watch
  * streams split as they arrive (in chunks whose sizes the input picks), each piece decoded
- * as a Pod (struct kpod), a ProfilingSession (spec validation, selector, with and without
- * inline s3 allowed) and a ClusterProfilingStorage resolved for that session, watch events,
- * and Status error bodies.
+ * as a Pod (struct kpod), a ProfilingSession (spec validation, selector, spec.cost, with and
+ * without inline s3 allowed) and a ClusterProfilingStorage resolved for that session, watch
+ * events, and Status error bodies.
  * FUZZ_SOURCES: controller/kjson.c controller/kubeclient.c controller/kubeconfig.c controller/yamljson.c controller/b64.c controller/kpod.c controller/session.c controller/selector.c controller/ktime.c common/digest.c common/s3url.c common/timeutil.c common/strbuf.c common/readfile.c common/recheck.c common/utf8.c
  * FUZZ_LIBS: -ljansson -lcurl -lcrypto -lyaml
  * FUZZ_ARGS: -max_len=65536
@@ -59,6 +59,10 @@ static void decode(const char *json, size_t len)
 		if (s->spec_err == 0) {
 			CHECK(!!s->spec.pod_name != s->spec.has_selector);
 			CHECK((s->spec.storage_ref || s->spec.s3.bucket) && s->spec.duration_ns > 0);
+			/* what reaches the injector's argv: checked numbers and text */
+			CHECK(s->spec.record_rate >= -1 &&
+			      s->spec.record_rate <= SESSION_RECORD_RATE_MAX);
+			CHECK(strspn(s->spec.budget, "0123456789.%") == strlen(s->spec.budget));
 		}
 		r = session__resolve_storage(s, j, &o, why, sizeof(why));
 		CHECK(r == 0 || r == -EPERM || r == -EINVAL || r == -ENOMEM);
