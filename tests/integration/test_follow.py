@@ -461,3 +461,39 @@ def test_target_that_execs_is_attached_again(procs, tmp_path):
     assert after["injection"] == "ptrace" and after["hooks_patched"] > 0, after
     names = {e["args"]["kernel"] for e in launch_events(tl, pid, "cudaLaunchKernel")}
     assert {"py_matmul_kernel", "sgemm_fwd_kernel"} <= names, names
+
+
+CHILD = """
+import time
+end = time.time() + 3
+while time.time() < end:
+    sum(range(1000))
+"""
+
+
+def test_a_child_started_just_before_the_window_is_always_recorded(tmp_path):
+    """A shell starts a Python child 0-98 ms before `aiprof profile --pid SHELL` (the race
+    between reading the process tree and arming the follower), 50 times: the child is a
+    target, under the shell, every time."""
+    require_root()
+    missed, sampled = [], 0
+    for i in range(50):
+        sh = subprocess.Popen(["bash", "-c", f"{PYTHON} -c '{CHILD}'; sleep 5"],
+                              start_new_session=True)
+        try:
+            time.sleep((2 * i) / 1000)
+            out = tmp_path / f"r{i}"
+            r = run_aiprof(["profile", "--pid", str(sh.pid), "-d", "300ms",
+                            "--collectors", "cpu,python", "-o", str(out), "-q"])
+            assert r.returncode == 0, r.stderr
+            ts = load_summary(out)["ebpf"]["targets"]
+            kids = [t for t in ts if t.get("parent") == sh.pid]
+            if not kids:
+                missed.append((i, [(t["pid"], t.get("comm")) for t in ts]))
+            sampled += any(t.get("cpu_samples", 0) > 0 for t in kids)
+        finally:
+            os.killpg(sh.pid, 9)   # the shell's own session: the shell and its child
+            sh.wait()
+    print(f"child recorded in {50 - len(missed)} of 50 runs, with samples in {sampled}")
+    assert not missed, missed
+    assert sampled >= 40, sampled
