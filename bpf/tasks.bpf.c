@@ -64,6 +64,7 @@ int dump_task(struct bpf_iter__task *ctx)
 	d->on_cpu = BPF_CORE_READ(t, on_cpu);
 	d->stopped_at = left_cpu_at(t);
 	d->last_arrival = BPF_CORE_READ(t, sched_info.last_arrival);
+	d->pcount = (__u32)BPF_CORE_READ(t, sched_info.pcount);
 	d->st.kstack_bytes = bpf_get_task_stack(t, d->st.kips, sizeof(d->st.kips), 0);
 	d->st.py_frames = 0;
 	d->st.py_cut = 0;

@@ -16,7 +16,8 @@ struct task_dump {
 	__u32 state;              /* task state & 0xff: 0 runnable, 1 S, 2 D, 4/8 stopped/traced */
 	__u32 on_cpu;             /* running on a CPU as it was read */
 	__s32 syscall;            /* the syscall it is in (orig_ax), -1 if none */
-	__u32 pad;
+	__u32 pcount;             /* times it was switched in (sched_info.pcount), low 32 bits:
+				   * /proc's schedstat says whether it ran since */
 	__u64 stopped_at;         /* runqueue clock when it last left its CPU (asleep), 0 */
 	__u64 last_arrival;       /* runqueue clock when it was last switched in, 0 */
 	struct ebpf_stacks st;    /* kernel stack; uips[0] = the user pc */

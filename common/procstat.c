@@ -127,3 +127,19 @@ int procstatus_number(pid_t pid, const char *key, int base, long long *ret)
 
 	return got < 0 ? (int)got : procstatus_text_number(buf, (size_t)got, key, base, ret);
 }
+
+int procsched_switches(pid_t pid, const char *tid, uint64_t *ret)
+{
+	char path[96], buf[128];
+	unsigned long long run, wait, n;
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", (int)pid, tid);
+	len = readfile_buf(path, buf, sizeof(buf));
+	if (len < 0)
+		return len == -ESRCH ? -ENOENT : (int)len;
+	if (sscanf(buf, "%llu %llu %llu", &run, &wait, &n) != 3)
+		return len ? -EINVAL : -ENOENT;   /* a thread that exited as it was read */
+	*ret = n;
+	return 0;
+}

@@ -48,4 +48,11 @@ ssize_t procstatus_read(pid_t pid, char *buf, size_t size);
  */
 int procstatus_number(pid_t pid, const char *key, int base, long long *ret);
 
+/*
+ * How many times thread tid (its name in /proc/PID/task/) of process pid was put on a CPU:
+ * the third field of its schedstat, into *ret. 0; -ENOENT: no such thread (any more);
+ * another -errno when the kernel does not say (no CONFIG_SCHED_INFO).
+ */
+int procsched_switches(pid_t pid, const char *tid, uint64_t *ret);
+
 #endif

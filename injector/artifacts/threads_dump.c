@@ -74,6 +74,9 @@ void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct
 		}
 		if (td->py)
 			jsonw_kv_str(w, "python", py_proc__version(td->py));
+		/* in the kernel's list as it was read, gone before their Python frames were:
+		 * never shown with frames that may not be theirs */
+		jsonw_kv_uint(w, "threads_ended_during_read", td->threads_ended);
 		jsonw_key(w, "threads");
 		jsonw_arr_open(w);
 		for (size_t k = 0; k < td->nthreads; k++) {
@@ -141,8 +144,11 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 			fprintf(out, ", rank %d", m->ranks[i]);
 		if (td->py)
 			fprintf(out, ", Python %s", py_proc__version(td->py));
-		fprintf(out, ": %zu thread%s, read in %.1f ms on %s at %s\n", td->nthreads,
+		fprintf(out, ": %zu thread%s, read in %.1f ms on %s at %s", td->nthreads,
 			td->nthreads == 1 ? "" : "s", (double)m->took_ns / 1e6, m->host, m->taken_at);
+		if (td->threads_ended)
+			fprintf(out, " (%u more ended during the read: not shown)", td->threads_ended);
+		fputc('\n', out);
 		for (size_t k = 0; k < td->nthreads; k++) {
 			const struct ebpf_thread *t = &td->threads[k];
 			size_t nf = 0;

@@ -649,12 +649,13 @@ void ebpf_py_walk_asleep(struct ebpf_tdata *td, uint32_t tid, struct ebpf_stacks
 }
 
 int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
-		       uint32_t *ret_wchan, bool *ret_whole)
+		       bool py_walked, uint32_t *ret_wchan, bool *ret_whole)
 {
 	struct ebpf_stacks st;
 
 	memcpy(&st, &d->st, sizeof(st));
-	ebpf_py_walk_asleep(td, d->hdr.tid, &st);
+	if (!py_walked)
+		ebpf_py_walk_asleep(td, d->hdr.tid, &st);
 	return stack_build(e, td, &st, d->u.regs[UW_RIP] ? &d->u : NULL, d->state != 0, false,
 			   NULL, ret_wchan, ret_whole);
 }
@@ -849,13 +850,21 @@ void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
 	bool mapped = !same_pid_ns(td->pid);
 	size_t n = 0, pos = 0;
 	uint64_t k, v;
+	bool torn;
+	int r;
 
 	if (!td->py)    /* no CPython (any more: it exec'd another program) */
 		return;
 	if (!e->tstates)
 		e->tstates = calloc(PY_THREADS_PER_TICK, sizeof(*e->tstates));
 	ts = e->tstates;
-	if (!ts || py_proc__threads(td->py, ts, PY_THREADS_PER_TICK, &n) < 0)
+	if (!ts)
+		return;
+	r = py_proc__threads(td->py, ts, PY_THREADS_PER_TICK, &n);
+	/* a list never read to its end (threads came and went under every walk): what was
+	 * read is added, nothing is taken away */
+	torn = r == -EAGAIN;
+	if (r < 0 && !torn)
 		return;
 	if (mapped)
 		read_tid_map(td->pid, &ns_to_host);
@@ -876,7 +885,11 @@ void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
 	while (u64map_next(&td->pythreads, &pos, &k, &v)) {
 		uint32_t key = (uint32_t)k;
 
-		if (!u64map_get(&now, k, NULL) && fd >= 0)
+		if (u64map_get(&now, k, NULL))
+			continue;
+		if (torn)
+			u64map_put(&now, k, v);
+		else if (fd >= 0)
 			bpf_map_delete_elem(fd, &key);
 	}
 	u64map_clear(&td->pythreads);
@@ -894,11 +907,13 @@ bool ebpf_task_settled(const struct task_dump *d)
 	return !d->on_cpu;
 }
 
+#define TASKS_READ_MAX (64u << 20)
+
 int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata *td,
-					       const struct task_dump *d, void *arg), void *arg)
+					       struct task_dump *d, void *arg), void *arg)
 {
 	size_t cap = 2 * sizeof(struct task_dump), len = 0, off;
-	char *buf;
+	char *buf, *nb;
 	int fd, r = 0;
 
 	if (!e->tasks_link)
@@ -915,8 +930,20 @@ int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata 
 		return -ENOMEM;
 	}
 	for (;;) {
-		ssize_t n = read(fd, buf + len, cap - len);
+		ssize_t n;
 
+		/* every thread read before any is looked at (a snapshot of one moment, not one
+		 * stretched by the symbolizing of the first ones), up to TASKS_READ_MAX */
+		if (cap - len < sizeof(struct task_dump) && cap < TASKS_READ_MAX) {
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				r = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -924,9 +951,11 @@ int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata 
 			break;
 		}
 		len += (size_t)n;
+		if (n > 0 && cap < TASKS_READ_MAX)
+			continue;
 		/* whole records from the front; a partial one waits for the next read */
 		for (off = 0; len - off >= TASK_FIXED + EBPF_UCOPY_HDR;) {
-			const struct task_dump *d = (const void *)(buf + off);
+			struct task_dump *d = (void *)(buf + off);
 			size_t rec;
 			struct ebpf_tdata *td;
 

@@ -22,7 +22,7 @@
 #include "cpu.skel.h"
 #include "ebpf_internal.h"
 #include "log.h"
-#include "readfile.h"
+#include "procstat.h"
 #include "timeutil.h"
 #include "uprobes.h"
 
@@ -85,15 +85,10 @@ static uint64_t targets_switches(const struct ebpf *e)
 		if (!d)
 			continue;
 		while ((de = readdir(d))) {
-			char p[96], buf[128];
-			unsigned long long run, wait, n;
+			uint64_t n;
 
-			if (de->d_name[0] < '0' || de->d_name[0] > '9')
-				continue;
-			snprintf(p, sizeof(p), "/proc/%d/task/%.16s/schedstat", (int)e->t[i].pid,
-				 de->d_name);
-			if (readfile_buf(p, buf, sizeof(buf)) > 0 &&
-			    sscanf(buf, "%llu %llu %llu", &run, &wait, &n) == 3)
+			if (de->d_name[0] >= '0' && de->d_name[0] <= '9' &&
+			    procsched_switches(e->t[i].pid, de->d_name, &n) == 0)
 				total += n;
 		}
 		closedir(d);

@@ -151,6 +151,8 @@ struct ebpf_tdata {
 	size_t nstats;
 	struct ebpf_thread *threads;      /* the last ebpf__threads() */
 	size_t nthreads, capthreads;
+	uint32_t threads_ended;           /* ...of the last read: in its iterator, gone before
+					   * their Python frames were read (not shown) */
 
 	/* stack quality, over CPU samples */
 	uint64_t samples_user;            /* with a user stack */
@@ -376,14 +378,14 @@ int ebpf_tdata_init(struct ebpf *e, struct ebpf_tdata *td, pid_t pid, const char
  * the tasks collector is not on. Not during fn: records of threads gone meanwhile.
  */
 int ebpf_tasks_each(struct ebpf *e, int (*fn)(struct ebpf *e, struct ebpf_tdata *td,
-					       const struct task_dump *d, void *arg), void *arg);
+					       struct task_dump *d, void *arg), void *arg);
 /* Whether a record's stack copy may be trusted (the thread was off its CPU). */
 bool ebpf_task_settled(const struct task_dump *d);
 /* A task iterator record's stacks as a stack id (as ebpf_stack_from(), off-CPU when the
- * thread sleeps, with its Python frames read now), *ret_whole: the native part reached the
- * thread's first frame. */
+ * thread sleeps, with its Python frames read now unless py_walked: d->st has them already),
+ * *ret_whole: the stack reached the thread's first frame and nothing of it is cut. */
 int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
-		       uint32_t *ret_wchan, bool *ret_whole);
+		       bool py_walked, uint32_t *ret_wchan, bool *ret_whole);
 /* How long the record's thread has been asleep (since it last left its CPU) or, running,
  * on its CPU; 0 when the kernel does not say. */
 uint64_t ebpf_task_for_ns(const struct task_dump *d);

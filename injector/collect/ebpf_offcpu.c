@@ -403,7 +403,7 @@ struct flush_ctx {
  * before the window began (then from the window's start, with how long it has really been
  * blocked: a hang that began before anyone looked).
  */
-static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
+static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, struct task_dump *d,
 			void *arg)
 {
 	struct flush_ctx *c = arg;
@@ -440,7 +440,7 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, const struct task
 	}
 	if (e->end_ns - since < e->opts.offcpu_min_ns)
 		return 0;
-	id = ebpf_stack_of_dump(e, td, d, &wchan, NULL);
+	id = ebpf_stack_of_dump(e, td, d, false, &wchan, NULL);
 	if (id < 0)
 		return id == -ENOMEM ? id : 0;
 	keep_event(e, td, &(struct ebpf_off_ev){ .ts = since, .dur = e->end_ns - since,

@@ -21,6 +21,7 @@
 #include "bpf/tasks.h"
 #include "tasks.skel.h"
 #include "ebpf_internal.h"
+#include "procstat.h"
 
 #define TASKS_TRIES 10
 #define TASKS_RETRY_NS (2 * 1000 * 1000)
@@ -110,33 +111,98 @@ const struct ebpf_collector_ops ebpf_tasks_ops = {
 };
 
 struct threads_pass {
-	unsigned pending;         /* on a CPU, left for the next pass */
+	unsigned pending;         /* on a CPU, or ran since they were read: for the next pass */
 	bool last;                /* the last pass: keep them as they are */
+	struct kept_dump *kept;   /* copies, symbolized once every pass is done */
+	size_t nkept, capkept;
+	bool *refreshed;          /* per target: its interpreter's threads read again this pass */
 };
 
-static bool have_thread(const struct ebpf_tdata *td, uint32_t tid)
+struct kept_dump {
+	struct ebpf_tdata *td;
+	struct task_dump *d;
+	bool torn;                /* ran between its read and its Python frames' (last pass) */
+};
+
+static bool have_thread(const struct threads_pass *p, const struct ebpf_tdata *td, uint32_t tid)
 {
-	for (size_t i = 0; i < td->nthreads; i++)
-		if (td->threads[i].tid == tid)
+	for (size_t i = 0; i < p->nkept; i++)
+		if (p->kept[i].td == td && p->kept[i].d->hdr.tid == tid)
 			return true;
 	return false;
 }
 
-static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, const struct task_dump *d,
-		       void *arg)
+/*
+ * A thread's record, its Python frames read right after it (the interpreter's thread list
+ * read again for a thread it did not have), then checked: a thread gone meanwhile is
+ * counted, not shown (the frames read may not be its own); one that ran since its record
+ * was taken is read again in the next pass (its native and Python frames would be of two
+ * moments), or on the last pass kept and marked.
+ */
+static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, struct task_dump *d, void *arg)
 {
 	struct threads_pass *p = arg;
-	struct ebpf_thread *t;
-	uint32_t wchan = UINT32_MAX;
-	bool whole = false;
-	int id;
+	size_t ti = (size_t)(td - e->t), rec;
+	uint64_t tstate, count = 0;
+	char tid[16];
+	bool torn = false;
+	int r;
 
-	if (have_thread(td, d->hdr.tid))
+	if (have_thread(p, td, d->hdr.tid))
 		return 0;
 	if (!ebpf_task_settled(d) && !p->last) {
 		p->pending++;
 		return 0;
 	}
+	if (td->py) {
+		if (!u64map_get(&td->pythreads, d->hdr.tid, &tstate) && !p->refreshed[ti]) {
+			ebpf_py_refresh(e, td);
+			p->refreshed[ti] = true;
+		}
+		ebpf_py_walk_asleep(td, d->hdr.tid, &d->st);
+	}
+	snprintf(tid, sizeof(tid), "%u", d->hdr.tid);
+	r = procsched_switches(td->pid, tid, &count);
+	if (r == -ENOENT) {
+		td->threads_ended++;
+		return 0;
+	}
+	if (r == 0 && (uint32_t)count != d->pcount && !d->on_cpu) {
+		if (!p->last) {
+			p->pending++;
+			return 0;
+		}
+		torn = true;
+	}
+	if (p->nkept == p->capkept) {
+		size_t ncap = p->capkept ? p->capkept * 2 : 16;
+		struct kept_dump *nv = reallocarray(p->kept, ncap, sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		p->kept = nv;
+		p->capkept = ncap;
+	}
+	rec = sizeof(*d) - sizeof(d->u) + EBPF_UCOPY_HDR + d->u.bytes;
+	p->kept[p->nkept].d = malloc(rec);
+	if (!p->kept[p->nkept].d)
+		return -ENOMEM;
+	memcpy(p->kept[p->nkept].d, d, rec);
+	p->kept[p->nkept].td = td;
+	p->kept[p->nkept++].torn = torn;
+	return 0;
+}
+
+/* A kept record into its process's thread list, symbolized */
+static int add_thread(struct ebpf *e, const struct kept_dump *k)
+{
+	struct ebpf_tdata *td = k->td;
+	const struct task_dump *d = k->d;
+	struct ebpf_thread *t;
+	uint32_t wchan = UINT32_MAX;
+	bool whole = false;
+	int id;
+
 	if (td->nthreads == td->capthreads) {
 		size_t ncap = td->capthreads ? td->capthreads * 2 : 16;
 		struct ebpf_thread *nv = reallocarray(td->threads, ncap, sizeof(*nv));
@@ -146,12 +212,12 @@ static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, const struct task_
 		td->threads = nv;
 		td->capthreads = ncap;
 	}
-	id = ebpf_stack_of_dump(e, td, d, &wchan, &whole);
+	id = ebpf_stack_of_dump(e, td, d, true, &wchan, &whole);
 	if (id < 0)
 		return id;
 	t = &td->threads[td->nthreads++];
 	*t = (struct ebpf_thread){
-		.tid = d->hdr.tid, .state = d->state, .on_cpu = d->on_cpu != 0,
+		.tid = d->hdr.tid, .state = d->state, .on_cpu = d->on_cpu != 0 || k->torn,
 		.syscall = d->syscall, .for_ns = ebpf_task_for_ns(d), .stack = (uint32_t)id,
 		.wchan = d->state ? wchan : UINT32_MAX, .whole = whole,
 	};
@@ -164,25 +230,37 @@ int ebpf__threads(struct ebpf *e)
 {
 	struct threads_pass p = { 0 };
 	size_t n = 0;
-	int r;
+	int r = 0;
 
 	if (!e || !e->tasks_link)
 		return -ENOTSUP;
+	p.refreshed = calloc(e->nt ? e->nt : 1, sizeof(*p.refreshed));
+	if (!p.refreshed)
+		return -ENOMEM;
 	for (size_t i = 0; i < e->nt; i++) {
 		e->t[i].nthreads = 0;
+		e->t[i].threads_ended = 0;
 		if (e->t[i].py)
 			ebpf_py_refresh(e, &e->t[i]);
 	}
 	for (int pass = 0; pass < TASKS_TRIES; pass++) {
 		p.pending = 0;
 		p.last = pass == TASKS_TRIES - 1;
+		memset(p.refreshed, 0, e->nt * sizeof(*p.refreshed));
 		r = ebpf_tasks_each(e, keep_thread, &p);
-		if (r < 0)
-			return r;
-		if (!p.pending)
+		if (r < 0 || !p.pending)
 			break;
 		nanosleep(&(struct timespec){ .tv_nsec = TASKS_RETRY_NS }, NULL);
 	}
+	for (size_t i = 0; i < p.nkept; i++) {
+		if (r >= 0)
+			r = add_thread(e, &p.kept[i]);
+		free(p.kept[i].d);
+	}
+	free(p.kept);
+	free(p.refreshed);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < e->nt; i++)
 		n += e->t[i].nthreads;
 	return (int)n;

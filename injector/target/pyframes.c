@@ -236,14 +236,20 @@ int py_linetable_line(const uint8_t *tab, size_t len, int firstlineno, uint64_t 
 	return -1;
 }
 
-int py_list_threads(const struct py_reader *r, const struct py_version_offsets *o,
-		    uint64_t runtime, struct py_tstate *out, size_t max, size_t *ret_n)
+#define PY_LIST_TRIES 4
+
+/* One walk of the lists; *ret_torn: a thread state in the middle could not be read (freed
+ * under the walk by a thread that ended), so the rest of its list was not seen */
+static int list_threads_once(const struct py_reader *r, const struct py_version_offsets *o,
+			     uint64_t runtime, struct py_tstate *out, size_t max, size_t *ret_n,
+			     bool *ret_torn)
 {
 	uint64_t interp = 0;
 	size_t n = 0;
 	int err;
 
 	*ret_n = 0;
+	*ret_torn = false;
 	if ((err = rd_u64(r, runtime + o->runtime_interpreters_head, &interp)) < 0)
 		return err;
 	for (int i = 0; interp && i < PY_INTERPS_MAX; i++) {
@@ -256,8 +262,10 @@ int py_list_threads(const struct py_reader *r, const struct py_version_offsets *
 
 			if (rd_u64(r, ts + o->tstate_interp, &back) < 0 ||
 			    rd_u64(r, ts + o->tstate_native_thread_id, &tid) < 0 ||
-			    rd_u64(r, ts + o->tstate_next, &next) < 0)
+			    rd_u64(r, ts + o->tstate_next, &next) < 0) {
+				*ret_torn = true;
 				break;
+			}
 			if (back == interp && tid > 0 && tid <= 0x7fffffff) {
 				out[n].tstate = ts;
 				out[n].native_tid = tid;
@@ -273,6 +281,21 @@ int py_list_threads(const struct py_reader *r, const struct py_version_offsets *
 	}
 	*ret_n = n;
 	return 0;
+}
+
+int py_list_threads(const struct py_reader *r, const struct py_version_offsets *o,
+		    uint64_t runtime, struct py_tstate *out, size_t max, size_t *ret_n)
+{
+	bool torn = false;
+	int err = 0;
+
+	/* the lists change under the walk as threads come and go: walked again if torn */
+	for (int i = 0; i < PY_LIST_TRIES; i++) {
+		err = list_threads_once(r, o, runtime, out, max, ret_n, &torn);
+		if (err < 0 || !torn)
+			return err;
+	}
+	return -EAGAIN;
 }
 
 static uint64_t load64(const uint8_t *buf, uint32_t off)

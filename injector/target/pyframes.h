@@ -71,8 +71,10 @@ struct py_tstate {
 /*
  * Every thread state of every interpreter reachable from _PyRuntime at runtime. Fills at
  * most max entries; *ret_n is how many. Thread states whose interp pointer does not point
- * back at their interpreter are skipped (a torn read). Returns 0, or the first read error
- * if not even the interpreter list could be read.
+ * back at their interpreter are skipped (a torn read). A list that could not be read to
+ * its end (a thread state freed under the walk) is walked again, a few times: -EAGAIN if
+ * it never was, with what was read in out. Otherwise 0, or the first read error if not
+ * even the interpreter list could be read.
  */
 int py_list_threads(const struct py_reader *r, const struct py_version_offsets *o,
 		    uint64_t runtime, struct py_tstate *out, size_t max, size_t *ret_n);

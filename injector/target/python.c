@@ -183,6 +183,8 @@ int py_proc__new(pid_t pid, char *why, size_t whylen, struct py_proc **ret)
 		goto fail;
 	/* a row that does not match what is in memory finds no thread states */
 	r = py_list_threads(&p->reader, &p->off, p->runtime, ts, 8, &n);
+	if (r == -EAGAIN && n)
+		r = 0;          /* torn by threads that came and went, but found where they are */
 	if (r < 0 || n == 0) {
 		snprintf(why, whylen, "python %s in pid %d: no thread state found where the %s "
 			 "offsets say (%s)", p->version, pid, p->source,

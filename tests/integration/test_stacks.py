@@ -8,6 +8,7 @@ rank 1 stops before an all_reduce and rank 0 waits in it.
 import json
 import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -232,3 +233,74 @@ def test_gloo_hang(procs, tmp_path):
     hang = [x for x in s["findings"] if x["category"] == "NcclHang"]
     assert len(hang) == 1 and hang[0]["not_arrived"] == ["rank 1"], s["findings"]
     assert any(x.startswith("evaluate_forever (") for x in hang[0]["evidence"]["rank 1"])
+
+
+CHURN = os.path.join(ROOT, "tests", "workloads", "py_churn.py")
+
+
+def churn_log(path):
+    """{tid: (start_ns, end_ns or None)} of the short-lived workers."""
+    life = {}
+    with open(path) as f:
+        for line in f:
+            what, tid, t = line.split()
+            s, e = life.get(int(tid), (None, None))
+            life[int(tid)] = (int(t), e) if what == "start" else (s, int(t))
+    return life
+
+
+def test_threads_that_come_and_go_are_read_whole_or_not_at_all(procs, tmp_path):
+    """100 reads of a process whose worker threads live 1-10 ms, four at a time, with two CPU
+    burners beside it: every thread alive for the whole read is there with its Python
+    frames (a thread ending under the walk of the interpreter's thread list cut it short,
+    and the threads after it lost their frames), no thread shown inside the interpreter's
+    loop lacks its Python frames (a worker started after the thread list was read had
+    none), and no thread that had ended before the read began is shown."""
+    require_root()
+    log = tmp_path / "churn.log"
+    burners = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        _, line = procs.start([PYTHON, "-u", CHURN, "--log", str(log), "--seconds", "600",
+                               "--churners", "4", "--min-ms", "1", "--max-ms", "10"],
+                              ready="ready")
+        pid = int(kv(line)["pid"])
+        steady = {int(x) for x in kv(line)["steady"].split(",")}
+        all_along = None
+        bad, workers_shown, workers_framed, ended = [], 0, 0, 0
+        for i in range(100):
+            t0 = time.monotonic_ns()
+            d = dump([pid])
+            t1 = time.monotonic_ns()
+            (p,) = d["processes"]
+            ended += p["threads_ended_during_read"]
+            shown = {t["tid"]: t for t in p["threads"]}
+            if all_along is None:
+                # the main thread, the steady ones and the four loops that start the workers
+                all_along = set(shown) - set(churn_log(log))
+                assert steady | {pid} <= all_along and len(all_along) == 8, shown.keys()
+            for tid in all_along:
+                t = shown.get(tid)
+                py = [f["name"] for f in t["frames"] if f["kind"] == "python"] if t else []
+                if not py:
+                    bad.append((i, tid, "alive all along, no Python frames" if t else "missing"))
+            life = churn_log(log)
+            for tid, t in shown.items():
+                names = [f["name"] for f in t["frames"]]
+                # inside the interpreter's loop: it has Python frames, and they are shown
+                if "_PyEval_EvalFrameDefault" in names and \
+                        not any(f["kind"] == "python" for f in t["frames"]):
+                    bad.append((i, tid, "in the interpreter, no Python frames"))
+                if tid in all_along:
+                    continue
+                s, e = life.get(tid, (None, None))
+                if e is not None and e < t0:
+                    bad.append((i, tid, "had ended before the read"))
+                workers_shown += 1
+                workers_framed += any(f["kind"] == "python" for f in t["frames"])
+        print(f"100 reads: {workers_shown} short-lived workers shown, {workers_framed} with Python "
+              f"frames, {ended} ended during a read (counted, not shown)")
+        assert not bad, bad[:10]
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()

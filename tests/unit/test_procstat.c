@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sys/syscall.h>
 #include "common/procstat.h"
 #include "common/readfile.h"
 
@@ -127,9 +128,28 @@ static void test_status_number_of_this_process(void **state)
 	assert_int_equal(procstatus_number(-1, "Tgid", 10, &v), -ESRCH);
 }
 
+/* the kernel's own schedstat of this thread; a thread that is not there */
+static void test_sched_switches(void **state)
+{
+	char tid[16];
+	uint64_t n = 0, m = 0;
+
+	(void)state;
+	snprintf(tid, sizeof(tid), "%d", (int)syscall(SYS_gettid));
+	if (access("/proc/self/schedstat", R_OK) != 0)
+		skip();   /* a kernel without CONFIG_SCHED_INFO */
+	assert_int_equal(procsched_switches(getpid(), tid, &n), 0);
+	assert_true(n > 0);
+	usleep(1000);   /* off the CPU and back on */
+	assert_int_equal(procsched_switches(getpid(), tid, &m), 0);
+	assert_true(m > n);
+	assert_int_equal(procsched_switches(getpid(), "999999999", &n), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sched_switches),
 		cmocka_unit_test(test_cpu_ticks_past_a_hostile_name),
 		cmocka_unit_test(test_cpu_ticks_refuses_what_does_not_parse),
 		cmocka_unit_test(test_cpu_ticks_of_this_process_grow),

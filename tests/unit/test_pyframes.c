@@ -270,6 +270,45 @@ static void test_list_threads(void **state)
 	free(f);
 }
 
+/* A thread state freed under the walk: its reads fail `fails` times */
+struct flaky {
+	struct fake *f;
+	uint64_t bad;
+	int fails;
+};
+
+static int flaky_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct flaky *k = ctx;
+
+	if (k->fails > 0 && addr >= k->bad && addr < k->bad + 0x100) {
+		k->fails--;
+		return -EFAULT;
+	}
+	return fake_read(k->f, addr, buf, len);
+}
+
+/* A list torn by a thread that ended under the walk is walked again; one torn every time
+ * gives what was read and -EAGAIN (its caller then takes nothing away) */
+static void test_list_threads_torn(void **state)
+{
+	const struct py_version_offsets *o = py_offsets_for(0x030b02f0);
+	struct flaky k = { .f = make_fake(o), .bad = TS3, .fails = 2 };
+	struct py_reader r = { .read = flaky_read, .ctx = &k };
+	struct py_tstate ts[8];
+	size_t n = 99;
+
+	(void)state;
+	assert_int_equal(py_list_threads(&r, o, RUNTIME, ts, 8, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(ts[1].tstate, TS3);
+	k.fails = 1000;
+	assert_int_equal(py_list_threads(&r, o, RUNTIME, ts, 8, &n), -EAGAIN);
+	assert_int_equal(n, 1);
+	assert_int_equal(ts[0].tstate, TS1);
+	free(k.f);
+}
+
 /* frames as the BPF walker reads them, from user space (a thread asleep at the end) */
 static void test_walk_frames(void **state)
 {
@@ -372,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_read_code),
 		cmocka_unit_test(test_read_str_kinds),
 		cmocka_unit_test(test_list_threads),
+		cmocka_unit_test(test_list_threads_torn),
 		cmocka_unit_test(test_walk_frames),
 		cmocka_unit_test(test_walk_frames_keeps_the_outer_ones),
 	};
