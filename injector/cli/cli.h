@@ -53,6 +53,13 @@ int cli_targets_resolve(struct cli_result *res, struct cli_targets *t, const cha
 /* --unwind cfi|fp into the bytes of user stack the eBPF side copies (0: frame pointers
  * only). EXIT_OK, or the usage error's exit code. */
 int cli_unwind_option(struct cli_result *res, const char *arg, uint32_t *ret_bytes);
+/* --python-names qualified|short (py_set_short_names). EXIT_OK, or the usage error's. */
+int cli_python_names_option(struct cli_result *res, const char *arg);
+#define CLI_PYTHON_NAMES_HELP \
+	"      --python-names qualified|short  Python frames by their qualified name\n" \
+	"                             (default: 'Model.forward', 'f.<locals>.<listcomp>') or\n" \
+	"                             the function's own ('forward', '<listcomp>')\n"
+
 /*
  * Where unwind rules are shared with the node's other injectors (--unwind-cache DIR|none):
  * the default is $AIPROF_UNWIND_CACHE, else CLI_UNWIND_CACHE_DEFAULT; NULL: none.

@@ -99,6 +99,7 @@ static void usage(FILE *out)
 		"                             every process's syscalls take the kernel's slow\n"
 		"                             path meanwhile); default: only the calls that gave\n"
 		"                             up the CPU, which costs the other processes nothing\n"
+		CLI_PYTHON_NAMES_HELP
 		"      --unwind cfi|fp        native stacks: cfi (default) copies 16 KiB of user\n"
 		"                             stack per eBPF sample and unwinds it with the\n"
 		"                             modules' .eh_frame/.debug_frame where frame pointers\n"
@@ -513,6 +514,8 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		return EXIT_OK;
 	case 'U':
 		return cli_unwind_option(oc, arg, &o->eo.unwind_stack_bytes);
+	case 'P':
+		return cli_python_names_option(oc, arg);
 	case 'Y':
 		o->eo.unwind_cache = cli_unwind_cache(arg);
 		return EXIT_OK;
@@ -571,6 +574,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "budget", required_argument, NULL, 'B' },
 		{ "no-ebpf", no_argument, NULL, 'N' },
 		{ "unwind", required_argument, NULL, 'U' },
+		{ "python-names", required_argument, NULL, 'P' },
 		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "no-follow", no_argument, NULL, 'Q' },
 		{ "all-syscalls", no_argument, NULL, 'A' },

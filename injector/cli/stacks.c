@@ -55,6 +55,7 @@ static void usage(FILE *f)
 		"      --no-children          only the processes given; by default the processes\n"
 		"                             they started (a launcher's ranks, DataLoader workers,\n"
 		"                             and theirs) are shown too\n"
+		CLI_PYTHON_NAMES_HELP
 		"  -o, --output FILE          write there instead of standard output\n"
 		"      --unwind cfi|fp        native stacks by CFI (default) or frame pointers\n"
 		"      --unwind-cache DIR|none  unwind rules shared with the other aiprof runs\n"
@@ -77,6 +78,7 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "termination-log", required_argument, NULL, 'W' },
 		{ "no-children", no_argument, NULL, 'N' },
+		{ "python-names", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -118,6 +120,11 @@ static int parse(int argc, char **argv, struct cli_result *res, struct stacks_op
 			break;  /* taken by cli_run() */
 		case 'N':
 			o->no_children = true;
+			break;
+		case 'P':
+			r = cli_python_names_option(res, optarg);
+			if (r != EXIT_OK)
+				return r;
 			break;
 		case 'v':
 			log_set_max_level(LOG_DEBUG);

@@ -17,6 +17,7 @@
 #include "recheck.h"
 #include "redact.h"
 #include "target/container.h"
+#include "target/python.h"
 
 static int parse_pids(const char *arg, pid_t *pids, size_t max, size_t *n)
 {
@@ -176,6 +177,15 @@ const char *cli_unwind_cache(const char *arg)
 	if (!arg || !*arg)
 		return CLI_UNWIND_CACHE_DEFAULT;
 	return strcmp(arg, "none") == 0 ? NULL : arg;
+}
+
+int cli_python_names_option(struct cli_result *res, const char *arg)
+{
+	if (strcmp(arg, "qualified") != 0 && strcmp(arg, "short") != 0)
+		return cli_fail(res, EXIT_USAGE, 0, "--python-names '%s': use qualified or short",
+				arg);
+	py_set_short_names(strcmp(arg, "short") == 0);
+	return EXIT_OK;
 }
 
 int cli_unwind_option(struct cli_result *res, const char *arg, uint32_t *ret_bytes)

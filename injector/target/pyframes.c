@@ -357,10 +357,21 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 	return i < max ? i : max;
 }
 
-void py_format_frame(const struct py_code *c, int line, char *buf, size_t len)
+const char *py_short_name(const char *qualname)
 {
+	const char *s = strrchr(qualname, '.');
+
+	/* "f.<locals>.<listcomp>" -> "<listcomp>", "Thread.run" -> "run"; a qualname that
+	 * ends in its separator keeps its whole self */
+	return s && s[1] ? s + 1 : qualname;
+}
+
+void py_format_frame(const struct py_code *c, int line, bool short_name, char *buf, size_t len)
+{
+	const char *name = short_name ? py_short_name(c->qualname) : c->qualname;
+
 	if (line >= 0)
-		snprintf(buf, len, "%s (%s:%d)", c->qualname, c->filename, line);
+		snprintf(buf, len, "%s (%s:%d)", name, c->filename, line);
 	else
-		snprintf(buf, len, "%s (%s)", c->qualname, c->filename);
+		snprintf(buf, len, "%s (%s)", name, c->filename);
 }

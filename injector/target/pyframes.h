@@ -92,7 +92,11 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, size_t outer,
 		      uint32_t *ret_cut, uint32_t *ret_status);
 
-/* "qualname (file:line)", or "qualname (file)" when line < 0, into buf. */
-void py_format_frame(const struct py_code *c, int line, char *buf, size_t len);
+/* "qualname (file:line)", or "qualname (file)" when line < 0, into buf; with short_name
+ * the qualified name's last part (the function's own name: "<listcomp>" for
+ * "f.<locals>.<listcomp>", "run" for "Thread.run"), as most Python profilers print it. */
+void py_format_frame(const struct py_code *c, int line, bool short_name, char *buf, size_t len);
+/* The last dotted part of a qualified name (a pointer into it). */
+const char *py_short_name(const char *qualname);
 
 #endif

@@ -24,6 +24,14 @@ struct py_proc {
 	size_t ncode, capcode;
 };
 
+/* --python-names short: for every process of the run (a way of printing, like a locale) */
+static bool short_names;
+
+void py_set_short_names(bool on)
+{
+	short_names = on;
+}
+
 static int vm_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	const struct py_proc *p = ctx;
@@ -273,6 +281,6 @@ int py_proc__frame(struct py_proc *p, uint64_t code, uint64_t instr, char *buf, 
 	else
 		line = py_linetable_line(c->linetable, c->linetable_len, c->firstlineno,
 					 instr - c->bytecode);
-	py_format_frame(c, line, buf, len);
+	py_format_frame(c, line, short_names, buf, len);
 	return 0;
 }

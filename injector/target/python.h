@@ -36,6 +36,10 @@ int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_
  * record them (bpf/stack.h: the inner frames, the outer ones, py_cut between). */
 void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st);
 
+/* Frames named by their function's own name ("<listcomp>") instead of the qualified one
+ * ("f.<locals>.<listcomp>", the default), from now on, for every process. */
+void py_set_short_names(bool on);
+
 /*
  * "qualname (file:line)" for a frame the BPF walker recorded. Code objects are read once
  * and cached. -EINVAL if code is not a code object (then the frame is not shown).

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(c.linetable_len <= PY_LINETABLE_MAX);
 		for (uint64_t a = 0; a < 64; a += 2)
 			(void)py_linetable_line(c.linetable, c.linetable_len, c.firstlineno, a);
-		py_format_frame(&c, 1, buf, sizeof(buf));
+		py_format_frame(&c, 1, data[0] & 1, buf, sizeof(buf));
 		py_code__clear(&c);
 	}
 	if (py_read_str(&r, o, code, buf, sizeof(buf)) == 0)

@@ -393,3 +393,46 @@ def test_benchmark_overhead_and_artifact_rate():
     assert m, r.stdout
     assert float(m.group(1)) <= 1.05 and float(m.group(2)) <= 1.03, r.stdout
     assert 0 < int(m.group(3)) < 1_000_000
+
+
+LISTCOMP = r"""
+import os, sys, time
+class Model:
+    def forward(self, n):
+        return sum([i * i for i in range(n)])
+print("ready pid=%d" % os.getpid(), flush=True)
+end = time.time() + 60
+m = Model()
+while time.time() < end:
+    m.forward(5000)
+"""
+
+
+@pytest.mark.parametrize("names", ["qualified", "short"])
+def test_python_names_qualified_or_short(procs, tmp_path, names):
+    """Python 3.11 names a comprehension 'Model.forward.<locals>.<listcomp>'; other Python
+    profilers print '<listcomp>': --python-names short gives that, the default the
+    qualified name."""
+    require_root()
+    script = tmp_path / "lc.py"
+    script.write_text(LISTCOMP)
+    _, line = procs.start(["/usr/bin/python3", str(script)], ready="ready")
+    pid = int(kv(line)["pid"])
+    out = tmp_path / "out"
+    extra = [] if names == "qualified" else ["--python-names", "short"]
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out),
+                    "--collectors", "cpu,python"] + extra)
+    assert r.returncode == 0, r.stderr
+    frames = {f for st, _ in folded(out) for f in st if "lc.py:" in f}
+    want = ("Model.forward.<locals>.<listcomp> (", "Model.forward (") if names == "qualified" \
+        else ("<listcomp> (", "forward (")
+    for w in want:
+        assert any(f.startswith(w) for f in frames), (w, frames)
+    if names == "short":
+        assert not any("<locals>" in f or f.startswith("Model.") for f in frames), frames
+    s = run_aiprof(["stacks", "--pid", str(pid)] + extra)
+    assert s.returncode == 0 and "lc.py:" in s.stdout, s.stderr
+    assert (f"    {want[1]}" in s.stdout), s.stdout
+    r = run_aiprof(["profile", "--pid", str(pid), "--python-names", "long", "-o",
+                    str(tmp_path / "x")])
+    assert r.returncode == 2 and "--python-names 'long': use qualified or short" in r.stderr

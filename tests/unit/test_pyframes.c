@@ -191,10 +191,16 @@ static void test_read_code(void **state)
 	assert_int_equal(c.linetable_len, sizeof(linetable));
 	assert_int_equal(c.bytecode, CODE + o->code_adaptive);
 	py_format_frame(&c, py_linetable_line(c.linetable, c.linetable_len, c.firstlineno, 24),
-			buf, sizeof(buf));
+			false, buf, sizeof(buf));
 	assert_string_equal(buf, "Trainer.step (/srv/train.py:5)");
-	py_format_frame(&c, -1, buf, sizeof(buf));
+	py_format_frame(&c, -1, false, buf, sizeof(buf));
 	assert_string_equal(buf, "Trainer.step (/srv/train.py)");
+	/* the function's own name, as most Python profilers print it */
+	py_format_frame(&c, 5, true, buf, sizeof(buf));
+	assert_string_equal(buf, "step (/srv/train.py:5)");
+	assert_string_equal(py_short_name("f.<locals>.<listcomp>"), "<listcomp>");
+	assert_string_equal(py_short_name("<module>"), "<module>");
+	assert_string_equal(py_short_name("odd."), "odd.");
 	py_code__clear(&c);
 
 	/* not a code object: another type, a wild pointer, NULL */
