@@ -323,6 +323,10 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 	if (td->py) {
 		jsonw_kv_str(w, "version", py_proc__version(td->py));
 		jsonw_kv_str(w, "offsets", py_proc__offsets_source(td->py));
+		/* its interpreter was starting up when first looked at: frames from then on */
+		if (td->py_found_late_ns)
+			jsonw_kv_uint(w, "found_after_ms", td->py_found_late_ns > e->start_ns ?
+				      (td->py_found_late_ns - e->start_ns) / 1000000 : 0);
 		jsonw_kv_uint(w, "samples_of_python_threads", td->samples_py_thread);
 		jsonw_kv_double(w, "with_python_frames_share", share(td->samples_py, td->samples_py_thread));
 		jsonw_kv_double(w, "interleaved_at_eval_frames_share",

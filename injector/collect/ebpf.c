@@ -471,6 +471,7 @@ void ebpf__poll(struct ebpf *e)
 		return;
 	ring_buffer__consume(e->rb);
 	now = now_monotonic_ns();
+	ebpf_py_retry_due(e, now);
 	for (size_t i = 0; i < e->nt; i++)
 		if (e->t[i].py_soon_ns && now >= e->t[i].py_soon_ns) {
 			/* a fresh child: again until its thread is known, at most for a tick */

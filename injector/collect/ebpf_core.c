@@ -19,6 +19,7 @@
 #include "bpf/tasks.h"
 #include "log.h"
 #include "ebpf_internal.h"
+#include "timeutil.h"
 #include "ebpf_kallsyms.h"
 
 #ifndef AIPROF_NO_EBPF
@@ -182,17 +183,50 @@ int ebpf_tdata_init(struct ebpf *e, struct ebpf_tdata *td, pid_t pid, const char
 		return r;
 	if (r < 0)
 		td->syms = NULL;  /* gone already: its frames stay [unknown] */
-	if (e->opts.collectors & EBPF_COLLECT_PYTHON) {
-		r = py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py);
-		if (r == -ENOMEM)
-			return r;
-		if (r < 0)
-			td->py = NULL;
-		else
-			log_debug("pid %d: python %s, frames read with offsets from %s", td->pid,
-				  py_proc__version(td->py), py_proc__offsets_source(td->py));
-	}
+	if (e->opts.collectors & EBPF_COLLECT_PYTHON)
+		return ebpf_py_find(e, td);
 	return 0;
+}
+
+int ebpf_py_find(struct ebpf *e, struct ebpf_tdata *td)
+{
+	int pfd = ebpf_shared_map_fd(e, "py_procs"), r;
+	uint32_t key = (uint32_t)td->pid;
+	uint64_t now = now_monotonic_ns();
+
+	td->py_retry_ns = 0;
+	r = py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		td->py = NULL;
+		if (r == -EAGAIN) {
+			/* a rank exec'd a moment ago: its interpreter has no thread yet */
+			td->py_retry_every = td->py_retry_every ?
+				(td->py_retry_every * 2 < PY_RETRY_MAX_NS ? td->py_retry_every * 2 :
+				 PY_RETRY_MAX_NS) : PY_RETRY_FIRST_NS;
+			td->py_retry_ns = now + td->py_retry_every;
+		}
+		return 0;
+	}
+	td->py_retry_every = 0;
+	log_debug("pid %d: python %s, frames read with offsets from %s", td->pid,
+		  py_proc__version(td->py), py_proc__offsets_source(td->py));
+	/* before the programs load, fill_maps() does this */
+	if (pfd >= 0 && bpf_map_update_elem(pfd, &key, &py_proc__offsets(td->py)->bpf, BPF_ANY) == 0)
+		ebpf_py_refresh(e, td);
+	return 0;
+}
+
+void ebpf_py_retry_due(struct ebpf *e, uint64_t now)
+{
+	for (size_t i = 0; i < e->nt; i++) {
+		struct ebpf_tdata *td = &e->t[i];
+
+		if (!td->py && td->py_retry_ns && now >= td->py_retry_ns && !td->exited &&
+		    ebpf_py_find(e, td) == 0 && td->py)
+			td->py_found_late_ns = now;
+	}
 }
 
 /* ---- stacks: kernel-side blocks -> frame ids --------------------------------------------- */

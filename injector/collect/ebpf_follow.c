@@ -80,7 +80,6 @@ static void followed(struct ebpf *e, const struct follow_event *f)
 {
 	struct ebpf_tdata *td, *parent = ebpf_tdata_of(e, f->parent);
 	int pfd = ebpf_shared_map_fd(e, "py_procs");
-	uint32_t key = f->hdr.tgid;
 
 	if (ebpf_tdata_of(e, f->hdr.tgid))
 		return;   /* seen already (a pid reused within the window is the same slot) */
@@ -97,11 +96,9 @@ static void followed(struct ebpf *e, const struct follow_event *f)
 	ebpf_follow_note(e, td->pid, td->parent, f->hdr.ts, false);
 	if (!td->py && parent && parent->py)
 		snprintf(td->py_why, sizeof(td->py_why), "%s", "its CPython was not found after the fork");
-	if (td->py && pfd >= 0 &&
-	    bpf_map_update_elem(pfd, &key, &py_proc__offsets(td->py)->bpf, BPF_ANY) == 0) {
-		ebpf_py_refresh(e, td);
+	/* ebpf_tdata_init() found its CPython and gave the walker its offsets */
+	if (td->py && pfd >= 0)
 		td->py_soon_ns = f->hdr.ts + FOLLOW_PY_AGAIN_NS;
-	}
 }
 
 /* A target exec'd: what was read of its old program is of no use for the new one. */
@@ -130,10 +127,10 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 	if (td->syms ? proc_symbolizer__reread(td->syms) < 0 :
 	    symbolizer__proc(e->symz, td->pid, &td->syms) < 0)
 		td->syms = NULL;
-	if ((e->opts.collectors & EBPF_COLLECT_PYTHON) &&
-	    py_proc__new(td->pid, td->py_why, sizeof(td->py_why), &td->py) == 0 && pfd >= 0 &&
-	    bpf_map_update_elem(pfd, &key, &py_proc__offsets(td->py)->bpf, BPF_ANY) == 0)
-		ebpf_py_refresh(e, td);
+	/* a new interpreter has no thread yet: looked at again until it has (py_retry_ns) */
+	td->py_retry_every = 0;
+	if (e->opts.collectors & EBPF_COLLECT_PYTHON)
+		(void)ebpf_py_find(e, td);
 }
 
 static void ebpf_follow__record(struct ebpf *e, struct ebpf_tdata *td, const void *data,

@@ -37,6 +37,8 @@ enum ebpf_collector { EC_CPU, EC_OFFCPU, EC_SYSCALLS, EC_PYTHON, EC_TASKS, EC_FO
 #define EBPF_FOLLOW_NEWS_MAX (2 * EBPF_MAX_FOLLOWED)
 /* a forked CPython gives its thread its new id in its after-fork handlers: look again soon */
 #define FOLLOW_PY_AGAIN_NS (15 * 1000 * 1000)
+#define PY_RETRY_FIRST_NS (50 * 1000 * 1000)     /* an interpreter starting up: looked at */
+#define PY_RETRY_MAX_NS (1600 * 1000 * 1000)     /* again, at most this far apart */
 
 #define EBPF_SHARED_MAPS 5
 #define EBPF_RINGBUF_BYTES (16u << 20)  /* the ring buffer every collector writes into */
@@ -130,6 +132,9 @@ struct ebpf_tdata {
 	struct u64map ucache;     /* user address -> frame id | USYM flags << 32 | eval << 40 */
 	struct py_proc *py;
 	char py_why[256];         /* why there are no Python frames, when py is NULL */
+	uint64_t py_retry_ns;     /* its interpreter was starting up: look again then */
+	uint64_t py_retry_every;  /* ...doubling from PY_RETRY_FIRST_NS to PY_RETRY_MAX_NS */
+	uint64_t py_found_late_ns; /* when it was found so, 0: at once */
 	struct u64map pycache;    /* hash(code, instr) -> frame id + 1, 0 = not a code object */
 	struct u64map pythreads;  /* host tids currently in the py_threads map */
 	struct ebpf_tid *tids;
@@ -371,6 +376,12 @@ extern const struct ebpf_collector_ops ebpf_cpu_ops, ebpf_offcpu_ops, ebpf_sysca
 /* ebpf_core.c: td set up for pid (its comm read from /proc when comm is NULL), symbols and
  * CPython looked for; 0, or -ENOMEM. */
 int ebpf_tdata_init(struct ebpf *e, struct ebpf_tdata *td, pid_t pid, const char *comm);
+/* CPython in td's process (once more if it was starting up): td->py, its offsets in the BPF
+ * walker's map and its threads read; else td->py_why, and a later look scheduled when its
+ * interpreter was still starting (py_retry_ns). 0, or -ENOMEM. */
+int ebpf_py_find(struct ebpf *e, struct ebpf_tdata *td);
+/* The looks ebpf_py_find() scheduled that are due by now */
+void ebpf_py_retry_due(struct ebpf *e, uint64_t now);
 
 /*
  * ebpf_tasks.c: reads the task iterator and calls fn for each record of a target thread,

@@ -197,7 +197,8 @@ int py_proc__new(pid_t pid, char *why, size_t whylen, struct py_proc **ret)
 		snprintf(why, whylen, "python %s in pid %d: no thread state found where the %s "
 			 "offsets say (%s)", p->version, pid, p->source,
 			 r < 0 ? strerror(-r) : "interpreter not initialised, or offsets wrong");
-		r = -EPROTONOSUPPORT;
+		/* an empty list read whole: an interpreter starting up (worth trying again) */
+		r = r < 0 ? -EPROTONOSUPPORT : -EAGAIN;
 		goto fail;
 	}
 	proc_syms__free(ps);

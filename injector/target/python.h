@@ -19,7 +19,8 @@ struct py_proc;
 /*
  * Looks for CPython in pid. Returns 0 and *ret (free with py_proc__free()); -ENOENT if
  * the process has no CPython; -EPROTONOSUPPORT for a version the offsets table does not
- * cover, a free-threaded build, or offsets that do not match what is in memory; another
+ * cover, a free-threaded build, or offsets that do not match what is in memory; -EAGAIN for
+ * an interpreter with no thread state yet (starting up: try again later); another
  * negative errno if it could not be read. On failure `why` says what, in words.
  */
 int py_proc__new(pid_t pid, char *why, size_t whylen, struct py_proc **ret);

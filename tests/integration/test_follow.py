@@ -497,3 +497,35 @@ def test_a_child_started_just_before_the_window_is_always_recorded(tmp_path):
     print(f"child recorded in {50 - len(missed)} of 50 runs, with samples in {sampled}")
     assert not missed, missed
     assert sampled >= 40, sampled
+
+
+LATE_PY = """
+import time
+def late_busy():
+    end = time.time() + 2.5
+    while time.time() < end:
+        sum(range(1000))
+late_busy()
+"""
+
+
+def test_an_interpreter_starting_in_the_window_gets_its_frames(procs, tmp_path):
+    """A launcher forks and execs Python 0.5 s into the window (as torchrun starts its
+    ranks): at the exec its interpreter has no thread yet; it is looked at again until it
+    has, and its samples from then on have their Python frames (before: none for the whole
+    window, 'interpreter not initialised')."""
+    require_root()
+    code = tmp_path / "late.py"
+    code.write_text(LATE_PY)
+    _, line = procs.start(["bash", "-c", f"echo ready pid=$$; sleep 0.8; {PYTHON} {code}; sleep 5"],
+                          ready="ready")
+    pid = pid_of(line)
+    out = tmp_path / "out"
+    profile(pid, out, duration="3s", collectors="cpu,python")
+    ts = load_summary(out)["ebpf"]["targets"]
+    (kid,) = [t for t in ts if t.get("comm") == "python3"]
+    assert kid["python"].get("version", "").startswith("3."), kid["python"]
+    assert kid["cpu_samples"] >= 20, kid
+    framed = sum(n for st, n in folded(out) if st[0] == f"python3-{kid['pid']}" and
+                 any(f.startswith("late_busy (") for f in st))
+    assert framed >= 0.8 * kid["cpu_samples"], (framed, kid["cpu_samples"])
