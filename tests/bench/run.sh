@@ -27,6 +27,8 @@ echo "== the CPU sampler against perf record --call-graph dwarf at 99 Hz on real
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_perf.py
 echo "== eBPF collectors: throughput ratio with all collectors at 99 Hz vs off"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_ebpf.py
+echo "== aiprof stacks of a quiet 11-thread Python process: wall time against the 150 ms goal, cfi and fp"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_stacks.py
 echo "== native stacks by CFI: a PyTorch training loop's step time, --unwind cfi vs fp at 99 Hz; unwind tables"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_unwind.py
 echo "== what a profile costs processes that are not profiled: getppid() of a bystander, idle vs recording"
