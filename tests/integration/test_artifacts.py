@@ -5,6 +5,7 @@ findings in it."""
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -253,6 +254,10 @@ def test_gpu_flamegraph_call_stacks_weighted_by_kernel_time(procs, tmp_path):
             assert in_order(f, callers), (kernel, f)
             if kernel == "adam_update_kernel" or kernel == "fused_layernorm_kernel":
                 assert "compute" not in f, f   # launched by train_step itself
+    # no raw address among the trainer's frames (a frame is a name, or [module] where the
+    # module has no symbol there, as libc's internal ones)
+    raw = [f for fr, _ in rows for f in fr if re.search(r"0x[0-9a-f]{4,}", f)]
+    assert not raw, raw[:5]
     # weights: GPU ns, per kernel and in total those of summary.json
     total = sum(w for _, w in rows)
     assert total == g["total"]
