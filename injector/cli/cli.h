@@ -16,6 +16,9 @@
 #include "target/container.h"     /* CONTAINER_ID_MAX */
 
 int cmd_profile(int argc, char **argv);
+/* aiprof record [profile options] -- CMD: CMD started and recorded from its first
+ * instruction (profile.c) */
+int cmd_record(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 /* `aiprof upload DIR s3://bucket/prefix [options]`: exit 0, 2 (usage or configuration:
  * bad URL, no credentials) or 7 (the upload failed; the folder is kept). */

@@ -27,6 +27,7 @@ static const struct cmd {
 } cmds[] = {
 	{ "profile", cmd_profile, "attach to running processes, record a window, write artifacts" },
 	{ "stacks", cmd_stacks, "what every thread of running processes is doing now (no stop)" },
+	{ "record", cmd_record, "start a command and record it from its first instruction" },
 	{ "merge", cmd_merge, "merge the ranks of one job onto one clock, with cross-rank findings" },
 	{ "upload", cmd_upload, "upload an artifact folder to S3-compatible storage (manifest last)" },
 	{ "version", cmd_version, "print the version" },

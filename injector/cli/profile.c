@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +48,8 @@
 #define MAX_TARGETS CLI_MAX_TARGETS
 
 static volatile sig_atomic_t stop_requested;
+/* aiprof record: the pipe its command waits on before its exec, written once recording */
+static int record_release_fd = -1;
 
 static void on_stop_signal(int sig)
 {
@@ -963,6 +968,13 @@ static void record_window(struct run *run)
 			session__start(run->targets[i].session, lib_collectors(o));
 	if (run->ebpf)
 		ebpf__start(run->ebpf);
+	if (record_release_fd >= 0) {
+		/* aiprof record: the collectors run, the command may exec now */
+		if (write(record_release_fd, "g", 1) != 1)
+			log_warning("record: cannot tell the command to start: %s", strerror(errno));
+		close(record_release_fd);
+		record_release_fd = -1;
+	}
 	run->prof.late.on = run->ebpf && late_possible(o) &&
 			    (ebpf__collectors(run->ebpf) & EBPF_COLLECT_FOLLOW);
 	if (run->prof.late.on) {
@@ -1331,3 +1343,114 @@ int cmd_profile(int argc, char **argv)
 {
 	return cli_run(argc, argv, "profile", profile_run);
 }
+
+/* ---- aiprof record -- CMD ------------------------------------------------------------------ */
+
+/* The command's child: waits until recording, then execs (or dies with aiprof before) */
+static void record_child(int rfd, char **cmd)
+{
+	char c;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(rfd, &c, 1) != 1)
+		_exit(127);     /* aiprof gave up before recording: the command never ran */
+	close(rfd);
+	/* from now on the command is the user's: whatever happens to aiprof, it runs on */
+	prctl(PR_SET_PDEATHSIG, 0);
+	execvp(cmd[0], cmd);
+	fprintf(stderr, "aiprof record: cannot run %s: %s\n", cmd[0], strerror(errno));
+	_exit(127);
+}
+
+static void record_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: aiprof record [PROFILE OPTIONS] -- COMMAND [ARG...]\n\n"
+		"Starts COMMAND and records it from its first instruction: the eBPF collectors\n"
+		"run before it execs, and follow what it starts. The window lasts until the\n"
+		"command exits, or --duration (default 24h); the command then runs on to its\n"
+		"end, and the artifacts are written as by\n"
+		"'aiprof profile'. Not done yet: the CUDA/NCCL/ibverbs hooks (the library is not\n"
+		"loaded into a command aiprof starts; --method ebpf is implied). Takes the\n"
+		"options of 'aiprof profile' but --pid, --container-id, --container-name and\n"
+		"--match. Exits with the profile's exit code; the command's status is printed.\n");
+}
+
+int cmd_record(int argc, char **argv)
+{
+	char pidarg[16], **pargv;
+	int dash = -1, pfd[2], rc, st;
+	pid_t child;
+	size_t n = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			dash = i;
+			break;
+		}
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			record_usage(stdout);
+			return EXIT_OK;
+		}
+		if (strncmp(argv[i], "--pid", 5) == 0 || strcmp(argv[i], "-p") == 0 ||
+		    strncmp(argv[i], "--container", 11) == 0 || strncmp(argv[i], "--match", 7) == 0 ||
+		    strncmp(argv[i], "--method", 8) == 0) {
+			record_usage(stderr);
+			fprintf(stderr, "aiprof record: %s: the target is the command after '--'\n",
+				argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (dash < 0 || dash + 1 >= argc) {
+		record_usage(stderr);
+		fprintf(stderr, "aiprof record: no command: put it after '--'\n");
+		return EXIT_USAGE;
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return log_error_errno(errno, "record: pipe"), EXIT_FAILURE_;
+	fflush(NULL);
+	child = fork();
+	if (child < 0)
+		return log_error_errno(errno, "record: fork"), EXIT_FAILURE_;
+	if (child == 0) {
+		close(pfd[1]);
+		record_child(pfd[0], argv + dash + 1);
+	}
+	close(pfd[0]);
+	record_release_fd = pfd[1];
+	/* the profile's command line: its defaults, the user's options, the command's pid */
+	pargv = calloc((size_t)dash + 8, sizeof(*pargv));
+	if (!pargv) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		return EXIT_FAILURE_;
+	}
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)child);
+	pargv[n++] = argv[0];
+	pargv[n++] = "--duration";
+	pargv[n++] = "24h";
+	for (int i = 1; i < dash; i++)
+		pargv[n++] = argv[i];
+	pargv[n++] = "--method";
+	pargv[n++] = "ebpf";
+	pargv[n++] = "--pid";
+	pargv[n++] = pidarg;
+	rc = cli_run((int)n, pargv, "record", profile_run);
+	free(pargv);
+	if (record_release_fd >= 0) {
+		/* the profile failed before recording: the command is not run */
+		close(record_release_fd);
+		record_release_fd = -1;
+		waitpid(child, NULL, 0);
+		log_error("record: the command was not started");
+		return rc;
+	}
+	if (waitpid(child, &st, 0) == child) {
+		if (WIFEXITED(st))
+			log_info("record: the command exited with status %d", WEXITSTATUS(st));
+		else if (WIFSIGNALED(st))
+			log_info("record: the command was killed by signal %d", WTERMSIG(st));
+	}
+	return rc;
+}
+
