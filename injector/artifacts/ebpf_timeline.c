@@ -274,6 +274,46 @@ static int write_one(const struct ebpf *e, const char *dir, const char *name, en
 	return r;
 }
 
+/*
+ * wall.folded: where the threads' time went, on a CPU or off it, in microseconds by stack:
+ * each CPU sample stands for 1/frequency s, each off-CPU block for its own time (blocks
+ * shorter than --offcpu-min are not recorded, so not in it either). A view made of the two
+ * collectors' data, not a sampler of its own.
+ */
+static int write_wall(const struct ebpf *e, const char *dir)
+{
+	const struct stack_store *ss = &e->stacks;
+	double us_per_sample = 1e6 / (double)(e->opts.frequency_hz ? e->opts.frequency_hz : 1);
+	char path[4096];
+	FILE *f;
+	int r = 0;
+
+	snprintf(path, sizeof(path), "%s/wall.folded", dir);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	for (uint32_t s = 0; s < stack_store__nstacks(ss); s++) {
+		uint64_t w = (uint64_t)((double)stack_store__weight(ss, s, STACK_CPU) * us_per_sample +
+					0.5) + stack_store__weight(ss, s, STACK_OFFCPU);
+		size_t n = 0;
+		const uint32_t *fr = stack_store__stack_frames(ss, s, &n);
+
+		if (!w || !fr || !n)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			if (i)
+				fputc(';', f);
+			fputs(stack_store__frame_name(ss, fr[i]), f);
+		}
+		fprintf(f, " %llu\n", (unsigned long long)w);
+	}
+	if (ferror(f))
+		r = -EIO;
+	if (fclose(f) != 0 && !r)
+		r = -errno;
+	return r;
+}
+
 int ebpf_folded_write(const struct ebpf *e, const char *dir)
 {
 	int r = 0;
@@ -284,5 +324,7 @@ int ebpf_folded_write(const struct ebpf *e, const char *dir)
 		r = write_one(e, dir, "stacks.folded", STACK_CPU);
 	if (!r && (e->on & EBPF_COLLECT_OFFCPU))
 		r = write_one(e, dir, "offcpu.folded", STACK_OFFCPU);
+	if (!r && (e->on & EBPF_COLLECT_CPU) && (e->on & EBPF_COLLECT_OFFCPU))
+		r = write_wall(e, dir);
 	return r;
 }

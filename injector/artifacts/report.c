@@ -522,6 +522,29 @@ int report_write(const struct profile *p, const char *dir, char *ret_path, size_
 		if (r < 0)
 			goto out;
 	}
+	/* the wall-clock view: a file of its own, not inline */
+	{
+		struct fg_opts wo = { .id = "wall", .title = "Wall clock", .unit = "us",
+				      .palette = FG_HOT, .subtitle = "where the threads' time went, on "
+				      "a CPU (samples x 1/frequency) or off it (blocks of at least "
+				      "--offcpu-min), microseconds by stack" };
+		char *text = NULL, *svg = NULL;
+		size_t n = 0;
+
+		snprintf(path, sizeof(path), "%s/wall.folded", dir);
+		r = slurp(path, &text, &n);
+		if (r == 0) {
+			r = render(text, n, &wo, &svg);
+			free(text);
+			if (r == 0)
+				r = write_svg(dir, "flamegraph-wall.svg", svg);
+			free(svg);
+		}
+		if (r == -ENOENT)
+			r = 0;
+		if (r < 0)
+			goto out;
+	}
 	r = launch_stacks_folded(p, &gpu, &gst);
 	if (r < 0)
 		goto out;

@@ -395,6 +395,20 @@ def test_benchmark_overhead_and_artifact_rate():
     assert 0 < int(m.group(3)) < 1_000_000
 
 
+def profile_script(procs, tmp_path, text, name, duration, collectors, *extra):
+    """Runs the Python program text (it prints "ready pid=N"), profiles it: (pid, out dir)."""
+    require_root()
+    script = tmp_path / name
+    script.write_text(text)
+    _, line = procs.start(["/usr/bin/python3", str(script)], ready="ready")
+    pid = int(kv(line)["pid"])
+    out = tmp_path / "out"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", duration, "-o", str(out),
+                    "--collectors", collectors] + list(extra))
+    assert r.returncode == 0, r.stderr
+    return pid, out
+
+
 LISTCOMP = r"""
 import os, sys, time
 class Model:
@@ -413,16 +427,8 @@ def test_python_names_qualified_or_short(procs, tmp_path, names):
     """Python 3.11 names a comprehension 'Model.forward.<locals>.<listcomp>'; other Python
     profilers print '<listcomp>': --python-names short gives that, the default the
     qualified name."""
-    require_root()
-    script = tmp_path / "lc.py"
-    script.write_text(LISTCOMP)
-    _, line = procs.start(["/usr/bin/python3", str(script)], ready="ready")
-    pid = int(kv(line)["pid"])
-    out = tmp_path / "out"
     extra = [] if names == "qualified" else ["--python-names", "short"]
-    r = run_aiprof(["profile", "--pid", str(pid), "-d", "2s", "-o", str(out),
-                    "--collectors", "cpu,python"] + extra)
-    assert r.returncode == 0, r.stderr
+    pid, out = profile_script(procs, tmp_path, LISTCOMP, "lc.py", "2s", "cpu,python", *extra)
     frames = {f for st, _ in folded(out) for f in st if "lc.py:" in f}
     want = ("Model.forward.<locals>.<listcomp> (", "Model.forward (") if names == "qualified" \
         else ("<listcomp> (", "forward (")
@@ -436,3 +442,34 @@ def test_python_names_qualified_or_short(procs, tmp_path, names):
     r = run_aiprof(["profile", "--pid", str(pid), "--python-names", "long", "-o",
                     str(tmp_path / "x")])
     assert r.returncode == 2 and "--python-names 'long': use qualified or short" in r.stderr
+
+
+WALL = r"""
+import os, threading, time
+def nap():
+    while True:
+        time.sleep(0.2)
+def spin():
+    while True:
+        sum(range(1000))
+threading.Thread(target=nap, daemon=True).start()
+print("ready pid=%d" % os.getpid(), flush=True)
+spin()
+"""
+
+
+def test_wall_clock_view_of_running_and_sleeping_threads(procs, tmp_path):
+    """wall.folded (and flamegraph-wall.svg): each thread's whole window, on a CPU (samples
+    x 1/99 s) or off it (its blocks): the napping thread and the spinning one each about the
+    window's length, though the napper has almost no CPU samples."""
+    _, out = profile_script(procs, tmp_path, WALL, "wall.py", "3s", "cpu,offcpu,python")
+    wall = folded(out, "wall.folded")
+    window_us = load_summary(out)["window"]["duration_s"] * 1e6
+    nap = sum(n for st, n in wall if any(f.startswith("nap (") for f in st))
+    spin = sum(n for st, n in wall if any(f.startswith("spin (") for f in st))
+    cpu_nap = sum(n for st, n in folded(out) if any(f.startswith("nap (") for f in st))
+    print(f"wall us: nap {nap}, spin {spin}; window {window_us:.0f}; nap's CPU samples {cpu_nap}")
+    assert 0.7 * window_us <= nap <= 1.1 * window_us, (nap, window_us)
+    assert 0.5 * window_us <= spin <= 1.1 * window_us, (spin, window_us)
+    assert cpu_nap <= 5
+    assert (out / "flamegraph-wall.svg").stat().st_size > 1000
