@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "procstat.h"
 #include "readfile.h"
@@ -142,4 +143,55 @@ int procsched_switches(pid_t pid, const char *tid, uint64_t *ret)
 		return len ? -EINVAL : -ENOENT;   /* a thread that exited as it was read */
 	*ret = n;
 	return 0;
+}
+
+int timens_monotonic_offset(const char *text, size_t len, int64_t *ret)
+{
+	static const char key[] = "monotonic";
+	size_t i = 0;
+
+	while (i < len) {
+		const char *line = text + i, *nl = memchr(line, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - line) : len - i;
+		char buf[96];
+		long long secs, nsecs;
+		char tail;
+
+		i += n + 1;
+		if (n < sizeof(key) || n >= sizeof(buf) || memcmp(line, key, sizeof(key) - 1) ||
+		    (line[sizeof(key) - 1] != ' ' && line[sizeof(key) - 1] != '\t'))
+			continue;
+		memcpy(buf, line + sizeof(key) - 1, n - (sizeof(key) - 1));
+		buf[n - (sizeof(key) - 1)] = '\0';
+		/* the kernel bounds both: |s| within a few hundred years, 0 <= ns < 1e9 */
+		if (sscanf(buf, "%lld %lld %c", &secs, &nsecs, &tail) != 2 || nsecs < 0 ||
+		    nsecs >= 1000000000LL || secs > INT64_MAX / 1000000000LL - 1 ||
+		    secs < INT64_MIN / 1000000000LL + 1)
+			continue;
+		*ret = (int64_t)secs * 1000000000LL + nsecs;
+		return 0;
+	}
+	return -ENODATA;
+}
+
+int proc_timens_monotonic(pid_t pid, int64_t *ret)
+{
+	char path[64], buf[256];
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/timens_offsets", (int)pid);
+	len = readfile_buf(path, buf, sizeof(buf));
+	if (len == -ENOENT) {
+		char dir[32];
+
+		/* no such file in a live process: a kernel without time namespaces */
+		snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
+		if (access(dir, F_OK) < 0)
+			return -ESRCH;
+		*ret = 0;
+		return 0;
+	}
+	if (len < 0)
+		return (int)len;
+	return timens_monotonic_offset(buf, (size_t)len, ret) < 0 ? -EINVAL : 0;
 }

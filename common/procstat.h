@@ -55,4 +55,17 @@ int procstatus_number(pid_t pid, const char *key, int base, long long *ret);
  */
 int procsched_switches(pid_t pid, const char *tid, uint64_t *ret);
 
+/*
+ * The CLOCK_MONOTONIC offset of a time namespace from the text of its
+ * /proc/PID/timens_offsets, text[0..len) ("monotonic <s> <ns>" lines), in nanoseconds into
+ * *ret: 0, or -ENODATA when no line of it parses. Pure: tests/fuzz/fuzz_procstat.c.
+ */
+int timens_monotonic_offset(const char *text, size_t len, int64_t *ret);
+
+/*
+ * Process pid's time-namespace CLOCK_MONOTONIC offset into *ret: 0 (also when the kernel has
+ * no time namespaces: no file, offset 0), or a negative errno (-ESRCH: no such process).
+ */
+int proc_timens_monotonic(pid_t pid, int64_t *ret);
+
 #endif

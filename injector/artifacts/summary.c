@@ -354,6 +354,20 @@ static void write_window(struct jsonw *w, const struct profile *p)
 	jsonw_kv_double(w, "requested_s", (double)p->requested_ns / 1e9);
 	jsonw_obj_close(w);
 	jsonw_kv_str(w, "clock", "CLOCK_MONOTONIC; timeline ts/dur are microseconds of it");
+	/* windows with the same boot id and time-namespace offset are on one clock */
+	jsonw_key(w, "clock_domain");
+	jsonw_obj_open(w);
+	jsonw_key(w, "boot_id");
+	if (p->clock.boot_id[0])
+		jsonw_str(w, p->clock.boot_id);
+	else
+		jsonw_null(w);
+	jsonw_key(w, "time_namespace_offset_ns");
+	if (p->clock.timens_known)
+		jsonw_int(w, p->clock.timens_ns);
+	else
+		jsonw_null(w);
+	jsonw_obj_close(w);
 }
 
 /* "kernels", "memcpy", "nccl", "synchronization": the aggregates, largest API time first. */

@@ -22,6 +22,7 @@
 #include "event.h"
 #include "log.h"
 #include "readfile.h"
+#include "procstat.h"
 #include "procsyms.h"
 #include "timeutil.h"
 #include "model/profile.h"
@@ -954,6 +955,31 @@ static void late_poll(struct run *run)
 	}
 }
 
+/* The kernel's boot id and the targets' time namespace: on one boot and one namespace, two
+ * windows' CLOCK_MONOTONIC times are the same clock. */
+static void read_clock_domain(struct run *run)
+{
+	struct clock_domain *c = &run->prof.clock;
+	char buf[64];
+	ssize_t n = readfile_buf("/proc/sys/kernel/random/boot_id", buf, sizeof(buf));
+	size_t len = n > 0 ? strcspn(buf, "\n") : 0;
+
+	*c = (struct clock_domain){ .timens_known = run->ntargets > 0 };
+	if (len == 36 && strspn(buf, "0123456789abcdef-") >= 36)
+		snprintf(c->boot_id, sizeof(c->boot_id), "%.36s", buf);
+	else
+		log_info("the kernel's boot id is unreadable (%s): aiprof merge will fit this window's "
+			 "clock to the other ranks'", n < 0 ? strerror((int)-n) : "not a UUID");
+	for (size_t i = 0; i < run->ntargets && c->timens_known; i++) {
+		int64_t off;
+
+		if (proc_timens_monotonic(run->targets[i].pid, &off) < 0 || (i && off != c->timens_ns))
+			c->timens_known = false;
+		else
+			c->timens_ns = off;
+	}
+}
+
 /* The window: drains every source until it ends, a signal stops it or every target exited. */
 static void record_window(struct run *run)
 {
@@ -961,6 +987,7 @@ static void record_window(struct run *run)
 	uint64_t next_alive_check = 0;
 	int r;
 
+	read_clock_domain(run);
 	run->prof.start_realtime_ns = now_realtime_ns();
 	run->prof.start_ns = now_monotonic_ns();
 	for (size_t i = 0; i < o->tg.npids; i++)

@@ -57,6 +57,7 @@ struct rank_state {
 	uint64_t *late;
 	size_t nlate, late_count, last_arrivals;
 	double late_sum_ns;
+	bool tied_;                   /* scratch of tie_clock_groups */
 };
 
 struct merge {
@@ -170,6 +171,13 @@ static size_t gpu_ends(const struct rank_state *x)
 	return n;
 }
 
+/* Whether a and b's windows read one clock: one kernel boot, one time namespace offset. */
+static bool same_clock(const struct merge_source *a, const struct merge_source *b)
+{
+	return a->boot_id[0] && !strcmp(a->boot_id, b->boot_id) && a->timens_known && b->timens_known &&
+	       a->timens_ns == b->timens_ns;
+}
+
 static int align(struct merge *m)
 {
 	char name[300];
@@ -196,7 +204,8 @@ static int align(struct merge *m)
 			x->fit = (struct merge_fit){ .ok = true, .matched = x->s.ncoll };
 			continue;
 		}
-		r = merge_fit_offset(m->r[m->ref].s.coll, m->r[m->ref].s.ncoll, x->s.coll, x->s.ncoll, &x->fit);
+		r = (same_clock(&m->r[m->ref].s, &x->s) ? merge_fit_same_clock : merge_fit_offset)(
+			m->r[m->ref].s.coll, m->r[m->ref].s.ncoll, x->s.coll, x->s.ncoll, &x->fit);
 		if (r < 0)
 			return r;
 		if (!x->fit.ok) {
@@ -208,7 +217,12 @@ static int align(struct merge *m)
 		x->aligned = true;
 		x->offset_ns = x->fit.offset_ns;
 		x->gpu = x->fit.gpu;
-		if (x->fit.ambiguous)
+		if (x->fit.ambiguous && x->fit.same_clock)
+			warn(m, "%s: the match of its collectives with the reference rank's is ambiguous although "
+			     "they share a clock (another numbering puts their ends %.1f us apart in the median): "
+			     "steps shorter than the ranks' spread; the closest match was taken", name,
+			     (double)x->fit.runner_up_mad_ns / 1e3);
+		else if (x->fit.ambiguous)
 			warn(m, "%s: the match of its collectives with the reference rank's is ambiguous (best fit "
 			     "%.1f us, another shift %.1f us): a very regular workload; the best-agreeing "
 			     "match was taken", name, (double)x->fit.mad_ns / 1e3, (double)x->fit.runner_up_mad_ns / 1e3);
@@ -305,10 +319,37 @@ static int64_t other_at(const int64_t *v, size_t p, size_t i)
 }
 
 /*
+ * Ranks that read one clock (same_clock) move as one: each gets the median of their refined
+ * offsets (tmp: scratch of m->n), so the reference's clock-mates keep offset 0 and another
+ * host's ranks keep one offset between them.
+ */
+static void tie_clock_groups(struct merge *m, int64_t *next, int64_t *tmp)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		size_t n = 0;
+		int64_t med;
+
+		if (!m->r[i].aligned || m->r[i].tied_)
+			continue;
+		for (size_t k = i; k < m->n; k++)
+			if (m->r[k].aligned && (k == i || same_clock(&m->r[i].s, &m->r[k].s)))
+				tmp[n++] = next[k];
+		med = merge_median_i64(tmp, n);
+		for (size_t k = i; k < m->n; k++)
+			if (m->r[k].aligned && (k == i || same_clock(&m->r[i].s, &m->r[k].s))) {
+				next[k] = med;
+				m->r[k].tied_ = true;
+			}
+	}
+	for (size_t i = 0; i < m->n; i++)
+		m->r[i].tied_ = false;
+}
+
+/*
  * With more than two ranks, each rank's offset is refined against the consensus of the
  * others (the median of their corrected ends of the same collective) rather than against
  * the reference alone, whose own wake-up noise would otherwise go into every offset. The
- * reference keeps offset 0.
+ * reference keeps offset 0, and so do the ranks on its clock (tie_clock_groups).
  */
 static int refine_offsets(struct merge *m, long gmin, long gmax)
 {
@@ -350,6 +391,7 @@ static int refine_offsets(struct merge *m, long gmin, long gmax)
 			if (nd >= MERGE_MIN_MATCHED)
 				next[i] = merge_median_i64(d, nd);
 		}
+		tie_clock_groups(m, next, o);
 		for (size_t i = 0; i < m->n; i++)
 			if (m->r[i].aligned)
 				m->r[i].offset_ns = next[i] - next[m->ref];
@@ -973,7 +1015,7 @@ static const char *basis(const struct merge *m)
 }
 
 /* compared: whether another rank was aligned with it (else it has no alignment basis) */
-static json_t *rank_json(const struct rank_state *x, size_t idx, bool compared)
+static json_t *rank_json(const struct rank_state *x, size_t idx, bool compared, bool is_ref)
 {
 	char name[300];
 	uint64_t *v = malloc((x->nlate + 1) * sizeof(*v)), med = 0, mx = 0;
@@ -998,14 +1040,15 @@ static json_t *rank_json(const struct rank_state *x, size_t idx, bool compared)
 			json_array_append_new(own, json_pack("{s:O,s:O*,s:O*}", "category", c, "severity", s,
 							     "summary", t));
 	}
-	j = json_pack("{s:i,s:i,s:s,s:s,s:s?,s:s?,s:s?,s:I,s:I,s:I,s:I,s:b,s:s?,s:I,s:f,s:I,s:I,s:f,s:b,s:f,s:f,"
-		      "s:f,s:f,s:f,s:I,s:I,s:o}",
+	j = json_pack("{s:i,s:i,s:s,s:s,s:s?,s:s?,s:s?,s:I,s:I,s:I,s:I,s:b,s:s?,s:s?,s:I,s:f,s:I,s:I,s:f,s:b,s:f,"
+		      "s:f,s:f,s:f,s:f,s:I,s:I,s:o}",
 		      "rank", x->s.rank, "nranks", x->s.nranks, "name", name, "source", x->s.label,
 		      "pod", x->s.pod, "host", x->s.host, "session", x->s.session,
 		      "pid", (json_int_t)(((long)(idx + 1) << PID_SHIFT) | (x->s.pid & ((1L << PID_SHIFT) - 1))),
 		      "original_pid", (json_int_t)x->s.pid, "tid", (json_int_t)x->s.tid,
 		      "collectives", (json_int_t)x->s.ncoll, "aligned", x->aligned,
 		      "alignment_basis", !x->aligned || !compared ? NULL : x->gpu ? "gpu_kernel_end" : "host_call_end",
+		      "clock", !x->aligned || !compared ? NULL : is_ref ? "reference" : x->fit.same_clock ? "shared" : "fitted",
 		      "gpu_kernel_ends", (json_int_t)gpu_ends(x),
 		      "offset_us", (double)x->offset_ns / 1e3, "shift", (json_int_t)x->fit.shift,
 		      "matched", (json_int_t)x->fit.matched, "fit_mad_us", us(x->fit.mad_ns),
@@ -1027,14 +1070,15 @@ static json_t *build_summary(struct merge *m)
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; i < m->n; i++)
-		json_array_append_new(ranks, rank_json(&m->r[i], i, m->aligned > 1));
+		json_array_append_new(ranks, rank_json(&m->r[i], i, m->aligned > 1, i == m->ref));
 	return json_pack("{s:s,s:s,s:s,s:i,s:I,s:o,s:{s:s,s:s,s:I,s:I,s:I,s:{s:f,s:f,s:I},s:{s:f,s:f}},s:f,s:O,s:O}",
 		      "schema", "aiprof.merge/v1", "aiprof_version", AIPROF_VERSION, "created", created,
 		      "reference_rank", m->ref < m->n ? m->r[m->ref].s.rank : -1,
 		      "aligned_ranks", (json_int_t)m->aligned, "ranks", ranks,
 		      "alignment", "method", "collective end times (GPU kernel ends where the ranks have them, "
 		      "else host call ends): median offset over collectives matched by number in the world "
-		      "communicator",
+		      "communicator; a rank on the reference rank's clock (same kernel boot and time namespace: "
+		      "rank clock \"shared\") keeps offset 0 and only its collectives' numbering is matched",
 		      "basis", basis(m),
 		      "collectives_matched_all_ranks", (json_int_t)m->complete,
 		      "collectives_compared", (json_int_t)m->skew_n,

@@ -51,9 +51,12 @@ struct merge_fit {
 	size_t matched;           /* collectives matched at that shift */
 	uint64_t mad_ns;          /* median |residual| of the matched ends after correction */
 	bool ambiguous;           /* another shift fits almost as well (periodic, no jitter) */
-	uint64_t runner_up_mad_ns;/* the best other shift's MAD, UINT64_MAX when none */
+	uint64_t runner_up_mad_ns;/* the best other shift's MAD (see merge_fit_same_clock),
+				   * UINT64_MAX when none */
 	bool gpu;                 /* the ends compared were GPU kernel ends (see merge_fit_offset) */
 	size_t gpu_matched;       /* matched pairs with a GPU end on both sides */
+	bool same_clock;          /* x and ref read one clock: offset_ns is 0, the shift the one
+				   * whose ends agree on it best */
 };
 
 #define MERGE_MIN_MATCHED 3
@@ -69,6 +72,15 @@ struct merge_fit {
  */
 int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
 		     struct merge_fit *ret);
+
+/*
+ * The same for ranks known to read one clock (one kernel boot, one time namespace): the
+ * offset is 0 and only the shift is searched, as the one whose matched ends differ least
+ * in their median (a wrong shift's differ by a step period, however regular the steps).
+ * runner_up_mad_ns is then the next shift's |median difference|; same_clock is set.
+ */
+int merge_fit_same_clock(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
+			 struct merge_fit *ret);
 
 /* Makes v's seq usable: when any is 0, not increasing, or spread over more than 4n + 1000
  * numbers, every seq becomes its index + 1. */
@@ -120,6 +132,9 @@ struct merge_source {
 	json_t *frames;           /* "stackFrames" object, or NULL */
 	json_t *summary;          /* summary.json */
 	uint64_t win_start_ns, win_end_ns;
+	char boot_id[40];         /* summary "clock_domain": "" when not known */
+	int64_t timens_ns;        /* its time-namespace offset, when timens_known */
+	bool timens_known;
 
 	/* the world communicator as this rank sees it */
 	int rank, nranks;         /* -1 when the rank made no collective in the window */

@@ -107,6 +107,11 @@ static uint64_t median_and_mad(const int64_t *d, int64_t *tmp, size_t n, int64_t
 	return (uint64_t)merge_median_i64(tmp, n);
 }
 
+static uint64_t abs_u64(int64_t v)
+{
+	return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
 #define SCREEN_FROM    4096   /* longer sequences: shifts are screened on a sample first */
 #define SCREEN_SAMPLES 128
 #define SCREEN_KEEP    8
@@ -129,11 +134,12 @@ static size_t find_seq(const struct merge_coll *v, size_t n, long seq)
 
 /*
  * For long sequences: the SCREEN_KEEP shifts whose sampled end differences agree best (an
- * evenly spaced sample of x, looked up in ref by number), so the full evaluation runs on a
- * few shifts instead of all of them. Returns how many were kept.
+ * evenly spaced sample of x, looked up in ref by number; on one clock: whose median
+ * difference is nearest 0), so the full evaluation runs on a few shifts instead of all of
+ * them. Returns how many were kept.
  */
 static size_t screen_shifts(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
-			    size_t need, long *keep)
+			    size_t need, bool same_clock, long *keep)
 {
 	uint64_t kept_mad[SCREEN_KEEP];
 	size_t nkeep = 0, stride = nx / SCREEN_SAMPLES ? nx / SCREEN_SAMPLES : 1;
@@ -160,6 +166,8 @@ static size_t screen_shifts(const struct merge_coll *ref, size_t nref, const str
 		if (!sampled || m * nx < need * sampled || bad > m / 10 || n == 0)
 			continue;
 		mad = median_and_mad(d, res, n, &off);
+		if (same_clock)
+			mad = abs_u64(off);
 		if (nkeep < SCREEN_KEEP) {
 			keep[nkeep] = shift;
 			kept_mad[nkeep++] = mad;
@@ -178,8 +186,8 @@ static size_t screen_shifts(const struct merge_coll *ref, size_t nref, const str
 	return nkeep;
 }
 
-int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct merge_coll *x_in, size_t nx,
-		     struct merge_fit *ret)
+static int fit(const struct merge_coll *ref_in, size_t nref, const struct merge_coll *x_in, size_t nx,
+	       bool same_clock, struct merge_fit *ret)
 {
 	long keep[SCREEN_KEEP];
 	size_t nkeep = 0;
@@ -189,7 +197,7 @@ int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct 
 	size_t *pi = NULL, *pj = NULL;
 	struct merge_coll *ref = NULL, *x = NULL;
 	struct merge_fit best = { .ok = false, .runner_up_mad_ns = UINT64_MAX };
-	uint64_t second = UINT64_MAX;
+	uint64_t second = UINT64_MAX, best_score = UINT64_MAX;
 	int r = -ENOMEM;
 
 	*ret = best;
@@ -214,13 +222,13 @@ int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct 
 	merge_coll_number(x, nx);
 	screened = most > SCREEN_FROM;
 	if (screened)
-		nkeep = screen_shifts(ref, nref, x, nx, need, keep);
+		nkeep = screen_shifts(ref, nref, x, nx, need, same_clock, keep);
 	for (long shift = (long)ref[0].seq - (long)x[nx - 1].seq, cand = 0;
 	     screened ? cand < (long)nkeep : shift <= (long)ref[nref - 1].seq - (long)x[0].seq; shift++, cand++) {
 		size_t m, n = 0, ngpu = 0, bad = 0, limit;
 		bool gpu;
 		int64_t off;
-		uint64_t mad;
+		uint64_t mad, score;
 
 		if (screened)
 			shift = keep[cand];
@@ -256,20 +264,25 @@ int merge_fit_offset(const struct merge_coll *ref_in, size_t nref, const struct 
 				d[n++] = (int64_t)(b->gpu_end_ns - a->gpu_end_ns);
 		}
 		mad = median_and_mad(d, res, n, &off);
-		if (!best.ok || mad < best.mad_ns || (mad == best.mad_ns && n > best.matched)) {
-			if (best.ok && best.mad_ns < second)
-				second = best.mad_ns;
-			best = (struct merge_fit){ .ok = true, .offset_ns = off, .shift = shift, .matched = n,
-						   .mad_ns = mad, .gpu = gpu, .gpu_matched = ngpu };
-		} else if (mad < second) {
-			second = mad;
+		/* one clock: the true offset is 0, and a wrong shift's is a step period */
+		score = same_clock ? abs_u64(off) : mad;
+		if (!best.ok || score < best_score || (score == best_score && n > best.matched)) {
+			if (best.ok && best_score < second)
+				second = best_score;
+			best_score = score;
+			best = (struct merge_fit){ .ok = true, .offset_ns = same_clock ? 0 : off, .shift = shift,
+						   .matched = n, .mad_ns = mad, .gpu = gpu, .gpu_matched = ngpu,
+						   .same_clock = same_clock };
+		} else if (score < second) {
+			second = score;
 		}
 	}
 	if (best.ok) {
 		best.runner_up_mad_ns = second;
 		/* a wrong shift is off by a step period: its residuals are the step-time jitter,
-		 * normally far above the spread of one collective's end across ranks */
-		best.ambiguous = second != UINT64_MAX && second <= 2 * best.mad_ns + 10000;
+		 * normally far above the spread of one collective's end across ranks (on one
+		 * clock: its median end difference is a period, the right one's about 0) */
+		best.ambiguous = second != UINT64_MAX && second <= 2 * best_score + 10000;
 	}
 	*ret = best;
 	r = 0;
@@ -281,4 +294,16 @@ out:
 	free(ref);
 	free(x);
 	return r;
+}
+
+int merge_fit_offset(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
+		     struct merge_fit *ret)
+{
+	return fit(ref, nref, x, nx, false, ret);
+}
+
+int merge_fit_same_clock(const struct merge_coll *ref, size_t nref, const struct merge_coll *x, size_t nx,
+			 struct merge_fit *ret)
+{
+	return fit(ref, nref, x, nx, true, ret);
 }

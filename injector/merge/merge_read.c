@@ -527,6 +527,19 @@ static int parse_summary(struct merge_source *s, const char *text, size_t len, c
 		s->session = dup_str(origin, "session");
 		s->container = dup_str(origin, "container");
 	}
+	{
+		json_t *cd = json_object_get(sum, "clock_domain");
+		const char *b = json_string_value(json_object_get(cd, "boot_id"));
+		json_t *tn = json_object_get(cd, "time_namespace_offset_ns");
+
+		/* a boot id is a UUID: anything else is not one to trust as a clock's name */
+		if (b && strlen(b) == 36 && strspn(b, "0123456789abcdef-") == 36)
+			snprintf(s->boot_id, sizeof(s->boot_id), "%s", b);
+		if (json_is_integer(tn)) {
+			s->timens_ns = (int64_t)json_integer_value(tn);
+			s->timens_known = true;
+		}
+	}
 	win = json_object_get(sum, "window");
 	if (!s->win_end_ns && json_is_object(win)) {
 		s->win_start_ns = (uint64_t)json_integer_value(json_object_get(win, "start_monotonic_ns"));

@@ -78,11 +78,20 @@ struct late_stats {
 	char last_failure[640];         /* "pid N: why" of the last that failed */
 };
 
+/* Which clock the window's times are on: ranks whose windows share it need no fitted offset
+ * (injector/merge). */
+struct clock_domain {
+	char boot_id[40];               /* the kernel's boot id; "" when it could not be read */
+	int64_t timens_ns;              /* the targets' time-namespace CLOCK_MONOTONIC offset */
+	bool timens_known;              /* every target's was read, and they are all the same */
+};
+
 struct profile {
 	struct target *targets;
 	size_t ntargets;
 	uint64_t start_ns, end_ns;      /* CLOCK_MONOTONIC */
 	uint64_t start_realtime_ns;
+	struct clock_domain clock;
 	uint64_t requested_ns;
 	const char *outdir;
 	struct ebpf *ebpf;              /* the eBPF collectors' results; NULL when they did not run */

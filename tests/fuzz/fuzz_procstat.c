@@ -3,7 +3,8 @@
  * libFuzzer target for procstat_exit_status() and procstat_cpu_ticks(): a /proc/PID/stat
  * line whose process name the target chose. The answer is a wait(2) status or -1, never a
  * read past the line. And procstatus_value() and procstatus_text_number() on the same bytes as a /proc/PID/status text:
- * a value inside the text, on the line of its key.
+ * a value inside the text, on the line of its key. And timens_monotonic_offset() on them as
+ * a /proc/PID/timens_offsets text.
  * FUZZ_SOURCES: common/procstat.c common/readfile.c
  */
 #include <errno.h>
@@ -31,6 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t t = 12345;
 
 		CHECK(procstat_cpu_ticks(copy, size, &t) == 0 || t == 12345);
+	}
+	{
+		int64_t off = 42;
+
+		/* an offset only from a line that holds one */
+		CHECK(timens_monotonic_offset(copy, size, &off) == 0 || off == 42);
+		CHECK(off == 42 || memmem(copy, size, "monotonic", 9));
 	}
 	{
 		static const char *const keys[] = { "Tgid", "NSpid", "VmLib", "Name", "" };

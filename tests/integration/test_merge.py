@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 
 import pytest
 
@@ -129,19 +130,43 @@ def check_skew(tl, s):
 
 
 def strip_kernels(src, dst):
-    """A copy of a rank folder without its GPU kernel records (a rank without CUPTI)."""
+    """A copy of a rank folder without its GPU kernel records (a rank without CUPTI), on a
+    clock of its own."""
     shutil.copytree(src, dst)
     with gzip.open(src / "timeline.json.gz", "rt") as f:
         tl = json.load(f)
     tl["traceEvents"] = [e for e in tl["traceEvents"] if e.get("cat") != "cuda_kernel"]
     with gzip.open(dst / "timeline.json.gz", "wt") as f:
         json.dump(tl, f)
+    with open(src / "summary.json") as f:
+        s = json.load(f)
+    s["clock_domain"]["boot_id"] = str(uuid.uuid4())
+    with open(dst / "summary.json", "w") as f:
+        json.dump(s, f)
     return dst
 
 
-def shift_rank(src, dst, shift_us, drop_nccl=False, edit_summary=None):
+def own_clocks(dirs, base):
+    """Copies of the ranks as if each ran on a host of its own: the merge must fit their
+    clocks (which are in truth this machine's one clock: the true offsets are 0)."""
+    return [shift_rank(d, base / f"own{i}", 0, own_clock=True) for i, d in enumerate(dirs)]
+
+
+def check_shared_clock(s, fitted):
+    """The ranks merged as they are (one boot, one time namespace): on the reference rank's
+    clock, offset 0, matched as the fitted copies were."""
+    for r in s["ranks"]:
+        assert r["clock"] == ("reference" if r["rank"] == s["reference_rank"] else "shared"), r
+        assert r["offset_us"] == 0, r
+        assert r["shift"] == by_rank(fitted)[r["rank"]]["shift"], (s["ranks"], fitted["ranks"])
+
+
+def shift_rank(src, dst, shift_us, drop_nccl=False, edit_summary=None, own_clock=None):
     """A copy of a rank folder whose clock reads shift_us later (every ts, the window), or
-    with no NCCL events, or with its summary edited."""
+    with no NCCL events, or with its summary edited. A shifted copy (or own_clock=True) is on
+    a clock of its own: another host's boot id."""
+    if own_clock is None:
+        own_clock = shift_us != 0
     shutil.copytree(src, dst)
     with gzip.open(src / "timeline.json.gz", "rt") as f:
         tl = json.load(f)
@@ -161,6 +186,8 @@ def shift_rank(src, dst, shift_us, drop_nccl=False, edit_summary=None):
         s = json.load(f)
     for k in ("start_monotonic_ns", "end_monotonic_ns"):
         s["window"][k] += int(round(shift_us * 1000))
+    if own_clock:
+        s["clock_domain"]["boot_id"] = str(uuid.uuid4())
     if edit_summary:
         edit_summary(s)
     with open(dst / "summary.json", "w") as f:
@@ -199,15 +226,26 @@ def check_merged(out, n, basis="gpu_kernel_end"):
 def test_two_ranks_on_one_clock(two_ranks, tmp_path):
     out = tmp_path / "merged"
     term = tmp_path / "termination-log"
-    r = merge(out, *reversed(two_ranks), extra=["--termination-log", str(term)])
+    r = merge(out, *reversed(own_clocks(two_ranks, tmp_path)), extra=["--termination-log", str(term)])
     assert r.returncode == 0, r.stderr
     tl, s = check_merged(out, 2)
     print("2 ranks: offset", by_rank(s)[1]["offset_us"], "us")
     # same machine, same clock: the true offset is 0
+    assert by_rank(s)[1]["clock"] == "fitted"
     assert abs(by_rank(s)[1]["offset_us"]) <= SKEW_TARGET_US, s["ranks"]
     assert s["alignment"]["residual_skew_us"]["collectives"] > 10
     check_skew(tl, s)
     assert not s["findings"], s["findings"]
+    # as they are: the merge knows they share this machine's clock
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    for d in two_ranks:
+        with open(d / "summary.json") as f:
+            assert json.load(f)["clock_domain"] == {"boot_id": boot, "time_namespace_offset_ns": 0}
+    shared = tmp_path / "shared"
+    assert merge(shared, *two_ranks).returncode == 0
+    tl2, s2 = check_merged(shared, 2)
+    check_shared_clock(s2, s)
+    check_skew(tl2, s2)
     man = json.load(open(out / "manifest.json"))
     assert {a["name"] for a in man["artifacts"]} == {"timeline.json.gz", "summary.json"}
     msg = json.load(open(term))
@@ -219,7 +257,7 @@ def test_four_ranks(tmp_path):
     require_root()
     dirs = profile_ranks(tmp_path / "four", 4, "--run-seconds", "60", "--cupti")
     out = tmp_path / "merged"
-    r = merge(out, *dirs)
+    r = merge(out, *own_clocks(dirs, tmp_path))
     assert r.returncode == 0, r.stderr
     tl, s = check_merged(out, 4)
     print("4 ranks: offsets", [x["offset_us"] for x in s["ranks"]])
@@ -228,6 +266,11 @@ def test_four_ranks(tmp_path):
         assert abs(x["offset_us"]) <= SKEW_TARGET_US, s["ranks"]
     check_skew(tl, s)
     assert not s["findings"], s["findings"]     # a clean job: no straggler, no hang
+    shared = tmp_path / "shared"
+    assert merge(shared, *dirs).returncode == 0
+    _, s2 = check_merged(shared, 4)
+    check_shared_clock(s2, s)
+    assert not s2["findings"], s2["findings"]
 
 
 @pytest.mark.parametrize("shift_us", [1234567.891, -37512.25])
@@ -236,7 +279,7 @@ def test_recovers_a_known_clock_offset(two_ranks, tmp_path, shift_us):
     a fraction of one behind): the offset comes out as the shift, and the merged rank 1
     collectives end where rank 0's do."""
     plain = tmp_path / "plain"
-    assert merge(plain, *two_ranks).returncode == 0
+    assert merge(plain, *own_clocks(two_ranks, tmp_path)).returncode == 0
     _, s0 = load(plain)
     moved = shift_rank(two_ranks[1], tmp_path / "rank1-moved", shift_us)
     out = tmp_path / "merged"
@@ -312,6 +355,9 @@ def test_nccl_hang_names_the_rank_that_never_entered(tmp_path):
     assert len(hang) == 1, s["findings"]
     assert hang[0]["evidence"]["never_entered_ranks"] == "1", hang
     assert hang[0]["rank"] == 1
+    # on this machine's one clock, which the merge knows: a loaded host's late call ends
+    # cannot make it take another numbering of the collectives
+    assert [r["clock"] for r in s["ranks"]] == ["reference", "shared", "shared"], s["ranks"]
     assert hang[0]["evidence"]["blocked_ranks"] == "0,2", hang
 
 

@@ -119,6 +119,40 @@ static void test_wakeup_delays(void **state)
 	assert_true(f.mad_ns < 20000);
 }
 
+static void test_one_clock_takes_the_shift_whose_ends_meet(void **state)
+{
+	struct merge_coll ref[300], x[300];
+	struct merge_fit f;
+
+	/* two ranks on one host, a metronome of a job (no step jitter) on a loaded machine (each
+	 * end up to 4 ms late): the ends fit as well one step off as at the right shift, but on
+	 * the shared clock only the right one puts them together */
+	make_job(ref, 300, x, 9, 0, 0, 4 * NS_PER_MS);
+	assert_int_equal(merge_fit_offset(ref, 300, x, 291, &f), 0);
+	assert_true(f.ok);
+	assert_true(f.ambiguous);
+	assert_int_equal(merge_fit_same_clock(ref, 300, x, 291, &f), 0);
+	assert_true(f.ok);
+	assert_true(f.same_clock);
+	assert_int_equal(f.shift, 9);
+	assert_int_equal(f.offset_ns, 0);
+	assert_int_equal(f.matched, 291);
+	assert_false(f.ambiguous);
+	/* the next numbering is a step (about 35 ms) away */
+	assert_true(f.runner_up_mad_ns > 20 * NS_PER_MS);
+
+	/* a long window (screened shifts) likewise */
+	{
+		static struct merge_coll lref[9000], lx[9000];
+
+		make_job(lref, 9000, lx, 37, 0, 0, 4 * NS_PER_MS);
+		assert_int_equal(merge_fit_same_clock(lref, 9000, lx, 9000 - 37, &f), 0);
+		assert_int_equal(f.shift, 37);
+		assert_int_equal(f.offset_ns, 0);
+		assert_false(f.ambiguous);
+	}
+}
+
 static void test_outliers_do_not_move_the_offset(void **state)
 {
 	struct merge_coll ref[200], x[200];
@@ -429,6 +463,7 @@ struct fake_rank {
 	bool wait_in_nccl;
 	const char *session;
 	const uint64_t *gpu_end;   /* ends of the collectives' kernels (CUPTI), NULL: none */
+	const char *boot_id;       /* its summary's clock_domain (time namespace 0), NULL: none */
 };
 
 static void load_fake(struct merge_source *s, const struct fake_rank *f)
@@ -467,8 +502,11 @@ static void load_fake(struct merge_source *s, const struct fake_rank *f)
 	o = open_memstream(&sum, &sum_len);
 	assert_non_null(o);
 	fprintf(o, "{\"schema\":\"aiprof.summary/v2\",\"ebpf\":{\"collectors\":[\"offcpu\"]},\"origin\":"
-		   "{\"session\":\"%s\",\"pod\":\"trainer-%d\",\"host\":\"node-%d\"},\"findings\":[]}",
+		   "{\"session\":\"%s\",\"pod\":\"trainer-%d\",\"host\":\"node-%d\"},\"findings\":[]",
 		f->session ? f->session : "ns/s", f->rank, f->rank);
+	if (f->boot_id)
+		fprintf(o, ",\"clock_domain\":{\"boot_id\":\"%s\",\"time_namespace_offset_ns\":0}", f->boot_id);
+	fputs("}", o);
 	fclose(o);
 	if (merge_source__parse(s, "fake", tl, tl_len, sum, sum_len, msg, sizeof(msg)) != 0)
 		fail_msg("%s", msg);
@@ -565,6 +603,61 @@ static void test_straggler_across_hosts(void **state)
 	make_steps(3, (const uint64_t[3]){ 0, 0, 0 });
 	sum = analyse(f, 3, 0);
 	assert_int_equal(json_array_size(json_object_get(sum, "findings")), 0);
+	json_decref(sum);
+}
+
+static const char *clock_of(json_t *sum, int rank)
+{
+	return json_string_value(json_object_get(rank_of(sum, rank), "clock"));
+}
+
+static double offset_of(json_t *sum, int rank)
+{
+	return json_real_value(json_object_get(rank_of(sum, rank), "offset_us"));
+}
+
+static void test_clock_groups(void **state)
+{
+	static const char boot_a[] = "0f0e8c1a-7d2b-4a57-9f43-2b1c9e6d5a01", boot_b[] = "a1b2c3d4-e5f6-4789-8abc-def012345678";
+	static const size_t skip[4] = { 0, 5, 2, 7 };
+	static uint64_t start[4][STEPS], end[4][STEPS];
+	struct fake_rank f[4];
+	json_t *sum;
+
+	/* ranks 0 and 1 on host A, 2 and 3 on host B (its clock 2 s ahead); steps of 50-53 ms;
+	 * each rank's call ends up to 0.3 ms apart (wake-ups); windows starting at different
+	 * collectives */
+	for (size_t i = 0; i < STEPS; i++) {
+		uint64_t t = 10000 * NS_PER_MS + i * 50 * NS_PER_MS + rnd() % (3 * NS_PER_MS);
+
+		for (int r = 0; r < 4; r++) {
+			start[r][i] = t + rnd() % 200000;
+			end[r][i] = t + 5 * NS_PER_MS + rnd() % 300000;
+		}
+	}
+	for (int r = 0; r < 4; r++)
+		f[r] = (struct fake_rank){ .rank = r, .nranks = 4, .start = start[r] + skip[r], .end = end[r] + skip[r],
+					   .n = STEPS - skip[r], .win_end = end[0][STEPS - 1] + NS_PER_MS,
+					   .boot_id = r < 2 ? boot_a : boot_b, .clock = r < 2 ? 0 : 2000000000LL };
+	sum = analyse(f, 4, 0);
+	/* the reference's clock-mate: no offset, only the numbering matched */
+	assert_string_equal(clock_of(sum, 0), "reference");
+	assert_string_equal(clock_of(sum, 1), "shared");
+	assert_true(offset_of(sum, 0) == 0.0 && offset_of(sum, 1) == 0.0);
+	assert_int_equal(json_integer_value(json_object_get(rank_of(sum, 1), "shift")), 5);
+	/* host B's two ranks: fitted, and one offset between them */
+	assert_string_equal(clock_of(sum, 2), "fitted");
+	assert_string_equal(clock_of(sum, 3), "fitted");
+	assert_true(offset_of(sum, 2) == offset_of(sum, 3));
+	assert_true(offset_of(sum, 2) > 2000000.0 - 500 && offset_of(sum, 2) < 2000000.0 + 500);
+	assert_int_equal(json_integer_value(json_object_get(rank_of(sum, 3), "shift")), 7);
+	json_decref(sum);
+
+	/* a rank whose summary names no clock is fitted, whatever host it ran on */
+	f[1].boot_id = NULL;
+	sum = analyse(f, 4, 0);
+	assert_string_equal(clock_of(sum, 1), "fitted");
+	assert_string_equal(clock_of(sum, 2), "fitted");
 	json_decref(sum);
 }
 
@@ -722,7 +815,9 @@ int main(void)
 		cmocka_unit_test(test_window_starting_later_and_clock_behind),
 		cmocka_unit_test(test_reference_starting_later),
 		cmocka_unit_test(test_wakeup_delays),
+		cmocka_unit_test(test_one_clock_takes_the_shift_whose_ends_meet),
 		cmocka_unit_test(test_outliers_do_not_move_the_offset),
+		cmocka_unit_test(test_clock_groups),
 		cmocka_unit_test(test_gpu_kernel_ends_preferred),
 		cmocka_unit_test(test_numbered_collectives_survive_lost_events),
 		cmocka_unit_test(test_long_windows_are_screened),

@@ -146,10 +146,34 @@ static void test_sched_switches(void **state)
 	assert_int_equal(procsched_switches(getpid(), "999999999", &n), -ENOENT);
 }
 
+static void test_timens_offsets(void **state)
+{
+	static const char text[] = "monotonic           5    123456789\nboottime            0         0\n";
+	static const char neg[] = "boottime 0 0\nmonotonic -3 500\n";
+	int64_t off = 42;
+
+	assert_int_equal(timens_monotonic_offset(text, strlen(text), &off), 0);
+	assert_true(off == 5123456789LL);
+	assert_int_equal(timens_monotonic_offset(neg, strlen(neg), &off), 0);
+	assert_true(off == -3LL * 1000000000LL + 500);
+	off = 42;
+	/* not a monotonic line, a cut one, nanoseconds out of range, trailing junk */
+	assert_int_equal(timens_monotonic_offset("boottime 1 0\n", 13, &off), -ENODATA);
+	assert_int_equal(timens_monotonic_offset("monotonic 1", 11, &off), -ENODATA);
+	assert_int_equal(timens_monotonic_offset("monotonic 1 1000000000\n", 23, &off), -ENODATA);
+	assert_int_equal(timens_monotonic_offset("monotonicx 1 0\n", 15, &off), -ENODATA);
+	assert_int_equal(timens_monotonic_offset("monotonic 1 0 x\n", 16, &off), -ENODATA);
+	assert_true(off == 42);
+	/* this process: the initial time namespace (or a kernel without them): 0 */
+	assert_int_equal(proc_timens_monotonic(getpid(), &off), 0);
+	assert_true(off == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sched_switches),
+		cmocka_unit_test(test_timens_offsets),
 		cmocka_unit_test(test_cpu_ticks_past_a_hostile_name),
 		cmocka_unit_test(test_cpu_ticks_refuses_what_does_not_parse),
 		cmocka_unit_test(test_cpu_ticks_of_this_process_grow),
