@@ -107,7 +107,7 @@ class Job:
             p.wait()
 
 
-def window(job, seconds, profile, out):
+def window(job, seconds, profile, out, extra=()):
     """(iterations per second, job CPU ns per iteration, summary or None) of one window."""
     if not profile:
         c0, t0 = tree_cpu_ns(job.pids), time.monotonic_ns()
@@ -117,7 +117,7 @@ def window(job, seconds, profile, out):
     else:
         c0 = tree_cpu_ns(job.pids)
         r = subprocess.run([AIPROF, "profile", "--pid", ",".join(map(str, job.pids)), "-d", f"{seconds}s",
-                            "-q", "-o", out], capture_output=True, text=True, timeout=300)
+                            "-q", "-o", out, *extra], capture_output=True, text=True, timeout=300)
         c1 = tree_cpu_ns(job.pids)
         assert r.returncode == 0, r.stderr
         with open(os.path.join(out, "summary.json")) as f:
@@ -131,7 +131,7 @@ def window(job, seconds, profile, out):
     return rate, (c1 - c0) / max(n, 1), s
 
 
-def bench(name, pairs, seconds, port, tmp):
+def bench(name, pairs, seconds, port, tmp, extra=()):
     err = open(os.path.join(tmp, f"{name}.stderr"), "w+")
     job = Job(name, port, err)
     rows = []
@@ -141,10 +141,10 @@ def bench(name, pairs, seconds, port, tmp):
             order = (False, True) if i % 2 == 0 else (True, False)
             got = {}
             for prof in order:
-                got[prof] = window(job, seconds, prof, os.path.join(tmp, f"{name}-{i}"))
+                got[prof] = window(job, seconds, prof, os.path.join(tmp, f"{name}-{i}"), extra)
             (r0, c0, _), (r1, c1, s) = got[False], got[True]
             cost = s["ebpf"].get("cost", {})
-            rows.append((r1 / r0, c1 / c0, cost))
+            rows.append((r1 / r0, c1 / c0, cost, s["ebpf"].get("budget")))
     finally:
         job.stop()
         err.close()
@@ -157,19 +157,21 @@ def main():
     ap.add_argument("--pairs", type=int, default=int(os.environ.get("BENCH_PAIRS", "5")))
     ap.add_argument("--window", type=float, default=float(os.environ.get("BENCH_WINDOW", "3")))
     ap.add_argument("--burners", type=int, default=0)
+    ap.add_argument("--profile-args", default="", help="more `aiprof profile` options, e.g. '--budget 0'")
     a = ap.parse_args()
+    extra = a.profile_args.split()
     burners = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(a.burners)]
     results = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for k, name in enumerate(a.jobs.split(",")):
-                results[name] = bench(name, a.pairs, a.window, 29640 + k, tmp)
+                results[name] = bench(name, a.pairs, a.window, 29640 + k, tmp, extra)
     finally:
         for b in burners:
             b.kill()
             b.wait()
-    print(f"{a.pairs} pairs of {a.window:g} s windows per job, alternating; default collectors; "
-          f"{a.burners} CPU burner(s) beside")
+    print(f"{a.pairs} pairs of {a.window:g} s windows per job, alternating; default collectors"
+          f"{' with ' + a.profile_args if a.profile_args else ''}; {a.burners} CPU burner(s) beside")
     print(f"{'job':8} {'rate prof/unprof':>17} {'CPU/iter prof/unprof':>21} {'BPF share of job CPU':>21} "
           f"{'injector CPU/job CPU':>21} {'BPF runs/s':>11}  most costly programs")
     for name, rows in results.items():
