@@ -278,6 +278,7 @@ void wait_list__clear(struct wait_list *l)
 	free(l->strs);
 	free(l->v);
 	free(l->procs);
+	free(l->unrecorded);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -433,6 +434,42 @@ struct ctx {
 };
 
 /* ---- per-thread wait accounting ---------------------------------------------------------- */
+
+/* Of [from, to): the time the waits' collectors recorded (--budget's pauses left out). */
+static uint64_t recorded_ns(const struct ctx *x, uint64_t from, uint64_t to)
+{
+	uint64_t off = 0;
+
+	if (to <= from)
+		return 0;
+	for (size_t i = 0; x->w && i < x->w->nunrecorded; i++) {
+		uint64_t s = x->w->unrecorded[i].start > from ? x->w->unrecorded[i].start : from;
+		uint64_t e = x->w->unrecorded[i].end < to ? x->w->unrecorded[i].end : to;
+
+		if (e > s)
+			off += e - s;
+	}
+	return off < to - from ? to - from - off : 0;
+}
+
+/* "the window" or "the 1.1 s of the window recorded (--budget paused the collectors for 1.9 s)",
+ * of the window's recorded time rec: what a wait's share is of */
+static const char *of_what(const struct ctx *x, uint64_t rec, char *buf, size_t len)
+{
+	if (rec >= x->win)
+		return "the window";
+	snprintf(buf, len, "the %.1f s of the window recorded (--budget paused the collectors for %.1f s)",
+		 (double)rec / 1e9, (double)(x->win - rec) / 1e9);
+	return buf;
+}
+
+static void ev_recorded(struct finding *f, const struct ctx *x, uint64_t rec)
+{
+	if (rec < x->win) {
+		ev_dbl(f, "recorded_s", round3((double)rec / 1e9));
+		ev_dbl(f, "paused_by_budget_s", round3((double)(x->win - rec) / 1e9));
+	}
+}
 
 struct reason {
 	const char *name, *path;
@@ -1134,7 +1171,8 @@ static int rule_waits(struct ctx *x, enum wait_class c)
 		double share;
 		enum finding_severity sev;
 		struct finding *f;
-		char lbl[80], top[400];
+		char lbl[80], top[400], ofw[128];
+		uint64_t rec;
 		int r;
 
 		if (!is_training(th))
@@ -1144,7 +1182,8 @@ static int rule_waits(struct ctx *x, enum wait_class c)
 			free(ct.durs);
 			return r;
 		}
-		share = x->win ? (double)ct.blocked_ns / (double)x->win : 0;
+		rec = recorded_ns(x, a->window_start, a->window_end);
+		share = rec ? (double)ct.blocked_ns / (double)rec : 0;
 		if (ckpt ? (share < TH(TH_CKPT_WARN) || ct.blocked_ns < (uint64_t)TH(TH_CKPT_MIN_NS)) :
 			   (share < TH(TH_LOADER_WARN) || ct.waits < (uint64_t)TH(TH_LOADER_MIN_WAITS))) {
 			free(ct.durs);
@@ -1165,16 +1204,18 @@ static int rule_waits(struct ctx *x, enum wait_class c)
 		if (ckpt)
 			snprintf(f->summary, sizeof(f->summary),
 				 "The training thread %s was blocked writing files for %.0f ms (%.1f%% of "
-				 "the window) in %llu episode%s while the GPU idled; mostly %s.",
-				 lbl, ms(ct.blocked_ns), 100.0 * share, (unsigned long long)ct.episodes,
-				 ct.episodes == 1 ? "" : "s", top);
+				 "%s) in %llu episode%s while the GPU idled; mostly %s.",
+				 lbl, ms(ct.blocked_ns), 100.0 * share, of_what(x, rec, ofw, sizeof(ofw)),
+				 (unsigned long long)ct.episodes, ct.episodes == 1 ? "" : "s", top);
 		else
 			snprintf(f->summary, sizeof(f->summary),
-				 "The training thread %s waited for input for %.0f ms (%.1f%% of the "
-				 "window) in %llu waits while the GPU idled; mostly %s.",
-				 lbl, ms(ct.blocked_ns), 100.0 * share, (unsigned long long)ct.waits, top);
+				 "The training thread %s waited for input for %.0f ms (%.1f%% of "
+				 "%s) in %llu waits while the GPU idled; mostly %s.",
+				 lbl, ms(ct.blocked_ns), 100.0 * share, of_what(x, rec, ofw, sizeof(ofw)),
+				 (unsigned long long)ct.waits, top);
 		ev_dbl(f, "blocked_ms", round3(ms(ct.blocked_ns)));
 		ev_dbl(f, "share_of_window", round3(share));
+		ev_recorded(f, x, rec);
 		ev_u64(f, ckpt ? "slow_calls" : "waits", ct.waits);
 		ev_u64(f, "episodes", ct.episodes);
 		ev_dbl(f, "longest_episode_ms", round3(ms(ct.longest_episode_ns)));
@@ -1259,8 +1300,9 @@ static int rule_loader_workers(struct ctx *x)
 	for (size_t i = 0; i < x->w->nprocs; i++) {
 		pid_t parent = x->w->procs[i].parent;
 		struct proc_waits pw, slow = { 0 };
-		char list[1024] = "", lbl[64];
+		char list[1024] = "", lbl[64], ofw[128];
 		double share, slow_busy = 0;
+		uint64_t rec;
 		uint64_t slow_busy_ns = 0;
 		size_t used = 0, nworkers = 0;
 		pid_t slow_pid = 0;
@@ -1274,6 +1316,7 @@ static int rule_loader_workers(struct ctx *x)
 			continue;
 		for (size_t j = 0; j < x->w->nprocs; j++) {
 			const struct wait_proc *c = &x->w->procs[j];
+			uint64_t wrec;
 			double busy;
 			int n;
 
@@ -1284,16 +1327,19 @@ static int rule_loader_workers(struct ctx *x)
 				return r;
 			if (pw.to <= pw.from)
 				continue;
+			wrec = recorded_ns(x, pw.from, pw.to);
+			if (!wrec)
+				continue;
 			nworkers++;
-			busy = 1.0 - (double)pw.input_ns / (double)(pw.to - pw.from);
+			busy = 1.0 - (double)pw.input_ns / (double)wrec;
 			n = snprintf(list + used, sizeof(list) - used, "%spid %d: busy %.0f%% of %.0f ms",
-				     used ? "; " : "", c->pid, 100.0 * busy, ms(pw.to - pw.from));
+				     used ? "; " : "", c->pid, 100.0 * busy, ms(wrec));
 			if (n > 0)
 				used += (size_t)n < sizeof(list) - used ? (size_t)n : sizeof(list) - used - 1;
 			/* the one the others wait for works longest (not: a worker seen briefly as
 			 * it exited, busy for all of those few ms) */
-			if ((uint64_t)(busy * (double)(pw.to - pw.from)) > slow_busy_ns) {
-				slow_busy_ns = (uint64_t)(busy * (double)(pw.to - pw.from));
+			if ((uint64_t)(busy * (double)wrec) > slow_busy_ns) {
+				slow_busy_ns = (uint64_t)(busy * (double)wrec);
 				slow_busy = busy;
 				slow_pid = c->pid;
 				slow = pw;
@@ -1304,7 +1350,8 @@ static int rule_loader_workers(struct ctx *x)
 		r = main_thread_waits(x, parent, x->a->window_start, &pw);
 		if (r < 0)
 			return r;
-		share = x->win ? (double)pw.input_ns / (double)x->win : 0;
+		rec = recorded_ns(x, x->a->window_start, x->a->window_end);
+		share = rec ? (double)pw.input_ns / (double)rec : 0;
 		for (size_t k = 0; k < x->f->n; k++)
 			if (x->f->v[k].pid == parent && !strcmp(x->f->v[k].category, "DataLoaderStall"))
 				f = &x->f->v[k];
@@ -1319,13 +1366,14 @@ static int rule_loader_workers(struct ctx *x)
 			snprintf(lbl, sizeof(lbl), "pid %d", parent);
 			snprintf(f->summary, sizeof(f->summary),
 				 "The main thread of %s waited for its %zu worker process%s for %.0f ms "
-				 "(%.1f%% of the window); worker pid %d is the busiest (%.0f%% of its "
+				 "(%.1f%% of %s); worker pid %d is the busiest (%.0f%% of its "
 				 "time)%s%s.",
 				 lbl, nworkers, nworkers == 1 ? "" : "es", ms(pw.input_ns), 100.0 * share,
-				 slow_pid, 100.0 * slow_busy, slow.busy_frame ? ", mostly in " : "",
-				 slow.busy_frame ? slow.busy_frame : "");
+				 of_what(x, rec, ofw, sizeof(ofw)), slow_pid, 100.0 * slow_busy,
+				 slow.busy_frame ? ", mostly in " : "", slow.busy_frame ? slow.busy_frame : "");
 			ev_dbl(f, "blocked_ms", round3(ms(pw.input_ns)));
 			ev_dbl(f, "share_of_window", round3(share));
+			ev_recorded(f, x, rec);
 			ev_u64(f, "waits", pw.waits);
 		}
 		ev_u64(f, "slowest_worker", (uint64_t)slow_pid);

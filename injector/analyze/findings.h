@@ -59,6 +59,10 @@ struct wait_list {
 	size_t nprocs;
 	char **strs;
 	size_t nstrs, capstrs;
+	/* where in the window the collectors recorded nothing (--budget paused them), sorted:
+	 * the waits' shares are of the time they recorded */
+	struct an_span *unrecorded;
+	size_t nunrecorded;
 };
 
 /* Is this frame name (as the collectors write it: kernel frames end in "_[k]", Python

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "collect/ebpf_internal.h"
+#include "analysis.h"
 #include "diagnosis.h"
 
 /* A CUDA runtime/driver or NCCL entry point (not a kernel frame, not Python). */
@@ -84,6 +85,16 @@ int waits_from_ebpf(struct ebpf *e, struct wait_list *out, uint64_t counts[4])
 	if (!e || !(e->on & (EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS)))
 		return -ENODATA;
 	out->offcpu_known = e->on & EBPF_COLLECT_OFFCPU;
+	if (e->cost.budget.npause_spans) {
+		const struct ebpf_budget *b = &e->cost.budget;
+
+		out->unrecorded = calloc(b->npause_spans, sizeof(*out->unrecorded));
+		if (!out->unrecorded)
+			return -ENOMEM;
+		for (size_t i = 0; i < b->npause_spans; i++)
+			out->unrecorded[out->nunrecorded++] = (struct an_span){ b->pause_spans[i].from_ns,
+				b->pause_spans[i].to_ns ? b->pause_spans[i].to_ns : e->end_ns };
+	}
 	for (size_t t = 0; t < e->nt; t++) {
 		const struct ebpf_tdata *td = &e->t[t];
 

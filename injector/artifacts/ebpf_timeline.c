@@ -160,16 +160,9 @@ static void write_pauses(struct jsonw *w, const struct ebpf *e, pid_t pid)
 {
 	const struct ebpf_budget *b = &e->cost.budget;
 
-	for (size_t i = 0; i < b->nchanges; i++) {
-		uint64_t from = e->start_ns + b->changes[i].t_ns, to = e->end_ns;
+	for (size_t i = 0; i < b->npause_spans; i++) {
+		uint64_t from = b->pause_spans[i].from_ns, to = b->pause_spans[i].to_ns ? b->pause_spans[i].to_ns : e->end_ns;
 
-		if (!b->changes[i].paused)
-			continue;
-		for (size_t k = i + 1; k < b->nchanges; k++)
-			if (!b->changes[k].paused) {
-				to = e->start_ns + b->changes[k].t_ns;
-				break;
-			}
 		trace_event_begin(w, "X", "aiprof", "off-CPU and syscalls not recorded: paused by "
 				  "--budget", pid, (uint32_t)pid, from);
 		jsonw_key(w, "dur");
@@ -177,7 +170,6 @@ static void write_pauses(struct jsonw *w, const struct ebpf *e, pid_t pid)
 		jsonw_key(w, "args");
 		jsonw_obj_open(w);
 		jsonw_kv_uint(w, "budget_ppm", b->ppm);
-		jsonw_kv_uint(w, "share_ppm_before", b->changes[i].share_ppm);
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
 	}

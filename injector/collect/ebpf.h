@@ -105,12 +105,15 @@ struct ebpf_budget {
 	bool paused;
 	uint32_t pauses;
 	uint64_t paused_ns;               /* the off-CPU and syscall collectors paused, in all */
-	uint64_t last_t, last_bpf, last_cpu, pause_since, pause_until, resumed_at;
+	uint64_t last_t, last_bpf, last_cpu, last_tw, pause_since, pause_until, resumed_at;
 	uint32_t share_at_step;           /* the share when the rate was last lowered */
 	uint32_t share_paused;            /* the share while the collectors were last paused */
 	size_t nchanges;                  /* listed; changes_total counts every one */
 	uint64_t changes_total;
 	struct ebpf_budget_change changes[EBPF_BUDGET_CHANGES];
+	struct ebpf_pause { uint64_t from_ns, to_ns; } *pause_spans; /* every pause, CLOCK_MONOTONIC
+					   * (to_ns 0: it lasts); not capped like changes[] */
+	size_t npause_spans, cappause_spans_;
 };
 struct ebpf_cost_prog {
 	char name[16];                    /* the program's name as the kernel keeps it */

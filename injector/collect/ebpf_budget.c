@@ -4,13 +4,15 @@
  * recording from the cost the kernel's statistics measure (ebpf_cost.c). At every tick
  * (a quarter of a second) the share of the time since the last one is compared with the
  * budget:
- *   over it      the record rate goes down (a quarter each time, to 1 a second per thread)
- *                while that helps (the share fell by a third at least since the last
- *                step); where it does not — the cost is in the programs that run at every
- *                context switch, not in the records — the off-CPU and syscall collectors
- *                are paused (their per-switch programs detached) for as long as keeps the
- *                average at the budget: the time they ran times (share / budget - 1),
- *                from a tick to 8 s, then resumed and measured again;
+ *   over it      where the records are a good part of the cost (their task works took a
+ *                quarter of the BPF time of the tick at least), the record rate goes down
+ *                (a quarter each time, to 1 a second per thread) while that helps (the
+ *                share fell by a third at least since the last step); where they are not,
+ *                or it does not help — the cost is in the programs that run at every
+ *                context switch — the off-CPU and syscall collectors are paused (their
+ *                per-switch programs detached) for as long as brings the average to 90%
+ *                of the budget (the margin: a tick runs at full cost before each
+ *                decision), from a tick to 8 s, then resumed and measured again;
  *   under half   the record rate goes back up (twice each time) to what was asked.
  * While paused nothing new is recorded by them; a sleep or call a thread began before a
  * pause is dropped if the thread ran since (ratelimit.bpf.h: same_epoch_or_asleep). What
@@ -18,6 +20,7 @@
  */
 #ifndef AIPROF_NO_EBPF
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ebpf_internal.h"
@@ -29,6 +32,7 @@
 #define BUDGET_PAUSE_MIN_NS 250000000ull
 #define BUDGET_PAUSE_MAX_NS 8000000000ull
 #define BUDGET_RATE_FROM 1000            /* the rate the budget starts from without a limit */
+#define BUDGET_AIM 0.9                   /* of the budget: where a pause brings the average */
 
 /* The collectors set as b says; returns when that was done (a pause begins once their
  * programs are detached, and ends once they are attached again) */
@@ -52,10 +56,31 @@ static uint64_t apply(struct ebpf *e, uint32_t share_ppm)
 	return now;
 }
 
+/* A pause begins (to 0) or the last one ends. A pause not noted for want of memory is
+ * still in paused_ns and the changes. */
+static void note_pause(struct ebpf_budget *b, uint64_t from, uint64_t to)
+{
+	if (!to) {
+		if (b->npause_spans == b->cappause_spans_) {
+			size_t ncap = b->cappause_spans_ ? b->cappause_spans_ * 2 : 16;
+			struct ebpf_pause *nv = reallocarray(b->pause_spans, ncap, sizeof(*nv));
+
+			if (!nv)
+				return;
+			b->pause_spans = nv;
+			b->cappause_spans_ = ncap;
+		}
+		b->pause_spans[b->npause_spans++] = (struct ebpf_pause){ .from_ns = from };
+	} else if (b->npause_spans && !b->pause_spans[b->npause_spans - 1].to_ns) {
+		b->pause_spans[b->npause_spans - 1].to_ns = to;
+	}
+}
+
 void ebpf_budget_begin(struct ebpf *e)
 {
 	struct ebpf_budget *b = &e->cost.budget;
 
+	free(b->pause_spans);
 	memset(b, 0, sizeof(*b));
 	b->ppm = e->opts.budget_ppm;
 	b->rate = e->opts.record_rate;
@@ -70,12 +95,13 @@ void ebpf_budget_begin(struct ebpf *e)
 	b->resumed_at = e->start_ns;
 	b->last_bpf = ebpf_cost_bpf_ns_now(e);
 	b->last_cpu = ebpf_cost_targets_ns_now(e);
+	b->last_tw = ebpf_offcpu_tw_ns(e) + ebpf_syscalls_tw_ns(e);
 }
 
 void ebpf_budget_tick(struct ebpf *e)
 {
 	struct ebpf_budget *b = &e->cost.budget;
-	uint64_t now = now_monotonic_ns(), bpf, cpu, dbpf, dcpu, pause;
+	uint64_t now = now_monotonic_ns(), bpf, cpu, tw, dbpf, dcpu, dtw, pause;
 	uint32_t share;
 
 	if (!b->ppm || !b->kept_by_measure || now - b->last_t < BUDGET_EVERY_NS)
@@ -84,9 +110,12 @@ void ebpf_budget_tick(struct ebpf *e)
 	cpu = ebpf_cost_targets_ns_now(e);
 	dbpf = bpf >= b->last_bpf ? bpf - b->last_bpf : 0;
 	dcpu = cpu >= b->last_cpu ? cpu - b->last_cpu : 0;
+	tw = ebpf_offcpu_tw_ns(e) + ebpf_syscalls_tw_ns(e);
+	dtw = tw >= b->last_tw ? tw - b->last_tw : 0;
 	b->last_t = now;
 	b->last_bpf = bpf;
 	b->last_cpu = cpu;
+	b->last_tw = tw;
 	share = dcpu ? (uint32_t)(dbpf * 1000000.0 / (double)dcpu > 1e9 ? 1e9 :
 				  dbpf * 1000000.0 / (double)dcpu) : 0;
 	if (b->paused) {
@@ -95,6 +124,7 @@ void ebpf_budget_tick(struct ebpf *e)
 		b->paused = false;
 		b->resumed_at = apply(e, share);
 		b->paused_ns += b->resumed_at - b->pause_since;
+		note_pause(b, 0, b->resumed_at);
 		b->share_paused = share;
 		return;
 	}
@@ -102,19 +132,22 @@ void ebpf_budget_tick(struct ebpf *e)
 		return;
 	if (share > b->ppm) {
 		bool helped = !b->share_at_step || share < b->share_at_step / 3 * 2;
+		/* the records' own work (their task works; their stacks at the switch-in cost
+		 * about as much again) against the programs every switch runs */
+		bool records = dtw * 4 >= dbpf;
 
-		if ((b->rate == 0 || b->rate > 1) && helped) {
+		if ((b->rate == 0 || b->rate > 1) && helped && records) {
 			b->rate = b->rate == 0 ? BUDGET_RATE_FROM : b->rate / 4 ? b->rate / 4 : 1;
 			b->share_at_step = share;
 		} else {
 			/* on for ran ns at share, off at what the last pause cost (the CPU
 			 * sampler's share): off long enough that the average is the budget */
 			uint64_t ran = now - b->resumed_at;
-			double room = (double)b->ppm - b->share_paused;
+			double aim = BUDGET_AIM * b->ppm, room = aim - b->share_paused;
 
 			if (room < b->ppm / 10.0)
 				room = b->ppm / 10.0;
-			pause = (uint64_t)((double)ran * ((double)share - b->ppm) / room);
+			pause = (uint64_t)((double)ran * ((double)share - aim) / room);
 			if (pause < BUDGET_PAUSE_MIN_NS)
 				pause = BUDGET_PAUSE_MIN_NS;
 			if (pause > BUDGET_PAUSE_MAX_NS)
@@ -123,6 +156,7 @@ void ebpf_budget_tick(struct ebpf *e)
 			b->pauses++;
 			b->pause_since = apply(e, share);
 			b->pause_until = b->pause_since + pause;
+			note_pause(b, b->pause_since, 0);
 			return;
 		}
 		apply(e, share);
@@ -142,7 +176,9 @@ void ebpf_budget_end(struct ebpf *e)
 {
 	struct ebpf_budget *b = &e->cost.budget;
 
-	if (b->paused)
+	if (b->paused) {
 		b->paused_ns += e->end_ns > b->pause_since ? e->end_ns - b->pause_since : 0;
+		note_pause(b, 0, e->end_ns > b->pause_since ? e->end_ns : b->pause_since + 1);
+	}
 }
 #endif

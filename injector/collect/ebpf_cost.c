@@ -296,6 +296,9 @@ void ebpf_cost_free(struct ebpf *e)
 	free(e->cost_base);
 	e->cost_base = NULL;
 	e->ncost_base = 0;
+	free(e->cost.budget.pause_spans);
+	e->cost.budget.pause_spans = NULL;
+	e->cost.budget.npause_spans = e->cost.budget.cappause_spans_ = 0;
 }
 
 const struct ebpf_cost *ebpf__cost(const struct ebpf *e)

@@ -249,6 +249,43 @@ static void test_dataloader_stall(void **state)
 	synth_free_all(&s);
 }
 
+/* With --budget's pauses the waits are a share of the time recorded, and the finding says
+ * so: waits in the first 300 ms only, where the collectors recorded, are a quarter of that
+ * (a stall), though only 7.5% of the whole window */
+static void test_waits_over_the_recorded_time(void **state)
+{
+	struct synth s;
+	struct wait_list w = { 0 };
+	struct findings *f;
+	const struct finding *x;
+
+	(void)state;
+	synth_init(&s, 1, T0, T0 + WIN);
+	training(&s, TID);
+	for (uint64_t t = 0; t + 20 * MS <= 300 * MS; t += 20 * MS)
+		add_wait(&w, TID, T0 + t + 14 * MS + 500000, 5 * MS, WAIT_SYSCALL, "read", "pipe:[5]", 0);
+	f = run(&s, &w);
+	assert_int_equal(count(f, "DataLoaderStall", SEV_WARNING), 0);
+	findings__free(f);
+
+	w.unrecorded = calloc(2, sizeof(*w.unrecorded));
+	assert_non_null(w.unrecorded);
+	w.unrecorded[0] = (struct an_span){ T0 + 300 * MS, T0 + 600 * MS };
+	w.unrecorded[1] = (struct an_span){ T0 + 600 * MS, T0 + 1400 * MS };   /* past the window's end */
+	w.nunrecorded = 2;
+	f = run(&s, &w);
+	assert_int_equal(count(f, "DataLoaderStall", SEV_WARNING), 1);
+	x = &f->v[0];
+	assert_true(ev(x, "share_of_window")->d > 0.24 && ev(x, "share_of_window")->d < 0.26);
+	assert_true(ev(x, "recorded_s")->d == 0.3);
+	assert_true(ev(x, "paused_by_budget_s")->d == 0.7);
+	assert_non_null(strstr(x->summary, "(25.0% of the 0.3 s of the window recorded (--budget paused the "
+					   "collectors for 0.7 s))"));
+	findings__free(f);
+	wait_list__clear(&w);
+	synth_free_all(&s);
+}
+
 /*
  * A hang seen from the stacks only (no collective was hooked): a thread blocked for the
  * whole window, since before it, in gloo; a second process in no collective is named;
@@ -596,6 +633,7 @@ int main(void)
 		cmocka_unit_test(test_sync_checkpoint_top_wait_from_records),
 		cmocka_unit_test(test_sync_checkpoint_negatives),
 		cmocka_unit_test(test_dataloader_stall),
+		cmocka_unit_test(test_waits_over_the_recorded_time),
 		cmocka_unit_test(test_no_waits),
 		cmocka_unit_test(test_pageable_memcpy),
 		cmocka_unit_test(test_pageable_staging_excluded),
