@@ -79,7 +79,7 @@ struct controller {
 	pthread_t *workers;
 	unsigned n_workers;
 	pthread_mutex_t lookup_lock;
-	struct lookup *runtime_classes, *nodes;
+	struct lookup *runtime_classes;
 	atomic_bool stopping;               /* aborts the workers' requests in flight */
 	struct event_queue evq;
 	atomic_uint_fast64_t reconciles, reconcile_errors, conflicts, injectors_created,
@@ -473,23 +473,6 @@ static void runtime_handler(struct controller *c, struct kube_client *kc, const 
 	lookup_put(c, &c->runtime_classes, rc, out, r == 0);
 }
 
-static bool node_needs_sys_admin(struct controller *c, struct kube_client *kc, const char *node)
-{
-	char path[400], kv[128] = "";
-	int r;
-
-	if (!node || !node[0])
-		return false;
-	if (lookup_get(c, c->nodes, node, kv, sizeof(kv)) < 0) {
-		snprintf(path, sizeof(path), "/api/v1/nodes/%s", node);
-		r = get_field(kc, path, "status.nodeInfo.kernelVersion", kv, sizeof(kv));
-		if (r < 0)
-			kv[0] = '\0';
-		lookup_put(c, &c->nodes, node, kv, r == 0);
-	}
-	return kernel_needs_sys_admin(kv);
-}
-
 /* Whether node is no longer in the cluster: the API server says 404 (any other failure:
  * not known to be gone). Not cached: asked only when an injector or a target pod is missing. */
 static bool node_missing(struct kube_client *kc, const char *node)
@@ -702,8 +685,6 @@ static void observe_target(struct controller *c, struct kube_client *kc,
 	}
 	o->pod = g->pods[i];
 	o->injector = g->injs[i];
-	if (o->pod)
-		o->need_sys_admin = node_needs_sys_admin(c, kc, kpod__node(o->pod));
 	if ((!o->pod || !o->injector) && reconcile__target_inflight(s, o->name))
 		o->node_gone = node_missing(kc, reconcile__target_node(s, o));
 	o->runtime_handler = g->handlers[i];
@@ -1660,7 +1641,6 @@ void controller__free(struct controller *c)
 	workqueue__free(c->queue);
 	free(c->workers);
 	free_lookups(c->runtime_classes);
-	free_lookups(c->nodes);
 	pthread_mutex_destroy(&c->lookup_lock);
 	for (size_t i = 0; i < MEMO_BUCKETS; i++)
 		while (c->memo[i]) {

@@ -102,15 +102,6 @@ int injspec__output_url(const struct injector_config *cfg, const struct session 
 	return 0;
 }
 
-bool kernel_needs_sys_admin(const char *v)
-{
-	unsigned major = 0, minor = 0;
-
-	if (!v || sscanf(v, "%u.%u", &major, &minor) != 2)
-		return false;
-	return major < 5 || (major == 5 && minor < 8);
-}
-
 static int add_str(json_t *arr, const char *s)
 {
 	return json_array_append_new(arr, json_string(s));
@@ -224,18 +215,17 @@ static json_t *injector_env(const struct injector_target *t, bool ephemeral)
 static json_t *security_context(const struct injector_target *t)
 {
 	/* the least the collectors asked for need: library collectors only -> ptrace alone;
-	 * SYS_ADMIN for eBPF on a kernel without CAP_BPF, and for a budget: the injector keeps
-	 * it by the kernel's BPF statistics, which BPF_ENABLE_STATS turns on with CAP_SYS_ADMIN
-	 * alone (without, the budget is not kept and summary.json says why) */
+	 * with eBPF, SYS_ADMIN too: on a kernel without CAP_BPF for eBPF itself, and on any for
+	 * the budget (spec.cost.budgetPercent, else the injector's default, 1%): the injector
+	 * keeps it, and measures the window's cost, by the kernel's BPF statistics, which
+	 * BPF_ENABLE_STATS turns on with CAP_SYS_ADMIN alone (without, neither is done and
+	 * summary.json says why) */
 	bool ebpf = session__needs_ebpf(t->s);
-	json_t *add = ebpf ? json_pack("[sss]", "SYS_PTRACE", "BPF", "PERFMON") :
+	json_t *add = ebpf ? json_pack("[ssss]", "SYS_PTRACE", "BPF", "PERFMON", "SYS_ADMIN") :
 			     json_pack("[s]", "SYS_PTRACE");
 
-	if (add && ebpf && (t->need_sys_admin || t->s->spec.budget[0]) &&
-	    add_str(add, "SYS_ADMIN")) {
-		json_decref(add);
+	if (!add)
 		return NULL;
-	}
 	/* ptrace, bpf and perf_event_open are outside the runtimes' default seccomp profiles */
 	return json_pack("{s:b,s:I,s:{s:[s],s:o},s:{s:s}}", "privileged", 0, "runAsUser",
 			 (json_int_t)0, "capabilities", "drop", "ALL", "add", add,

@@ -85,7 +85,6 @@ struct injector_target {
 	const struct kpod *pod;     /* the target pod */
 	const char *container;      /* the target container's name */
 	const char *container_id;   /* "containerd://..." */
-	bool need_sys_admin;        /* the node's kernel predates CAP_BPF / CAP_PERFMON */
 };
 
 /* The node-agent pod's name: "aiprof-<session>-<10 hex of uid+target>", <= 63 characters,
@@ -131,8 +130,5 @@ json_t *injspec__merge_pod(const struct injector_config *cfg, const struct sessi
 json_t *injspec__node_agent_pod(const struct injector_config *cfg, const struct injector_target *t);
 json_t *injspec__ephemeral_container(const struct injector_config *cfg,
 				     const struct injector_target *t);
-
-/* True if a kernel version string ("5.4.0-150-generic") is older than 5.8. Unknown: false. */
-bool kernel_needs_sys_admin(const char *kernel_version);
 
 #endif

@@ -447,7 +447,7 @@ static int create_injector(const struct reconcile_input *in, size_t idx, struct 
 	const struct target_obs *o = &in->targets[idx];
 	struct injector_target it = {
 		.s = in->s, .pod = o->pod, .container = t->container,
-		.container_id = tc->container_id, .need_sys_admin = o->need_sys_admin,
+		.container_id = tc->container_id,
 	};
 	json_t *body;
 	int r;

@@ -85,7 +85,6 @@ struct target_obs {
 	const char *name;           /* target pod name */
 	const struct kpod *pod;     /* NULL: no such pod */
 	const char *runtime_handler;/* the RuntimeClass's handler ("kata-qemu"...), "" for default */
-	bool need_sys_admin;        /* the node's kernel is older than 5.8 */
 	const struct kpod *injector;/* node-agent injector pod (by its derived name), or NULL */
 	bool foreign_injector;      /* a pod has that name, but reconcile__injector_ours() says no */
 	bool node_gone;             /* its node (the pod's, or the one the status recorded) is

@@ -60,11 +60,12 @@ def test_session_by_pod_name(env):
     assert inj[0]["spec"]["nodeName"] == target["spec"]["nodeName"] == env.chain.node
     ctr = inj[0]["spec"]["containers"][0]
     assert ctr["args"][:3] == ["profile", "--container-id", target_cid]
-    # the real node reports this machine's kernel (>= 5.8 here): no SYS_ADMIN
+    # the real node, this machine's kernel; SYS_ADMIN for the kernel's BPF statistics (the
+    # window's cost, the default budget)
     r = env.kubectl("get", "nodes", "-o", "wide")
     assert r.returncode == 0 and env.chain.node in r.stdout and "Ready" in r.stdout, r.stdout + r.stderr
     assert os.uname().release in r.stdout
-    assert "SYS_ADMIN" not in ctr["securityContext"]["capabilities"]["add"]
+    assert "SYS_ADMIN" in ctr["securityContext"]["capabilities"]["add"]
     cs = inj[0]["status"]["containerStatuses"][0]
     term = cs["state"]["terminated"]
     assert term["exitCode"] == 0 and term["reason"] == "Completed", cs
@@ -79,7 +80,8 @@ def test_session_by_pod_name(env):
     path = next(e for e in spec["process"]["env"] if e.startswith("PATH=")).split("=", 1)[1].split(":")
     assert os.path.basename(entrypoint[0]) == "aiprof" and os.path.dirname(entrypoint[0]) in path, (entrypoint, path)
     # with the pod's capabilities and nothing more, in the node's pid namespace (hostPID)
-    assert sorted(spec["process"]["capabilities"]["effective"]) == ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE"]
+    assert sorted(spec["process"]["capabilities"]["effective"]) == ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN",
+                                                                     "CAP_SYS_PTRACE"]
     pidns = {n["type"]: n.get("path") for n in spec["linux"]["namespaces"]}.get("pid", "absent")
     assert pidns == "absent" or os.readlink(pidns) == os.readlink("/proc/self/ns/pid"), pidns
     # the S3 credentials reached it as files of the Secret volume, never as env literals
@@ -98,6 +100,9 @@ def test_session_by_pod_name(env):
     summary = json.loads(env.get_object(by_name["summary.json"]["url"]))
     assert summary["ebpf"]["unwinding"]["tables"]["shared"]["dir"] == "/var/cache/aiprof/unwind", \
         summary["ebpf"]["unwinding"]["tables"]
+    # what the window cost, measured in the pod as on the command line, under the default budget
+    assert summary["ebpf"]["cost"]["measured"], summary["ebpf"]["cost"]
+    assert summary["ebpf"]["budget"]["default"] and summary["ebpf"]["budget"]["measured"], summary["ebpf"]["budget"]
     tl = gunzip_json(env.get_object(by_name["timeline.json.gz"]["url"]))
     launches = [e for e in tl["traceEvents"] if e.get("name") == "cudaLaunchKernel"]
     assert launches, "no kernel launches in the timeline"

@@ -410,6 +410,7 @@ static void write_budget(struct jsonw *w, const struct ebpf_cost *c)
 		return;
 	}
 	jsonw_kv_uint(w, "target_ppm", b->ppm);
+	jsonw_kv_bool(w, "default", !b->given);
 	jsonw_kv_bool(w, "measured", b->kept_by_measure);
 	if (!b->kept_by_measure) {
 		jsonw_kv_str(w, "reason", c->why);

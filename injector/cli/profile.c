@@ -97,10 +97,11 @@ static void usage(FILE *out)
 		"                             recorded in the last second goes on that record;\n"
 		"                             waits of 10ms or more always are recorded (default\n"
 		"                             100; 0: every one)\n"
-		"      --budget PCT           keep aiprof's BPF programs under PCT of the targets'\n"
-		"                             CPU (0.5%%, 1%%): the record rate goes down, then the\n"
+		"      --budget PCT|off       keep aiprof's BPF programs under PCT of the targets'\n"
+		"                             CPU (default 1%%): the record rate goes down, then the\n"
 		"                             off-CPU and syscall collectors pause, as measured\n"
-		"                             while recording (needs CAP_SYS_ADMIN)\n"
+		"                             while recording (needs CAP_SYS_ADMIN); off: every\n"
+		"                             wait recorded, whatever it costs\n"
 		"      --all-syscalls         count every syscall of the targets (raw_syscalls:\n"
 		"                             every process's syscalls take the kernel's slow\n"
 		"                             path meanwhile); default: only the calls that gave\n"
@@ -499,13 +500,19 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		char *end;
 		double pct;
 
+		o->eo.budget_given = true;
+		if (!strcmp(arg, "off")) {
+			o->eo.budget_ppm = 0;
+			return EXIT_OK;
+		}
 		errno = 0;
 		pct = strtod(arg, &end);
 		if (*end == '%')
 			end++;
 		if (errno || end == arg || *end || !(pct >= 0.001 && pct <= 100))
 			return cli_fail(oc, EXIT_USAGE, 0, "--budget '%s' is not a share of the "
-				    "targets' CPU from 0.001%% to 100%%, such as 1%% or 0.5%%", arg);
+				    "targets' CPU from 0.001%% to 100%%, such as 1%% or 0.5%%, nor off "
+				    "(no budget)", arg);
 		o->eo.budget_ppm = (uint32_t)(pct * 10000 + 0.5);
 		return EXIT_OK;
 	}
@@ -598,7 +605,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		.io = { .timeout_ns = 5 * NSEC_PER_SEC },
 		.eo = { .collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
 			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
-			.record_rate = EBPF_DEFAULT_RECORD_RATE,
+			.record_rate = EBPF_DEFAULT_RECORD_RATE, .budget_ppm = EBPF_DEFAULT_BUDGET_PPM,
 			.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES,
 			.unwind_cache = cli_unwind_cache(NULL) },
 	};

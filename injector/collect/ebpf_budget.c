@@ -83,12 +83,14 @@ void ebpf_budget_begin(struct ebpf *e)
 	free(b->pause_spans);
 	memset(b, 0, sizeof(*b));
 	b->ppm = e->opts.budget_ppm;
+	b->given = e->opts.budget_given;
 	b->rate = e->opts.record_rate;
 	if (!b->ppm)
 		return;
 	b->kept_by_measure = e->cost.measured;
 	if (!b->kept_by_measure) {
-		log_info("--budget: not kept: the window's cost cannot be measured (%s)", e->cost.why);
+		log_info("%s: not kept: the window's cost cannot be measured (%s)",
+			 b->given ? "--budget" : "the default budget (1%)", e->cost.why);
 		return;
 	}
 	b->last_t = e->start_ns;

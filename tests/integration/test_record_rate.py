@@ -30,7 +30,8 @@ def start(procs):
 
 def profile(info, out, rate):
     r = run_aiprof(["profile", "--pid", str(info["pid"]), "-d", "3s", "--collectors",
-                    "offcpu,syscalls,python", "--record-rate", str(rate), "-o", str(out)])
+                    "offcpu,syscalls,python", "--record-rate", str(rate), "--budget", "off",
+                    "-o", str(out)])
     assert r.returncode == 0, r.stderr
     return load_summary(out), load_timeline(out)
 
@@ -155,7 +156,7 @@ def test_bad_record_rate_is_refused():
 
 
 def budget_run(info, out, budget, duration="4s"):
-    extra = ["--budget", budget] if budget else []
+    extra = ["--budget", budget] if budget else []     # None: the default
     r = run_aiprof(["profile", "--pid", str(info["pid"]), "-d", duration, "--collectors",
                     "cpu,offcpu,syscalls", *extra, "-o", str(out)])
     assert r.returncode == 0, r.stderr
@@ -169,7 +170,7 @@ def test_budget_pauses_the_per_switch_collectors_and_says_so(procs, tmp_path):
     window without a budget, measured just before, did; the pauses are in the timeline."""
     require_root()
     info = start(procs)
-    free, _ = budget_run(info, tmp_path / "free", None)
+    free, _ = budget_run(info, tmp_path / "free", "off")
     s, tl = budget_run(info, tmp_path / "budget", "0.5%")
     b = s["ebpf"]["budget"]
     print({k: v for k, v in b.items() if k != "changes"}, free["ebpf"]["cost"]["bpf_share_of_targets_cpu_ppm"])
@@ -205,6 +206,21 @@ def test_a_budget_the_window_stays_under_changes_nothing(procs, tmp_path):
     assert b["set"] and b["kept"] and b["pauses"] == 0 and b["changes_total"] == 0, b
     assert b["final_record_rate"] == 100, b
     assert not [e for e in events(tl, "aiprof") if "paused" in e["name"]]
+
+
+def test_the_default_budget_is_1_percent(procs, tmp_path):
+    """Without --budget the window keeps 1% of the targets' CPU, and says it was the
+    default; on this job (12% unbudgeted) it pauses the per-switch collectors."""
+    require_root()
+    info = start(procs)
+    s, tl = budget_run(info, tmp_path, None)
+    b = s["ebpf"]["budget"]
+    assert b["set"] and b["default"] and b["target_ppm"] == 10000 and b["measured"], b
+    assert b["pauses"] >= 1, b
+    pauses = [e for e in events(tl, "aiprof") if "paused by --budget" in e["name"]]
+    assert len(pauses) == b["pauses"], (pauses, b)
+    html = (tmp_path / "report.html").read_text()
+    assert "Budget 1% of the targets' CPU (the default; --budget off records every wait): " in html
 
 
 def test_bad_budget_is_refused():

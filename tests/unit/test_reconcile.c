@@ -794,12 +794,12 @@ static void test_storage_errors(void **state)
 
 /* The capabilities of the injector follow the collectors: library collectors only need
  * ptrace, not BPF or PERFMON (nor SYS_ADMIN on an old kernel). */
-static char *caps_of(const char *spec_extra, bool old_kernel)
+static char *caps_of(const char *spec_extra)
 {
 	struct session *s = session_from(session_json(spec_extra));
 	struct kpod *target = pod("trainer-0", "node-1", NULL, NULL, NULL);
 	struct injector_target t = { .s = s, .pod = target, .container = "trainer",
-				     .container_id = "containerd://abc", .need_sys_admin = old_kernel };
+				     .container_id = "containerd://abc" };
 	json_t *pj = injspec__node_agent_pod(&cfg.inj, &t);
 	char *dump;
 
@@ -814,27 +814,27 @@ static char *caps_of(const char *spec_extra, bool old_kernel)
 
 static void test_capabilities_follow_collectors(void **state)
 {
-	static const struct { const char *spec; bool old_kernel; const char *want; } cases[] = {
-		{ NULL, false, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
-		{ NULL, true, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
-		{ "{\"collectors\":{\"cuda\":{},\"nccl\":{}}}", true, "[\"SYS_PTRACE\"]" },
-		{ "{\"collectors\":{\"cuda\":{},\"python\":{}}}", false,
-		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
-		{ "{\"collectors\":{\"cpu\":{}},\"injection\":{\"method\":\"EBPFOnly\"}}", false,
-		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
-		/* a budget is kept by the kernel's BPF statistics: BPF_ENABLE_STATS needs it */
-		{ "{\"cost\":{\"budgetPercent\":\"1%\"}}", false,
+	/* with eBPF, SYS_ADMIN: the budget (spec.cost's, else the injector's 1%) and the
+	 * window's cost are measured by the kernel's BPF statistics, which BPF_ENABLE_STATS
+	 * turns on with it alone */
+	static const struct { const char *spec; const char *want; } cases[] = {
+		{ NULL, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
+		{ "{\"collectors\":{\"cuda\":{},\"nccl\":{}}}", "[\"SYS_PTRACE\"]" },
+		{ "{\"collectors\":{\"cuda\":{},\"python\":{}}}",
 		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
-		{ "{\"cost\":{\"budgetPercent\":\"1%\"}}", true,
+		{ "{\"collectors\":{\"cpu\":{}},\"injection\":{\"method\":\"EBPFOnly\"}}",
 		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
-		{ "{\"cost\":{\"recordRate\":10}}", false, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]" },
-		{ "{\"cost\":{\"budgetPercent\":\"1%\"},\"collectors\":{\"cuda\":{}}}", false,
+		{ "{\"cost\":{\"budgetPercent\":\"1%\"}}",
+		  "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
+		{ "{\"cost\":{\"recordRate\":10}}", "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]" },
+		/* library collectors only: nothing to budget, ptrace alone */
+		{ "{\"cost\":{\"budgetPercent\":\"1%\"},\"collectors\":{\"cuda\":{}}}",
 		  "[\"SYS_PTRACE\"]" },
 	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *got = caps_of(cases[i].spec, cases[i].old_kernel);
+		char *got = caps_of(cases[i].spec);
 
 		if (strcmp(got, cases[i].want) != 0)
 			fail_msg("case %zu: %s (wanted %s)", i, got, cases[i].want);
@@ -1227,9 +1227,9 @@ static void test_happy_path_node_agent(void **state)
 		caps = kj_get(c, "securityContext.capabilities");
 		assert_string_equal(json_string_value(json_array_get(json_object_get(caps, "drop"), 0)),
 				    "ALL");
-		assert_int_equal(json_array_size(json_object_get(caps, "add")), 3);  /* no SYS_ADMIN */
+		/* SYS_ADMIN for the kernel's BPF statistics: the default budget and the cost */
 		dump = json_dumps(json_object_get(caps, "add"), JSON_COMPACT);
-		assert_string_equal(dump, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\"]");
+		assert_string_equal(dump, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]");
 		free(dump);
 		args = json_object_get(c, "args");
 		dump = json_dumps(args, JSON_COMPACT);
@@ -1720,8 +1720,7 @@ static void test_selector_targets(void **state)
 	(void)state;
 	w.s = session_from(session_json("{\"targets\":{\"podName\":null,"
 					"\"selector\":{\"matchLabels\":{\"job\":\"llama\"}}}}"));
-	w.t[0] = (struct target_obs){ .name = "rank-0", .pod = a, .runtime_handler = "",
-				      .need_sys_admin = true };
+	w.t[0] = (struct target_obs){ .name = "rank-0", .pod = a, .runtime_handler = "" };
 	w.t[1] = (struct target_obs){ .name = "rank-1", .pod = b, .runtime_handler = "" };
 	w.n = 2;
 	plan(&w, &p);
@@ -1730,7 +1729,7 @@ static void test_selector_targets(void **state)
 		char *dump = json_dumps(kj_get(json_array_get(kj_get(p.actions[0].body,
 			"spec.containers"), 0), "securityContext.capabilities.add"), JSON_COMPACT);
 
-		assert_non_null(strstr(dump, "SYS_ADMIN"));  /* an old kernel on node-1 */
+		assert_non_null(strstr(dump, "SYS_ADMIN"));  /* eBPF: the budget's statistics */
 		free(dump);
 	}
 	assert_string_equal(kj_str(p.status, "phase"), "Pending");   /* the least advanced */
@@ -2160,12 +2159,6 @@ static void test_injspec_names(void **state)
 	assert_int_equal(injspec__output_url(&cfg.inj, s, "trainer-0", &url), 0);
 	assert_string_equal(url, "s3://profiles/team-a/train/slow-step/u-1234/trainer-0");
 	free(url);
-	assert_true(kernel_needs_sys_admin("5.4.0-150-generic"));
-	assert_true(kernel_needs_sys_admin("4.19.0"));
-	assert_false(kernel_needs_sys_admin("5.8.0"));
-	assert_false(kernel_needs_sys_admin("6.1.0-18-amd64"));
-	assert_false(kernel_needs_sys_admin(""));
-	assert_false(kernel_needs_sys_admin(NULL));
 	session__unref(s);
 }
 
