@@ -38,6 +38,7 @@ __u64 tw_failed = 0;
 __u64 tw_map_full = 0;        /* task works not scheduled: offcpu_works was full */
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
+__u64 seeded = 0;             /* sleeps begun in a pause, started by offcpu_seed */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -390,6 +391,44 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 	on_switch(ctx, preempt, prev, next, pt, nt, false);
 	if (pt || nt)
 		bpf_tail_call(ctx, &switch_next, 0);
+	return 0;
+}
+
+/*
+ * Run by user space as the budget's pause ends (an iterator over every task, read to its
+ * end, writing nothing): a target thread that went to sleep while the collector was paused
+ * gets its sleep's start now, from the scheduler's own account (when it left its CPU), so
+ * that its switch-in records the sleep like any other: a long wait that began in a pause
+ * is not lost. A thread already seen going to sleep since the resume is left alone.
+ */
+SEC("iter/task")
+int offcpu_seed(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct offcpu_task *s;
+	__u32 state;
+	__u64 left;
+
+	if (!t || !running || paused || !is_target(t->tgid) || t->on_cpu)
+		return 0;
+	state = task_state(t) & 0xff;
+	if (!state)
+		return 0;      /* runnable: preempted, not asleep */
+	left = left_cpu_mono(t);
+	if (!left)
+		return 0;
+	s = bpf_task_storage_get(&offcpu_task, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s || (s->ts && s->epoch == epoch) || s->woke)
+		return 0;
+	s->ts = left;
+	s->woke = 0;
+	s->state = state;
+	s->cpu = BPF_CORE_READ(t, thread_info.cpu);
+	s->epoch = epoch;
+	s->nsw = switches_of(t);
+	s->key = 0;
+	s->py_valid = 0;       /* its Python frames were not read as it went to sleep */
+	__sync_fetch_and_add(&seeded, 1);
 	return 0;
 }
 

@@ -57,6 +57,40 @@ static __always_inline bool same_epoch_or_asleep(__u32 then_epoch, __u32 now_epo
 	return then_epoch == now_epoch || then_nsw == switches_of(t);
 }
 
+/*
+ * When t last left its CPU (or, running, now), in the runqueues' clock: switched in at
+ * sched_info.last_arrival, then ran sum_exec_runtime - prev_sum_exec_runtime (task clock:
+ * steal and IRQ time left out, a little short of wall time). 0 if the kernel keeps no
+ * sched_info.
+ */
+static __always_inline __u64 sched_left_at(struct task_struct *t)
+{
+	__u64 arrival;
+
+	if (!bpf_core_field_exists(t->sched_info))
+		return 0;
+	arrival = BPF_CORE_READ(t, sched_info.last_arrival);
+	if (!arrival)
+		return 0;
+	return arrival + BPF_CORE_READ(t, se.sum_exec_runtime) - BPF_CORE_READ(t, se.prev_sum_exec_runtime);
+}
+
+/*
+ * The same moment on bpf_ktime_get_ns()'s clock (CLOCK_MONOTONIC), by the reader's own
+ * "now" in both clocks (the current task is running: its sched_left_at is now, to a
+ * scheduler tick); 0 where it cannot be told. What a paused collector's resume reads for a
+ * thread that went to sleep while it was paused (the iterators offcpu_seed, sys_seed).
+ */
+static __always_inline __u64 left_cpu_mono(struct task_struct *t)
+{
+	__u64 left = sched_left_at(t), me = sched_left_at(bpf_get_current_task_btf());
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!left || !me || left > me || me - left > now)
+		return 0;
+	return now - (me - left);
+}
+
 /* The slot of key among slots, or NULL */
 static __always_inline struct site_slot *site_find(struct site_slot *slots, __u64 key)
 {

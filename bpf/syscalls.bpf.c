@@ -26,6 +26,7 @@
 #include "maps.bpf.h"
 #include "taskwork.bpf.h"
 #include "ratelimit.bpf.h"
+#include "ucopy.bpf.h"
 
 #define S_IFMT  00170000
 #define S_IFSOCK 0140000
@@ -47,6 +48,7 @@ __u64 tw_failed = 0;
 __u64 tw_map_full = 0;        /* of them, because sys_works was full */
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
+__u64 seeded = 0;             /* calls that gave up the CPU in a pause, started by sys_seed */
 
 /* struct sys_enter_state: syscalls.h (user space reads what it has not folded yet) */
 
@@ -578,6 +580,48 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 		__sync_fetch_and_add(&tw_failed, 1);
 		s->ts = 0;
 	}
+	return 0;
+}
+
+/*
+ * Run by user space as the budget's pause ends (an iterator over every task, read to its
+ * end, writing nothing): a target thread asleep in a call it began while the collector was
+ * paused gets the call's start now, as the moment it left its CPU in it (the scheduler's
+ * own account; the call may have begun a little earlier), so that its switch-in times and
+ * records it like any other: a slow call that began in a pause is not lost.
+ */
+SEC("iter/task")
+int sys_seed(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct sys_enter_state *s;
+	struct pt_regs *regs;
+	long nr;
+	__u64 left;
+
+	if (!t || !running || paused || !is_target(t->tgid) || t->on_cpu)
+		return 0;
+	if (!(task_state(t) & 0xff))
+		return 0;      /* runnable: preempted, not asleep */
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	nr = regs ? (long)regs->orig_ax : -1;
+	if (nr < 0 || own_thread(t->pid))
+		return 0;
+	left = left_cpu_mono(t);
+	if (!left)
+		return 0;
+	s = bpf_task_storage_get(&sys_start, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s || s->armed || (s->ts && s->epoch == epoch))
+		return 0;
+	s->ts = left;
+	s->nr = (__u32)nr;
+	s->armed = 0;
+	s->epoch = epoch;
+	s->nsw = switches_of(t);
+	s->args[0] = regs->di;
+	s->args[1] = regs->si;
+	s->args[2] = regs->dx;
+	__sync_fetch_and_add(&seeded, 1);
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "tasks.h"
 #include "maps.bpf.h"
 #include "ucopy.bpf.h"
+#include "ratelimit.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -19,24 +20,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_dump);
 } task_scratch SEC(".maps");
-
-/*
- * When t last left its CPU (or, running, now): switched in at sched_info.last_arrival
- * (runqueue clock), then ran sum_exec_runtime - prev_sum_exec_runtime (task clock: steal
- * and IRQ time left out, a little short of wall time). 0 if the kernel keeps no sched_info.
- */
-static __always_inline __u64 left_cpu_at(struct task_struct *t)
-{
-	__u64 arrival;
-
-	if (!bpf_core_field_exists(t->sched_info))
-		return 0;
-	arrival = BPF_CORE_READ(t, sched_info.last_arrival);
-	if (!arrival)
-		return 0;
-	return arrival + BPF_CORE_READ(t, se.sum_exec_runtime) -
-	       BPF_CORE_READ(t, se.prev_sum_exec_runtime);
-}
 
 SEC("iter.s/task")
 int dump_task(struct bpf_iter__task *ctx)
@@ -58,11 +41,11 @@ int dump_task(struct bpf_iter__task *ctx)
 	d->hdr.cpu = BPF_CORE_READ(t, thread_info.cpu);
 	/* now, in the runqueues' clock (sched_clock: the same on every CPU, steal time
 	 * included): when this reader was last switched in plus what it has run since */
-	d->hdr.ts = left_cpu_at(self);
+	d->hdr.ts = sched_left_at(self);
 	BPF_CORE_READ_STR_INTO(&d->hdr.comm, t, comm);
 	d->state = task_state(t) & 0xff;
 	d->on_cpu = BPF_CORE_READ(t, on_cpu);
-	d->stopped_at = left_cpu_at(t);
+	d->stopped_at = sched_left_at(t);
 	d->last_arrival = BPF_CORE_READ(t, sched_info.last_arrival);
 	d->pcount = (__u32)BPF_CORE_READ(t, sched_info.pcount);
 	d->st.kstack_bytes = bpf_get_task_stack(t, d->st.kips, sizeof(d->st.kips), 0);

@@ -61,7 +61,7 @@ def test_session_by_pod_name(env):
     ctr = inj[0]["spec"]["containers"][0]
     assert ctr["args"][:3] == ["profile", "--container-id", target_cid]
     # the real node, this machine's kernel; SYS_ADMIN for the kernel's BPF statistics (the
-    # window's cost, the default budget)
+    # window's cost, a budget)
     r = env.kubectl("get", "nodes", "-o", "wide")
     assert r.returncode == 0 and env.chain.node in r.stdout and "Ready" in r.stdout, r.stdout + r.stderr
     assert os.uname().release in r.stdout
@@ -100,9 +100,9 @@ def test_session_by_pod_name(env):
     summary = json.loads(env.get_object(by_name["summary.json"]["url"]))
     assert summary["ebpf"]["unwinding"]["tables"]["shared"]["dir"] == "/var/cache/aiprof/unwind", \
         summary["ebpf"]["unwinding"]["tables"]
-    # what the window cost, measured in the pod as on the command line, under the default budget
+    # what the window cost, measured in the pod as on the command line
     assert summary["ebpf"]["cost"]["measured"], summary["ebpf"]["cost"]
-    assert summary["ebpf"]["budget"]["default"] and summary["ebpf"]["budget"]["measured"], summary["ebpf"]["budget"]
+    assert summary["ebpf"]["cost"]["bpf_runs"] > 0, summary["ebpf"]["cost"]
     tl = gunzip_json(env.get_object(by_name["timeline.json.gz"]["url"]))
     launches = [e for e in tl["traceEvents"] if e.get("name") == "cudaLaunchKernel"]
     assert launches, "no kernel launches in the timeline"

@@ -410,7 +410,6 @@ static void write_budget(struct jsonw *w, const struct ebpf_cost *c)
 		return;
 	}
 	jsonw_kv_uint(w, "target_ppm", b->ppm);
-	jsonw_kv_bool(w, "default", !b->given);
 	jsonw_kv_bool(w, "measured", b->kept_by_measure);
 	if (!b->kept_by_measure) {
 		jsonw_kv_str(w, "reason", c->why);
@@ -427,6 +426,8 @@ static void write_budget(struct jsonw *w, const struct ebpf_cost *c)
 	jsonw_kv_uint(w, "lowest_record_rate", b->lowest_rate);
 	jsonw_kv_uint(w, "final_record_rate", b->rate);
 	jsonw_kv_uint(w, "pauses", b->pauses);
+	jsonw_kv_uint(w, "sleeps_begun_in_pauses", b->seeded_sleeps);
+	jsonw_kv_uint(w, "calls_begun_in_pauses", b->seeded_calls);
 	jsonw_key(w, "paused_s");
 	jsonw_fixed3(w, b->paused_ns / 1000000);
 	jsonw_kv_uint(w, "changes_total", b->changes_total);

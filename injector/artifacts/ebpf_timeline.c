@@ -164,7 +164,7 @@ static void write_pauses(struct jsonw *w, const struct ebpf *e, pid_t pid)
 		uint64_t from = b->pause_spans[i].from_ns, to = b->pause_spans[i].to_ns ? b->pause_spans[i].to_ns : e->end_ns;
 
 		trace_event_begin(w, "X", "aiprof", "off-CPU and syscalls not recorded: paused by "
-				  "--budget", pid, (uint32_t)pid, from);
+				  "the budget (--budget)", pid, (uint32_t)pid, from);
 		jsonw_key(w, "dur");
 		jsonw_fixed3(w, to > from ? to - from : 0);
 		jsonw_key(w, "args");

@@ -320,8 +320,7 @@ static void write_budget(struct membuf *b, const struct ebpf_cost *c)
 		return;
 	}
 	share = c->targets_cpu_ns ? 100.0 * (double)c->bpf_ns / (double)c->targets_cpu_ns : 0;
-	membuf_printf(b, " Budget %.3g%% of the targets' CPU%s: %s (%.2f%%)", bu->ppm / 1e4,
-		      bu->given ? "" : " (the default; --budget off records every wait)",
+	membuf_printf(b, " Budget %.3g%% of the targets' CPU: %s (%.2f%%)", bu->ppm / 1e4,
 		      share * 1e4 <= bu->ppm ? "kept" : "not kept", share);
 	if (bu->changes_total)
 		membuf_printf(b, "; record rate lowered to %" PRIu32 " a second per thread, off-CPU "

@@ -98,10 +98,11 @@ static void usage(FILE *out)
 		"                             waits of 10ms or more always are recorded (default\n"
 		"                             100; 0: every one)\n"
 		"      --budget PCT|off       keep aiprof's BPF programs under PCT of the targets'\n"
-		"                             CPU (default 1%%): the record rate goes down, then the\n"
+		"                             CPU (0.5%%, 1%%): the record rate goes down, then the\n"
 		"                             off-CPU and syscall collectors pause, as measured\n"
-		"                             while recording (needs CAP_SYS_ADMIN); off: every\n"
-		"                             wait recorded, whatever it costs\n"
+		"                             while recording (needs CAP_SYS_ADMIN); waits that end\n"
+		"                             in a pause are not recorded. Default off: every wait\n"
+		"                             recorded\n"
 		"      --all-syscalls         count every syscall of the targets (raw_syscalls:\n"
 		"                             every process's syscalls take the kernel's slow\n"
 		"                             path meanwhile); default: only the calls that gave\n"
@@ -500,7 +501,6 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 		char *end;
 		double pct;
 
-		o->eo.budget_given = true;
 		if (!strcmp(arg, "off")) {
 			o->eo.budget_ppm = 0;
 			return EXIT_OK;
@@ -605,7 +605,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		.io = { .timeout_ns = 5 * NSEC_PER_SEC },
 		.eo = { .collectors = EBPF_COLLECT_ALL, .frequency_hz = EBPF_DEFAULT_FREQUENCY,
 			.offcpu_min_ns = NSEC_PER_MSEC, .slow_syscall_ns = NSEC_PER_MSEC,
-			.record_rate = EBPF_DEFAULT_RECORD_RATE, .budget_ppm = EBPF_DEFAULT_BUDGET_PPM,
+			.record_rate = EBPF_DEFAULT_RECORD_RATE,
 			.unwind_stack_bytes = EBPF_UNWIND_STACK_BYTES,
 			.unwind_cache = cli_unwind_cache(NULL) },
 	};

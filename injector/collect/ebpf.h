@@ -60,7 +60,6 @@ struct ebpf_opts {
 					   * programs may take (parts per million; 0: none, --budget
 					   * off), kept by lowering record_rate, then pausing the
 					   * off-CPU and syscall collectors (ebpf_budget.c) */
-	bool budget_given;                /* --budget was given (else EBPF_DEFAULT_BUDGET_PPM) */
 	size_t max_events;                /* per target, kept whole for the timeline (0: no cap);
 					   * past it events count in the flame graphs and totals
 					   * only, so memory stays flat however long the window */
@@ -70,7 +69,6 @@ struct ebpf_opts {
 #define EBPF_UNWIND_STACK_BYTES 16384     /* --unwind cfi: the most the kernel side copies */
 #define EBPF_MAX_FREQUENCY 10000
 #define EBPF_DEFAULT_RECORD_RATE 100      /* --record-rate */
-#define EBPF_DEFAULT_BUDGET_PPM 10000     /* --budget: 1% of the targets' CPU */
 #define EBPF_RECORD_ALWAYS_NS 10000000ull /* 10 ms: at most 100 a second per thread anyway */
 #define EBPF_SITE_FRESH_NS 1000000000ull  /* with a record rate: a thread's long block under
 					   * EBPF_RECORD_ALWAYS_NS at a site (syscall, user pc and
@@ -101,7 +99,6 @@ struct ebpf_budget_change {
 
 struct ebpf_budget {
 	uint32_t ppm;                     /* 0: no budget */
-	bool given;                       /* by --budget (else the default) */
 	bool kept_by_measure;             /* false: the cost could not be measured (why) */
 	uint32_t rate;                    /* what the collectors are set to now */
 	uint32_t lowest_rate;
@@ -117,6 +114,8 @@ struct ebpf_budget {
 	struct ebpf_pause { uint64_t from_ns, to_ns; } *pause_spans; /* every pause, CLOCK_MONOTONIC
 					   * (to_ns 0: it lasts); not capped like changes[] */
 	size_t npause_spans, cappause_spans_;
+	uint64_t seeded_sleeps, seeded_calls; /* begun in a pause, still on at its end: their
+					   * start read from the scheduler then (recorded) */
 };
 struct ebpf_cost_prog {
 	char name[16];                    /* the program's name as the kernel keeps it */

@@ -83,14 +83,12 @@ void ebpf_budget_begin(struct ebpf *e)
 	free(b->pause_spans);
 	memset(b, 0, sizeof(*b));
 	b->ppm = e->opts.budget_ppm;
-	b->given = e->opts.budget_given;
 	b->rate = e->opts.record_rate;
 	if (!b->ppm)
 		return;
 	b->kept_by_measure = e->cost.measured;
 	if (!b->kept_by_measure) {
-		log_info("%s: not kept: the window's cost cannot be measured (%s)",
-			 b->given ? "--budget" : "the default budget (1%)", e->cost.why);
+		log_info("--budget: not kept: the window's cost cannot be measured (%s)", e->cost.why);
 		return;
 	}
 	b->last_t = e->start_ns;
@@ -178,6 +176,8 @@ void ebpf_budget_end(struct ebpf *e)
 {
 	struct ebpf_budget *b = &e->cost.budget;
 
+	b->seeded_sleeps = ebpf_offcpu_seeded(e);
+	b->seeded_calls = ebpf_syscalls_seeded(e);
 	if (b->paused) {
 		b->paused_ns += e->end_ns > b->pause_since ? e->end_ns - b->pause_since : 0;
 		note_pause(b, 0, e->end_ns > b->pause_since ? e->end_ns : b->pause_since + 1);

@@ -717,6 +717,30 @@ bool ebpf_task_storage_of(int map_fd, uint32_t tid, void *value)
 	return ok;
 }
 
+/* Runs the task iterator p to its end (it writes nothing): once per resume. */
+static void run_seed(const char *what, struct bpf_program *p)
+{
+	struct bpf_link *l = bpf_program__attach_iter(p, NULL);
+	char buf[64];
+	int fd;
+
+	if (!l) {
+		log_warning("%s collector: cannot run %s after a pause (--budget): %s: the waits begun "
+			    "in the pause are not recorded", what, bpf_program__name(p), strerror(errno));
+		return;
+	}
+	fd = bpf_iter_create(bpf_link__fd(l));
+	if (fd >= 0) {
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+	} else {
+		log_warning("%s collector: cannot run %s after a pause (--budget): %s", what,
+			    bpf_program__name(p), strerror(errno));
+	}
+	bpf_link__destroy(l);
+}
+
 void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused)
 {
 	__atomic_store_n(k->rate, rate, __ATOMIC_RELAXED);
@@ -741,6 +765,8 @@ void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, 
 					    bpf_program__name(k->progs[i]), strerror(errno));
 		}
 	}
+	if (!paused && k->seed)
+		run_seed(what, k->seed);
 }
 
 bool ebpf_kernel_has_task_work(const char *btf_path)

@@ -298,11 +298,16 @@ struct ebpf_knobs {
 	uint32_t *epoch;
 	struct bpf_program *progs[3];
 	struct bpf_link **links[3];
+	struct bpf_program *seed;     /* a task iterator run once the programs are back */
 };
 /* Sets the rate; pausing bumps the epoch and detaches the programs, resuming attaches them
- * again (a failure is logged, naming what: the collector). A NULL program is skipped (one
- * that runs as another's tail call: ebpf_switch_chain). */
+ * again and runs the seed iterator (the threads that went to sleep meanwhile get their
+ * sleep's start); a failure is logged, naming what: the collector. A NULL program is
+ * skipped (one that runs as another's tail call: ebpf_switch_chain). */
 void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused);
+/* The sleeps and calls begun in the budget's pauses that their seed iterators started. */
+uint64_t ebpf_offcpu_seeded(const struct ebpf *e);
+uint64_t ebpf_syscalls_seeded(const struct ebpf *e);
 /* Their task works' callback time so far (bss counters), for the running cost. */
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e);
 uint64_t ebpf_syscalls_tw_ns(const struct ebpf *e);

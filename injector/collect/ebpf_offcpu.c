@@ -58,6 +58,8 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	/* both ways: it folds an exiting thread's blocks into its process's (and gives its
 	 * task work slot back) */
 	bpf_program__set_autoload(skel->progs.offcpu_thread_exit, true);
+	/* run by the budget's resumes, not attached with the rest */
+	bpf_program__set_autoattach(skel->progs.offcpu_seed, false);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -139,12 +141,18 @@ void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused)
 			.progs = { o->progs.offcpu_switch_tw, o->progs.offcpu_switch,
 				   o->progs.offcpu_sys_exit },
 			.links = { &o->links.offcpu_switch_tw, &o->links.offcpu_switch,
-				   &o->links.offcpu_sys_exit } }, rate, paused);
+				   &o->links.offcpu_sys_exit },
+			.seed = o->progs.offcpu_seed }, rate, paused);
 }
 
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e)
 {
 	return e->off ? __atomic_load_n(&e->off->bss->tw_ns, __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t ebpf_offcpu_seeded(const struct ebpf *e)
+{
+	return e->off ? __atomic_load_n(&e->off->bss->seeded, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t ebpf_offcpu_tw_runs(const struct ebpf *e)

@@ -150,6 +150,8 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 	/* both ways: it folds an exiting thread's untimed calls (and gives its task work
 	 * slot back) */
 	bpf_program__set_autoload(skel->progs.sys_thread_exit, true);
+	/* run by the budget's resumes, not attached with the rest */
+	bpf_program__set_autoattach(skel->progs.sys_seed, false);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -263,8 +265,13 @@ void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused)
 			/* chained: paused and resumed with the off-CPU collector's program */
 			.progs = { e->sys_chained ? NULL : o->progs.sys_switch, o->progs.sys_enter,
 				   o->progs.sys_exit },
-			.links = { &o->links.sys_switch, &o->links.sys_enter, &o->links.sys_exit } },
-			rate, paused);
+			.links = { &o->links.sys_switch, &o->links.sys_enter, &o->links.sys_exit },
+			.seed = o->progs.sys_seed }, rate, paused);
+}
+
+uint64_t ebpf_syscalls_seeded(const struct ebpf *e)
+{
+	return e->sys ? __atomic_load_n(&e->sys->bss->seeded, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t ebpf_syscalls_tw_ns(const struct ebpf *e)

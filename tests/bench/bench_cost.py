@@ -13,12 +13,14 @@ ebpf.cost: the time the kernel charged to aiprof's BPF programs (run_time_ns, ev
 every CPU) as a share of the job's own CPU time in that window, and the programs' runs.
 
 Printed per job: the median over pairs of rate(profiled)/rate(unprofiled), the median of the
-CPU-time-per-iteration ratio, the median BPF share, and the programs that cost most. With
---burners N (make bench runs 0 and 2), N `yes >/dev/null` processes run beside the job for
-the whole measurement (started and stopped by their PIDs).
+CPU-time-per-iteration ratio, the median BPF share, the share of the window a budget paused
+the off-CPU and syscall collectors, and the programs that cost most. With --burners N (make
+bench runs 0 and 2), N `yes >/dev/null` processes run beside the job for the whole
+measurement (started and stopped by their PIDs); --profile-args "--budget 1%" (make bench
+runs it too) passes options to `aiprof profile`.
 
     /usr/bin/python3 tests/bench/bench_cost.py [--jobs ddp,loader,blas,serve] [--pairs 5]
-                                                [--window 3] [--burners 0]
+                                                [--window 3] [--burners 0] [--profile-args A]
 """
 import argparse
 import json
@@ -157,7 +159,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=int(os.environ.get("BENCH_PAIRS", "5")))
     ap.add_argument("--window", type=float, default=float(os.environ.get("BENCH_WINDOW", "3")))
     ap.add_argument("--burners", type=int, default=0)
-    ap.add_argument("--profile-args", default="", help="more `aiprof profile` options, e.g. '--budget 0'")
+    ap.add_argument("--profile-args", default="", help="more `aiprof profile` options, e.g. '--budget 1%'")
     a = ap.parse_args()
     extra = a.profile_args.split()
     burners = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(a.burners)]
@@ -173,7 +175,7 @@ def main():
     print(f"{a.pairs} pairs of {a.window:g} s windows per job, alternating; default collectors"
           f"{' with ' + a.profile_args if a.profile_args else ''}; {a.burners} CPU burner(s) beside")
     print(f"{'job':8} {'rate prof/unprof':>17} {'CPU/iter prof/unprof':>21} {'BPF share of job CPU':>21} "
-          f"{'injector CPU/job CPU':>21} {'BPF runs/s':>11}  most costly programs")
+          f"{'injector CPU/job CPU':>21} {'BPF runs/s':>11} {'paused':>10}  most costly programs")
     for name, rows in results.items():
         shares = [r[2].get("bpf_share_of_targets_cpu_ppm", 0) / 1e4 for r in rows if r[2].get("measured")]
         runs = [r[2]["bpf_runs"] / max(r[2]["window_s"], 1e-3) for r in rows if r[2].get("measured")]
@@ -183,17 +185,21 @@ def main():
         for r in rows:
             for p in r[2].get("programs", []):
                 progs[p["name"]] = progs.get(p["name"], 0) + p["ns"]
+        paused = [100 * (r[3].get("paused_s") or 0) / max(r[2].get("window_s") or 0, 1e-3) for r in rows
+                  if r[3] and r[3].get("set") and r[2].get("measured")]
         top = sorted(progs.items(), key=lambda x: -x[1])[:3]
         tot = sum(progs.values()) or 1
         print(f"{name:8} {statistics.median(r[0] for r in rows):17.4f} "
               f"{statistics.median(r[1] for r in rows):21.4f} "
               f"{(f'{statistics.median(shares):.2f}%' if shares else 'not measured'):>21} "
               f"{(f'{statistics.median(inj):.2f}%' if inj else '-'):>21} "
-              f"{(statistics.median(runs) if runs else 0):11.0f}  " +
+              f"{(statistics.median(runs) if runs else 0):11.0f} "
+              f"{(f'{statistics.median(paused):.0f}%' if paused else 'no budget'):>10}  " +
               ", ".join(f"{n} {100 * v / tot:.0f}%" for n, v in top))
         print(f"bench_cost: job={name} burners={a.burners} rate_ratio={statistics.median(r[0] for r in rows):.4f} "
               f"bpf_share_pct={statistics.median(shares) if shares else -1:.3f} "
               f"injector_share_pct={statistics.median(inj) if inj else -1:.3f} "
+              f"paused_pct={statistics.median(paused) if paused else -1:.1f} "
               f"rate_ratios={','.join(f'{r[0]:.3f}' for r in rows)}")
     return 0
 

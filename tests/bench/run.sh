@@ -17,10 +17,12 @@ echo "== injector peak RSS against window length, 100k calls/s, 256 MiB memory l
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_memory.py
 echo "== S3 upload: 256 MiB to radosgw, aiprof vs awscli"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_s3.py
-echo "== what a profile costs real PyTorch jobs (DDP over gloo, DataLoader workers, BLAS, a request loop): rate profiled/unprofiled, BPF time from bpf_stats as a share of the job's CPU"
+echo "== what a profile costs real PyTorch jobs (DDP over gloo, DataLoader workers, BLAS, a request loop), default collectors: rate profiled/unprofiled, BPF time from bpf_stats as a share of the job's CPU"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py
 echo "== the same with two CPU burners beside the job"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py --burners 2
+echo "== the same with --budget 1% (the off-CPU and syscall collectors paused as needed)"
+BUILD=$BUILD /usr/bin/python3 tests/bench/bench_cost.py --profile-args "--budget 1%"
 echo "== the CPU sampler's events on a target switching ~300,000 times a second: per thread against per CPU"
 BUILD=$BUILD /usr/bin/python3 tests/bench/bench_sampler.py
 echo "== the CPU sampler against perf record --call-graph dwarf at 99 Hz on real PyTorch jobs: overhead and whole stacks"

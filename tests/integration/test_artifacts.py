@@ -16,7 +16,8 @@ import pytest
 from conftest import BUILD, ROOT, load_summary, load_timeline, require_root, run_aiprof, start_trainer
 
 CATEGORIES = {"cuda_api", "cuda_kernel", "cuda_memcpy", "cuda_memory", "nccl", "rdma",
-              "syscall", "cpu_sample", "offcpu", "python"}
+              "syscall", "cpu_sample", "offcpu", "python",
+              "aiprof"}   # aiprof's own marks: the budget's pauses
 BENCH = os.path.join(BUILD, "tests", "bench", "bench_artifacts")
 PY_LAUNCH = os.path.join(ROOT, "tests", "workloads", "py_launch.py")
 LIBPYLAUNCH = os.path.join(BUILD, "tests", "workloads", "libpylaunch.so")

@@ -10,7 +10,9 @@
                 than a thread's site slots, so the record rate is what bounds its records)
    "ab"         sleeps 2 ms at a time from wait_a() and wait_b() in turn (one C call site, two
                 Python ones: half its time in each)
-Prints "ready pid=N ab_tid=N long_tid=N many_tid=N ping_tid=N pong_tid=N short_tid=N", then
+   "nap"        sleeps 0.3 s at a time in nap() (waits as long as a budget's pause)
+Prints "ready pid=N ab_tid=N long_tid=N many_tid=N nap_tid=N ping_tid=N pong_tid=N
+short_tid=N", then
 runs until killed."""
 import os
 import select
@@ -41,6 +43,12 @@ def many():
             select.select([r], [], [], 0.002)
 
 
+def nap():
+    tids["nap"] = threading.get_native_id()
+    while True:
+        time.sleep(0.3)
+
+
 def wait_a():
     time.sleep(0.002)
 
@@ -69,9 +77,9 @@ def player(name, sock, first):
 def main():
     a, b = socket.socketpair()
     for fn, args in ((short, ()), (long_, ()), (player, ("ping", a, True)),
-                     (player, ("pong", b, False)), (many, ()), (ab, ())):
+                     (player, ("pong", b, False)), (many, ()), (ab, ()), (nap, ())):
         threading.Thread(target=fn, args=args, daemon=True).start()
-    while len(tids) < 6:
+    while len(tids) < 7:
         time.sleep(0.01)
     print(f"ready pid={os.getpid()} " + " ".join(f"{k}_tid={v}" for k, v in sorted(tids.items())),
           flush=True)
