@@ -216,10 +216,9 @@ static json_t *security_context(const struct injector_target *t)
 {
 	/* the least the collectors asked for need: library collectors only -> ptrace alone;
 	 * with eBPF, SYS_ADMIN too: on a kernel without CAP_BPF for eBPF itself, and on any for
-	 * the budget (spec.cost.budgetPercent, else the injector's default, 1%): the injector
-	 * keeps it, and measures the window's cost, by the kernel's BPF statistics, which
-	 * BPF_ENABLE_STATS turns on with CAP_SYS_ADMIN alone (without, neither is done and
-	 * summary.json says why) */
+	 * the window's cost and a budget (spec.cost.budgetPercent): the injector measures and
+	 * keeps them by the kernel's BPF statistics, which BPF_ENABLE_STATS turns on with
+	 * CAP_SYS_ADMIN alone (without, neither is done and summary.json says why) */
 	bool ebpf = session__needs_ebpf(t->s);
 	json_t *add = ebpf ? json_pack("[ssss]", "SYS_PTRACE", "BPF", "PERFMON", "SYS_ADMIN") :
 			     json_pack("[s]", "SYS_PTRACE");

@@ -779,7 +779,7 @@ def test_runtime_class_handler_decides_the_injection(env):
 def test_sys_admin_with_ebpf_on_every_kernel(env):
     """SYS_ADMIN goes with the eBPF collectors on every node: before Linux 5.8 for eBPF
     itself (no CAP_BPF, CAP_PERFMON), on any for the kernel's BPF statistics, which measure
-    the window's cost and keep the default budget. Neither node is asked its kernel."""
+    the window's cost and keep a budget. Neither node is asked its kernel."""
     sfx = env["ns"][-4:]
     kernels = {f"old-{sfx}": "5.4.0-150-generic", f"new-{sfx}": "6.8.0-45-generic"}
     for node, kv in kernels.items():

@@ -9,7 +9,7 @@ injector's command line:
 - the controller (built binary, a host process with the admin's kubeconfig, watching one
   namespace, as test_realk8s.py's no-CEL test runs it) passes the fields to `aiprof profile`
   in the node-agent pod (runc target), the ephemeral container (Kata target) and the pod of a
-  session a ProfilingPolicy made; an injector with eBPF collectors gets SYS_ADMIN (the budget, given or the default 1%);
+  session a ProfilingPolicy made; an injector with eBPF collectors gets SYS_ADMIN (the kernel's BPF statistics: the window's cost, a budget);
 - `kubectl aiprof profile --record-rate N --budget PCT` (the real plugin and the kit's
   kubectl) writes those fields, and refuses bad or hostile values before it calls the cluster.
 
@@ -163,7 +163,7 @@ def test_the_controller_passes_cost_to_the_injector(k8s, tmp_path, procs):
             return next((e for e in eph if e["name"].startswith("aiprof-")), None)
         ctr = wait_for(ephemeral, 30, "the ephemeral injector in kata-0")
         assert args_have(ctr["args"], "--record-rate", "0") and "--budget" not in ctr["args"], ctr["args"]
-        # no budget given: the injector's default (1%), kept by the same statistics
+        # no budget: the window's cost is measured all the same, by the same statistics
         assert "SYS_ADMIN" in ctr["securityContext"]["capabilities"]["add"], ctr["securityContext"]
         # a session a policy made from its template (trigger annotation)
         c.apply(policy(ns, "on-demand", {"recordRate": 7, "budgetPercent": "2%"}))

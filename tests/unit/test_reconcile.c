@@ -1227,7 +1227,7 @@ static void test_happy_path_node_agent(void **state)
 		caps = kj_get(c, "securityContext.capabilities");
 		assert_string_equal(json_string_value(json_array_get(json_object_get(caps, "drop"), 0)),
 				    "ALL");
-		/* SYS_ADMIN for the kernel's BPF statistics: the default budget and the cost */
+		/* SYS_ADMIN for the kernel's BPF statistics: the window's cost, a budget */
 		dump = json_dumps(json_object_get(caps, "add"), JSON_COMPACT);
 		assert_string_equal(dump, "[\"SYS_PTRACE\",\"BPF\",\"PERFMON\",\"SYS_ADMIN\"]");
 		free(dump);
