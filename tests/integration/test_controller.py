@@ -313,7 +313,7 @@ def test_session_succeeds_with_artifacts(env):
     assert spec["automountServiceAccountToken"] is False
     ctr = spec["containers"][0]
     caps = ctr["securityContext"]["capabilities"]
-    assert caps["drop"] == ["ALL"] and sorted(caps["add"]) == ["BPF", "PERFMON", "SYS_PTRACE"]
+    assert caps["drop"] == ["ALL"] and sorted(caps["add"]) == ["BPF", "PERFMON", "SYS_ADMIN", "SYS_PTRACE"]
     assert ctr["securityContext"].get("privileged") is False
     target_cid = env["kube"].get(f"/api/v1/namespaces/{env['ns']}/pods/trainer-0").json[
         "status"]["containerStatuses"][0]["containerID"]

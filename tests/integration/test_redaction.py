@@ -32,7 +32,7 @@ def test_secret_values_with_spaces_short_p_and_json_config(procs, tmp_path):
     require_root()
     p, _ = procs.start([sys.executable, "-c", "import sys, time; print('ready', flush=True); time.sleep(60)",
                         "--password", "correct horse battery", "-pS3CRETpw", "--port", "80",
-                        '--config={"lr": 0.1, "wandb": {"api_key": "wb sk 77"}}'],
+                        '--config={"lr": 0.1, "wandb": {"api_key": "wb sk q7zx"}}'],
                        ready="ready")
     out = tmp_path / "out"
     r = run_aiprof(["profile", "--pid", str(p.pid), "--duration", "1s", "--no-ebpf", "-o", str(out)])
@@ -40,7 +40,7 @@ def test_secret_values_with_spaces_short_p_and_json_config(procs, tmp_path):
     cmd = load_summary(out)["targets"][0]["cmdline"]
     assert "--password [redacted] -p[redacted] --port 80" in cmd, cmd
     assert '--config={"lr": 0.1, "wandb": {"api_key": "[redacted]"}}' in cmd, cmd
-    for secret in ("horse", "battery", "S3CRETpw", "wb sk 77", "77"):
+    for secret in ("horse", "battery", "S3CRETpw", "wb sk q7zx", "q7zx"):
         assert secret not in cmd and secret not in r.stderr, secret
 
 def test_stderr_is_redacted_like_the_termination_message(tmp_path):
