@@ -15,7 +15,10 @@
  *                decision), from a tick to 8 s, then resumed and measured again;
  *   under half   the record rate goes back up (twice each time) to what was asked.
  * While paused nothing new is recorded by them; a sleep or call a thread began before a
- * pause is dropped if the thread ran since (ratelimit.bpf.h: same_epoch_or_asleep). What
+ * pause is dropped if the thread ran since (ratelimit.bpf.h: same_epoch_or_asleep). As
+ * they resume, their seed iterators give the threads asleep since the pause their sleep's
+ * or call's start (ebpf_throttle): a wait that began in a pause and ends after it is
+ * recorded whole; one that ends in a pause is not. What
  * was done is in ebpf_cost.budget: each change, the pauses and their time.
  */
 #ifndef AIPROF_NO_EBPF
