@@ -268,6 +268,19 @@ static __always_inline void emit_at_site(struct task_struct *t, struct offcpu_ta
 	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
 }
 
+/* t's sleep in state, on cpu, begins at ts (its site and Python frames: the caller's) */
+static __always_inline void begin_sleep(struct offcpu_task *s, struct task_struct *t, __u64 ts,
+					__u32 state, __u32 cpu)
+{
+	s->ts = ts;
+	s->woke = 0;
+	s->state = state;
+	s->cpu = cpu;
+	s->epoch = epoch;
+	s->nsw = switches_of(t);
+	s->key = 0;
+}
+
 /* prev_target, next_target: whether prev and next are target threads (is_target) */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool prev_target, bool next_target,
@@ -294,13 +307,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 				     false);
 			}
 			now = bpf_ktime_get_ns();
-			s->ts = now;
-			s->woke = 0;
-			s->state = state;
-			s->cpu = bpf_get_smp_processor_id();
-			s->epoch = epoch;
-			s->nsw = switches_of(prev);
-			s->key = 0;
+			begin_sleep(s, prev, now, state, bpf_get_smp_processor_id());
 			/* the Python part of its site, while in its own context */
 			s->py_valid = s->py_hint;
 			if (s->py_hint)
@@ -420,13 +427,7 @@ int offcpu_seed(struct bpf_iter__task *ctx)
 	s = bpf_task_storage_get(&offcpu_task, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s || (s->ts && s->epoch == epoch) || s->woke)
 		return 0;
-	s->ts = left;
-	s->woke = 0;
-	s->state = state;
-	s->cpu = BPF_CORE_READ(t, thread_info.cpu);
-	s->epoch = epoch;
-	s->nsw = switches_of(t);
-	s->key = 0;
+	begin_sleep(s, t, left, state, BPF_CORE_READ(t, thread_info.cpu));
 	s->py_valid = 0;       /* its Python frames were not read as it went to sleep */
 	__sync_fetch_and_add(&seeded, 1);
 	return 0;

@@ -489,6 +489,20 @@ static __always_inline bool schedule_work(struct task_struct *t)
 }
 #endif
 
+/* Switch mode: t's call nr (its registers regs) is seen, given up the CPU in it since ts. */
+static __always_inline void begin_call(struct sys_enter_state *s, struct task_struct *t,
+				       struct pt_regs *regs, long nr, __u64 ts)
+{
+	s->ts = ts;
+	s->nr = (__u32)nr;
+	s->armed = 0;
+	s->epoch = epoch;
+	s->nsw = switches_of(t);
+	s->args[0] = regs->di;
+	s->args[1] = regs->si;
+	s->args[2] = regs->dx;
+}
+
 /*
  * Switch mode. Every context switch on the node runs this, but only a target thread's own
  * switches go past the inlined filters: prev giving up the CPU inside a call starts the call's
@@ -514,16 +528,8 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 		s = nr >= 0 ? bpf_task_storage_get(&sys_start, prev, NULL,
 						   BPF_LOCAL_STORAGE_GET_F_CREATE) : NULL;
 		/* a call seen before a pause and not armed is stale: the thread ran since */
-		if (s && (!s->ts || (s->epoch != epoch && !s->armed))) {
-			s->ts = bpf_ktime_get_ns();
-			s->nr = (__u32)nr;
-			s->armed = 0;
-			s->epoch = epoch;
-			s->nsw = switches_of(prev);
-			s->args[0] = regs->di;
-			s->args[1] = regs->si;
-			s->args[2] = regs->dx;
-		}
+		if (s && (!s->ts || (s->epoch != epoch && !s->armed)))
+			begin_call(s, prev, regs, nr, bpf_ktime_get_ns());
 	}
 	if (!is_target(next->tgid))
 		return 0;
@@ -613,14 +619,7 @@ int sys_seed(struct bpf_iter__task *ctx)
 	s = bpf_task_storage_get(&sys_start, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s || s->armed || (s->ts && s->epoch == epoch))
 		return 0;
-	s->ts = left;
-	s->nr = (__u32)nr;
-	s->armed = 0;
-	s->epoch = epoch;
-	s->nsw = switches_of(t);
-	s->args[0] = regs->di;
-	s->args[1] = regs->si;
-	s->args[2] = regs->dx;
+	begin_call(s, t, regs, nr, left);
 	__sync_fetch_and_add(&seeded, 1);
 	return 0;
 }
