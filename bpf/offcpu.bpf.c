@@ -39,6 +39,11 @@ __u64 tw_map_full = 0;        /* task works not scheduled: offcpu_works was full
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
 __u64 seeded = 0;             /* sleeps begun in a pause, started by offcpu_seed */
+__u64 held = 0;               /* sleeps on as a pause began, their stacks read then */
+__u64 ended_in_pause = 0;     /* sleeps begun before a pause that ended in it: recorded at
+			       * the resume (long ones) */
+__u64 ended_unseen = 0;       /* ...whose end could not be told (the thread ran, then slept
+			       * again in the pause): not recorded */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -125,7 +130,7 @@ static __always_inline void fill_head(struct offcpu_event_head *h, struct task_s
  * or, for a sleep outside a syscall, at its switch-in with its pc only.
  */
 static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu_task *s,
-				 __s32 syscall, bool user_stack, bool in_task_work)
+				 __s32 syscall, bool user_stack, bool in_task_work, __u32 flags)
 {
 	struct offcpu_total *tot;
 	struct offcpu_event *e;
@@ -147,7 +152,7 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 			return;
 		}
 	}
-	fill_head(&e->h, t, s, tgid, tid, syscall, 0);
+	fill_head(&e->h, t, s, tgid, tid, syscall, flags);
 	e->st.kstack_bytes = s->kstack_bytes;
 	bpf_probe_read_kernel(e->st.kips, sizeof(e->st.kips), s->kips);
 	e->st.py_frames = 0;
@@ -185,7 +190,30 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 }
 
 #ifdef AIPROF_HAVE_TASK_WORK
-/* the task work of a thread back from a long sleep in a syscall: its own context */
+/*
+ * s's sleep, held as a pause began (offcpu_hold_tw), has ended in the pause: t (current)
+ * is on its way back to user space. Its end: its switch-in since (the scheduler's account)
+ * if it has not switched since, else now. Recorded with the kernel stack read as the pause
+ * began and its user stack and Python frames read here.
+ */
+static __always_inline void end_held_here(struct task_struct *t, struct offcpu_task *s, __u64 now)
+{
+	__u64 end = switches_of(t) == s->nsw ? arrived_mono(t) : 0, dur;
+
+	if (!end || end <= s->ts || end > now)
+		end = now;
+	dur = end - s->ts;
+	s->count++;
+	s->total_ns += dur;
+	if (running && dur >= min_block_ns) {
+		s->woke = end;
+		emit(NULL, t, s, s->held_nr, true, true, OFFCPU_F_ENDED_IN_PAUSE);
+		__sync_fetch_and_add(&ended_in_pause, 1);
+	}
+}
+
+/* the task work of a thread back from a long sleep in a syscall: its own context; or back
+ * from one held as a pause began (offcpu_hold_tw) that ended in the pause */
 static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
@@ -193,11 +221,24 @@ static int offcpu_tw_run(struct bpf_map *map, void *key, void *value)
 	struct pt_regs *regs;
 	__u64 t0 = bpf_ktime_get_ns();
 
-	if (!s || !s->woke)
-		return 0;      /* recorded meanwhile, at a second sleep in the same syscall */
+	if (!s)
+		return 0;
+	if (!s->woke) {
+		/* a held sleep not ended by a switch-in the collector saw; else recorded
+		 * meanwhile, at a second sleep in the same syscall */
+		if (s->ts && __sync_val_compare_and_swap(&s->held, HELD_WORK, 0) == HELD_WORK) {
+			end_held_here(t, s, t0);
+			s->ts = 0;
+			s->woke = 0;
+			__sync_fetch_and_add(&tw_ns, bpf_ktime_get_ns() - t0);
+			__sync_fetch_and_add(&tw_runs, 1);
+		}
+		return 0;
+	}
+	s->held = 0;
 	if (running) {
 		regs = user_regs(t);
-		emit(NULL, t, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true, true);
+		emit(NULL, t, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true, true, 0);
 	}
 	s->ts = 0;
 	s->woke = 0;
@@ -279,6 +320,7 @@ static __always_inline void begin_sleep(struct offcpu_task *s, struct task_struc
 	s->epoch = epoch;
 	s->nsw = switches_of(t);
 	s->key = 0;
+	s->held = 0;
 }
 
 /* prev_target, next_target: whether prev and next are target threads (is_target) */
@@ -304,7 +346,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			if (s->woke) {
 				regs = user_regs(prev);
 				emit(ctx, prev, s, regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1, true,
-				     false);
+				     false, 0);
 			}
 			now = bpf_ktime_get_ns();
 			begin_sleep(s, prev, now, state, bpf_get_smp_processor_id());
@@ -366,10 +408,10 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	nr = regs ? (__s32)regs->orig_ax : -1;
 	if (nr < 0) {
 		/* not in a syscall: nothing later tells us it is back in user space */
-		emit(ctx, next, s, -1, false, false);
+		emit(ctx, next, s, -1, false, false, 0);
 		s->ts = 0;
 		s->woke = 0;
-	} else if (task_work && !schedule_work(next)) {
+	} else if (task_work && s->held != HELD_WORK && !schedule_work(next)) {
 		/* no task work (the table full): its next sleep records it */
 		__sync_fetch_and_add(&tw_failed, 1);
 	}
@@ -402,11 +444,125 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 }
 
 /*
+ * Run by user space once a pause of the budget has begun (the switch programs detached): a
+ * target thread still asleep in a sleep begun before gets its wait's kernel stack and user
+ * pc read now, into its storage (HELD_STACKS), and, with task works, one of its own
+ * scheduled (HELD_WORK): if the sleep ends in the pause, the thread records it on its way
+ * back to user space (offcpu_tw_run); without, the resume records it if it can tell its
+ * end (offcpu_seed: end_held).
+ */
+static __always_inline int hold(struct bpf_iter__task *ctx, bool task_work)
+{
+	struct task_struct *t = ctx->task;
+	struct offcpu_task *s;
+	struct pt_regs *regs;
+
+	if (!t || !running || !paused || !is_target(t->tgid))
+		return 0;
+	s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
+	if (!s || !s->ts || s->woke || s->held == HELD_WORK)
+		return 0;      /* (HELD_WORK: its work from an earlier pause is still to run) */
+	s->held = 0;
+	/* woken already (on its CPU, runnable, or it ran): its stack is no longer the wait's */
+	if (t->on_cpu || !(task_state(t) & 0xff) || s->nsw != switches_of(t))
+		return 0;
+	s->kstack_bytes = bpf_get_task_stack(t, s->kips, sizeof(s->kips), 0);
+	regs = user_regs(t);
+	s->held_pc = regs ? BPF_CORE_READ(regs, ip) : 0;
+	s->held_nr = regs ? (__s32)BPF_CORE_READ(regs, orig_ax) : -1;
+	s->held = HELD_STACKS;
+	/* in a syscall: it goes back to user space through its task work as the sleep ends */
+	if (task_work && s->held_nr >= 0 && schedule_work(t))
+		s->held = HELD_WORK;
+	__sync_fetch_and_add(&held, 1);
+	return 0;
+}
+
+SEC("iter/task")
+int offcpu_hold_tw(struct bpf_iter__task *ctx)
+{
+	return hold(ctx, true);
+}
+
+SEC("iter/task")
+int offcpu_hold(struct bpf_iter__task *ctx)
+{
+	return hold(ctx, false);
+}
+
+/* The record of s's sleep (of t, not running this: no user stack to read), which ended at
+ * woke while the collector was paused; its stacks are those offcpu_hold read */
+static __always_inline void emit_ended_in_pause(struct task_struct *t, struct offcpu_task *s)
+{
+	struct offcpu_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct offcpu_total *tot;
+
+	if (!e) {
+		__sync_fetch_and_add(&lost, 1);
+		return;
+	}
+	fill_head(&e->h, t, s, t->tgid, t->pid, s->held ? s->held_nr : -1,
+		  OFFCPU_F_ENDED_IN_PAUSE | OFFCPU_F_NO_USER_STACK);
+	e->h.site_key = 0;
+	e->st.kstack_bytes = s->held ? s->kstack_bytes : 0;
+	bpf_probe_read_kernel(e->st.kips, sizeof(e->st.kips), s->kips);
+	e->st.uips[0] = s->held ? s->held_pc : 0;
+	e->st.ustack_bytes = e->st.uips[0] ? 8 : 0;
+	e->st.py_frames = 0;
+	e->st.py_cut = 0;
+	e->st.py_status = EBPF_PY_ST_NONE;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	tot = totals(t->tgid);
+	if (tot)
+		tot->emitted++;
+}
+
+/*
+ * A sleep of t begun before the pause that has just ended (s: its storage) and not seen
+ * ending: if t was switched in since, once (on its CPU now, or out again once since), that
+ * switch-in, from the scheduler's account, is its end, and a long one is recorded now;
+ * if t switched more, its end is not known and it is counted as dropped. One still on (t
+ * asleep or runnable since, not switched in) is its switch-in's to end: it is kept.
+ */
+static __always_inline void end_held(struct task_struct *t, struct offcpu_task *s)
+{
+	__u32 since = switches_of(t) - s->nsw;
+	bool on = t->on_cpu;
+	__u64 end, dur;
+
+	if (since == 0 && !on) {
+		s->epoch = epoch;      /* not switched in since: still the same sleep */
+		return;
+	}
+	if (s->held == HELD_WORK)
+		return;                /* woken: its own task work records it (offcpu_tw_run) */
+	end = (since == 0 && on) || (since == 1 && !on) ? arrived_mono(t) : 0;
+	if (!end || end <= s->ts) {
+		__sync_fetch_and_add(&ended_unseen, 1);
+		s->ts = 0;
+		s->held = 0;
+		return;
+	}
+	dur = end - s->ts;
+	s->count++;
+	s->total_ns += dur;
+	if (dur >= min_block_ns) {
+		s->woke = end;
+		emit_ended_in_pause(t, s);
+		__sync_fetch_and_add(&ended_in_pause, 1);
+	}
+	s->ts = 0;
+	s->woke = 0;
+	s->held = 0;
+}
+
+/*
  * Run by user space as the budget's pause ends (an iterator over every task, read to its
- * end, writing nothing): a target thread that went to sleep while the collector was paused
- * gets its sleep's start now, from the scheduler's own account (when it left its CPU), so
- * that its switch-in records the sleep like any other: a long wait that began in a pause
- * is not lost. A thread already seen going to sleep since the resume is left alone.
+ * end): a sleep begun before the pause and ended in it is recorded now (end_held); a
+ * target thread that went to sleep while the collector was paused gets its sleep's start,
+ * from the scheduler's own account (when it left its CPU), so that its switch-in records
+ * the sleep like any other: a long wait that began in a pause is not lost. A thread already
+ * seen going to sleep since the resume is left alone.
  */
 SEC("iter/task")
 int offcpu_seed(struct bpf_iter__task *ctx)
@@ -416,7 +572,12 @@ int offcpu_seed(struct bpf_iter__task *ctx)
 	__u32 state;
 	__u64 left;
 
-	if (!t || !running || paused || !is_target(t->tgid) || t->on_cpu)
+	if (!t || !running || paused || !is_target(t->tgid))
+		return 0;
+	s = bpf_task_storage_get(&offcpu_task, t, NULL, 0);
+	if (s && s->ts && !s->woke && s->epoch != epoch)
+		end_held(t, s);
+	if (t->on_cpu)
 		return 0;
 	state = task_state(t) & 0xff;
 	if (!state)
@@ -424,7 +585,8 @@ int offcpu_seed(struct bpf_iter__task *ctx)
 	left = left_cpu_mono(t);
 	if (!left)
 		return 0;
-	s = bpf_task_storage_get(&offcpu_task, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		s = bpf_task_storage_get(&offcpu_task, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s || (s->ts && s->epoch == epoch) || s->woke)
 		return 0;
 	begin_sleep(s, t, left, state, BPF_CORE_READ(t, thread_info.cpu));
@@ -447,7 +609,7 @@ int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
 	if (!s || !s->woke)
 		return 0;
 	if (running)
-		emit(ctx, t, s, (__s32)regs->orig_ax, true, false);
+		emit(ctx, t, s, (__s32)regs->orig_ax, true, false, 0);
 	s->ts = 0;
 	s->woke = 0;
 	return 0;

@@ -36,7 +36,12 @@ struct offcpu_task {
 	__s32 kstack_bytes;       /* kips, taken as it was switched in */
 	__u32 epoch;              /* the collector's epoch as it went to sleep */
 	__u32 nsw;                /* its context switches then (nvcsw + nivcsw, truncated) */
-	__u32 pad;
+	__s32 held_nr;            /* the syscall it slept in as a pause began, -1 if none */
+	__u64 held;               /* asleep in that sleep as the collector paused (--budget):
+				   * HELD_STACKS: kips, held_pc and held_nr are the wait's, read
+				   * then; HELD_WORK: and its task work is scheduled (64 bits:
+				   * compared and swapped) */
+	__u64 held_pc;            /* its user pc then (where it entered the kernel) */
 	struct rl_bucket rl;      /* its records: at most rec_rate a second (ratelimit.bpf.h) */
 	__u64 count;              /* its blocks, also the short ones, and their time: folded */
 	__u64 total_ns;           /* into offcpu_totals as it exits, read by user space at the
@@ -51,7 +56,17 @@ struct offcpu_task {
 	__u64 kips[EBPF_KSTACK_MAX];
 };
 
+#define HELD_STACKS 1
+#define HELD_WORK 2
+
 #define OFFCPU_F_SITE_STACKS 1    /* no stacks: those of the thread's last record at site_key */
+#define OFFCPU_F_ENDED_IN_PAUSE 2 /* begun before a pause of the collector (--budget), ended in
+				   * it: its kernel stack read as the pause began; its end and user
+				   * stacks read by its thread's own task work as it went back to
+				   * user space, or (OFFCPU_F_NO_USER_STACK) its end from the
+				   * scheduler's account as the collector resumed */
+#define OFFCPU_F_NO_USER_STACK 4  /* only the user pc where it entered the kernel, no Python
+				   * frames (none at all if it had woken as the pause began) */
 
 /* what every off-CPU record begins with; one with OFFCPU_F_SITE_STACKS is only this */
 struct offcpu_event_head {
@@ -86,7 +101,7 @@ struct offcpu_total {
 	__u64 limited_ns;
 };
 
-_Static_assert(sizeof(struct offcpu_task) == 96 + 16 * SITE_SLOTS + 8 * EBPF_KSTACK_MAX,
+_Static_assert(sizeof(struct offcpu_task) == 112 + 16 * SITE_SLOTS + 8 * EBPF_KSTACK_MAX,
 	       "offcpu_task layout");
 _Static_assert(sizeof(struct offcpu_event_head) == 72, "offcpu_event_head layout");
 _Static_assert(sizeof(struct offcpu_event) == 72 + EBPF_STACKS_SIZE, "offcpu_event layout");

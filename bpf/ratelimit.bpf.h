@@ -81,14 +81,30 @@ static __always_inline __u64 sched_left_at(struct task_struct *t)
  * scheduler tick); 0 where it cannot be told. What a paused collector's resume reads for a
  * thread that went to sleep while it was paused (the iterators offcpu_seed, sys_seed).
  */
+static __always_inline __u64 rq_to_mono(__u64 at)
+{
+	__u64 me = sched_left_at(bpf_get_current_task_btf()), now = bpf_ktime_get_ns();
+
+	if (!at || !me || at > me || me - at > now)
+		return 0;
+	return now - (me - at);
+}
+
 static __always_inline __u64 left_cpu_mono(struct task_struct *t)
 {
-	__u64 left = sched_left_at(t), me = sched_left_at(bpf_get_current_task_btf());
-	__u64 now = bpf_ktime_get_ns();
+	return rq_to_mono(sched_left_at(t));
+}
 
-	if (!left || !me || left > me || me - left > now)
+/*
+ * When t was last switched in, on CLOCK_MONOTONIC (0 where it cannot be told): the end of a
+ * sleep it woke from while the collector was paused, if it has switched in once since it
+ * went to sleep and not out again (still on its CPU) or out once (off it now).
+ */
+static __always_inline __u64 arrived_mono(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->sched_info))
 		return 0;
-	return now - (me - left);
+	return rq_to_mono(BPF_CORE_READ(t, sched_info.last_arrival));
 }
 
 /* The slot of key among slots, or NULL */

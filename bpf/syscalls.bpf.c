@@ -49,6 +49,8 @@ __u64 tw_map_full = 0;        /* of them, because sys_works was full */
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
 __u64 seeded = 0;             /* calls that gave up the CPU in a pause, started by sys_seed */
+__u64 held = 0;               /* calls on as a pause began, given a task work by sys_hold */
+__u64 ended_in_pause = 0;     /* ...whose task work ran in the pause: recorded (or counted) */
 
 /* struct sys_enter_state: syscalls.h (user space reads what it has not folded yet) */
 
@@ -468,8 +470,11 @@ static int sys_tw_run(struct bpf_map *map, void *key, void *value)
 		return 0;
 	/* run by do_exit instead: the call (exit, a fatal signal) does not return */
 	regs = (t->flags & PF_EXITING) ? NULL : (struct pt_regs *)bpf_task_pt_regs(t);
-	if (running && regs && regs->orig_ax == s->nr)
+	if (running && regs && regs->orig_ax == s->nr) {
+		if (s->armed == ARMED_HELD && paused)
+			__sync_fetch_and_add(&ended_in_pause, 1);
 		finish_call(s, (long)regs->ax, false);
+	}
 	s->ts = 0;
 	s->armed = 0;
 	__sync_fetch_and_add(&tw_ns, bpf_ktime_get_ns() - t0);
@@ -588,6 +593,39 @@ int BPF_PROG(sys_switch, bool preempt, struct task_struct *prev, struct task_str
 	}
 	return 0;
 }
+
+#ifdef AIPROF_HAVE_TASK_WORK
+/*
+ * Run by user space once a pause of the budget has begun (the switch program detached): a
+ * target thread asleep in a call the collector saw begin before the pause gets its task
+ * work now (ARMED_HELD), so that the call is timed and recorded at its end, in its own
+ * context, like any other, though it ends in the pause.
+ */
+SEC("iter/task")
+int sys_hold(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct sys_enter_state *s;
+
+	if (!t || !running || !paused || !is_target(t->tgid) || t->on_cpu)
+		return 0;
+	s = bpf_task_storage_get(&sys_start, t, NULL, 0);
+	if (!s || !s->ts || s->armed || s->epoch == epoch || s->nsw != switches_of(t) ||
+	    !(task_state(t) & 0xff))
+		return 0;      /* none, armed already, or it ran since (the call may be over) */
+	if (schedule_work(t)) {
+		s->armed = ARMED_HELD;
+		__sync_fetch_and_add(&held, 1);
+	}
+	return 0;
+}
+#else
+SEC("iter/task")
+int sys_hold(struct bpf_iter__task *ctx)
+{
+	return 0;      /* not built in: user space never loads it */
+}
+#endif
 
 /*
  * Run by user space as the budget's pause ends (an iterator over every task, read to its

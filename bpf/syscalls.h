@@ -50,6 +50,8 @@ struct syscall_stat {          /* per CPU; user space sums */
 
 #define SYS_UNTIMED_SLOTS 4
 
+#define ARMED_HELD 3
+
 struct sys_untimed {
 	__u32 nr;
 	__u32 count;              /* 0: the slot is free */
@@ -61,7 +63,8 @@ struct sys_enter_state {
 	__u64 args[3];
 	__u32 nr;
 	__u32 armed;              /* switch mode: its task work is scheduled (2: the call was
-				   * slow at its switch-in, its record's token taken there) */
+				   * slow at its switch-in, its record's token taken there;
+				   * ARMED_HELD: by sys_hold, asleep in it as a pause began) */
 	__u32 epoch;              /* switch mode: the collector's epoch as the call was seen */
 	__u32 nsw;                /* and the thread's context switches then */
 	struct rl_bucket rl_rec;  /* its slow-call records */

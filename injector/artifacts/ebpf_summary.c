@@ -418,16 +418,33 @@ static void write_budget(struct jsonw *w, const struct ebpf_cost *c)
 	}
 	share = c->targets_cpu_ns ? (uint64_t)((double)c->bpf_ns * 1e6 / (double)c->targets_cpu_ns) : 0;
 	jsonw_kv_str(w, "what", "the share of the targets' CPU the BPF programs may take, kept "
-		     "at every tick (250 ms) by lowering the record rate, then pausing the off-CPU "
-		     "and syscall collectors (nothing of theirs is recorded while paused); "
-		     "window_share_ppm is the whole window's, as ebpf.cost says it");
+		     "at every tick (200 ms) by lowering the record rate, then pausing the off-CPU "
+		     "and syscall collectors for 250 ms to 1 s at a time (nothing new is begun by "
+		     "them while paused; a wait on as a pause begins, or begun in it and on as it "
+		     "ends, is recorded whole); window_share_ppm is the whole window's, as ebpf.cost "
+		     "says it");
 	jsonw_kv_uint(w, "window_share_ppm", share);
+	/* what a pause cannot lose: a wait longer than the longest pause, begun anywhere */
+	jsonw_key(w, "waits_over_s_always_recorded");
+	if (b->ends_in_pauses_recorded)
+		jsonw_fixed3(w, b->pause_max_ns / 1000000);
+	else
+		jsonw_null(w);
+	jsonw_kv_str(w, "waits_not_recorded", b->ends_in_pauses_recorded ?
+		     "those begun and ended inside one pause (counted in no total)" :
+		     "those begun and ended inside one pause, and those begun before a pause and "
+		     "ended in it (this kernel has no bpf_task_work; the off-CPU ones whose thread "
+		     "switched once at most since are recorded at the resume, with their kernel "
+		     "stack and user pc; the rest are counted in sleeps_ended_in_pauses_unmeasured)");
 	jsonw_kv_bool(w, "kept", share <= b->ppm);
 	jsonw_kv_uint(w, "lowest_record_rate", b->lowest_rate);
 	jsonw_kv_uint(w, "final_record_rate", b->rate);
 	jsonw_kv_uint(w, "pauses", b->pauses);
 	jsonw_kv_uint(w, "sleeps_begun_in_pauses", b->seeded_sleeps);
 	jsonw_kv_uint(w, "calls_begun_in_pauses", b->seeded_calls);
+	jsonw_kv_uint(w, "sleeps_ended_in_pauses", b->sleeps_ended_in_pauses);
+	jsonw_kv_uint(w, "sleeps_ended_in_pauses_unmeasured", b->sleeps_ended_unseen);
+	jsonw_kv_uint(w, "calls_ended_in_pauses", b->calls_ended_in_pauses);
 	jsonw_key(w, "paused_s");
 	jsonw_fixed3(w, b->paused_ns / 1000000);
 	jsonw_kv_uint(w, "changes_total", b->changes_total);

@@ -117,6 +117,9 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 		/* its thread's last record's stacks at the same site, none taken for it */
 		if (o->site_stacks)
 			jsonw_kv_str(w, "stack", "site");
+		/* ended while the budget had the collector paused: no user stack */
+		if (o->ended_in_pause)
+			jsonw_kv_bool(w, "ended_in_pause", true);
 		if (o->began_before) {
 			jsonw_kv_bool(w, "blocked_before_window", true);
 			jsonw_key(w, "blocked_s");

@@ -116,6 +116,15 @@ struct ebpf_budget {
 	size_t npause_spans, cappause_spans_;
 	uint64_t seeded_sleeps, seeded_calls; /* begun in a pause, still on at its end: their
 					   * start read from the scheduler then (recorded) */
+	uint64_t sleeps_ended_in_pauses;  /* begun before a pause, ended in it: recorded at its
+					   * end (kernel stack and user pc only) */
+	uint64_t sleeps_ended_unseen;     /* ...whose end could not be told (the thread ran and
+					   * slept again in the pause): not recorded */
+	uint64_t pause_max_ns;            /* the longest a pause lasts */
+	bool ends_in_pauses_recorded;     /* waits that end in a pause are recorded (task works):
+					   * every one longer than pause_max_ns is */
+	uint64_t calls_ended_in_pauses;   /* calls on as a pause began (given a task work then)
+					   * that ended in it: timed and recorded */
 };
 struct ebpf_cost_prog {
 	char name[16];                    /* the program's name as the kernel keeps it */

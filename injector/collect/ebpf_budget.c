@@ -2,7 +2,7 @@
 /*
  * --budget: the share of the targets' CPU time aiprof's BPF programs may take, kept while
  * recording from the cost the kernel's statistics measure (ebpf_cost.c). At every tick
- * (a quarter of a second) the share of the time since the last one is compared with the
+ * (a fifth of a second) the share of the time since the last one is compared with the
  * budget:
  *   over it      where the records are a good part of the cost (their task works took a
  *                quarter of the BPF time of the tick at least), the record rate goes down
@@ -12,14 +12,18 @@
  *                context switch — the off-CPU and syscall collectors are paused (their
  *                per-switch programs detached) for as long as brings the average to 90%
  *                of the budget (the margin: a tick runs at full cost before each
- *                decision), from a tick to 8 s, then resumed and measured again;
+ *                decision), from 250 ms to 1 s, then resumed and measured again;
  *   under half   the record rate goes back up (twice each time) to what was asked.
- * While paused nothing new is recorded by them; a sleep or call a thread began before a
- * pause is dropped if the thread ran since (ratelimit.bpf.h: same_epoch_or_asleep). As
- * they resume, their seed iterators give the threads asleep since the pause their sleep's
- * or call's start (ebpf_throttle): a wait that began in a pause and ends after it is
- * recorded whole; one that ends in a pause is not. What
- * was done is in ebpf_cost.budget: each change, the pauses and their time.
+ * While paused nothing new is recorded by them. As they resume, their seed iterators give
+ * the threads asleep since the pause their sleep's or call's start (ebpf_throttle): a wait
+ * that began in a pause and ends after it is recorded whole. A sleep that began before a
+ * pause and ended in it is recorded by the off-CPU seed, its end from the scheduler's
+ * account, with the kernel stack and user pc its hold iterator read as the pause began
+ * (offcpu.bpf.c: end_held) — unless the thread switched again after it (its end is not
+ * known: counted, dropped). A call begun before a pause, asleep in it as the pause began,
+ * gets a task work then (syscalls.bpf.c: sys_hold): if it ends in the pause it is timed and
+ * recorded at its end all the same. A sleep or call begun and ended in a pause is not
+ * seen. What was done is in ebpf_cost.budget: each change, the pauses and their time.
  */
 #ifndef AIPROF_NO_EBPF
 #include <stdio.h>
@@ -30,10 +34,12 @@
 #include "log.h"
 #include "timeutil.h"
 
-#define BUDGET_EVERY_NS 200000000ull     /* a decision at each tick (250 ms) */
+#define BUDGET_EVERY_NS 200000000ull     /* a decision at each tick (200 ms) */
 #define BUDGET_MIN_CPU_NS 20000000ull    /* the targets used less: nothing to compare with */
 #define BUDGET_PAUSE_MIN_NS 250000000ull
-#define BUDGET_PAUSE_MAX_NS 8000000000ull
+/* the longest pause: a wait longer is recorded whole whenever it begins (it cannot begin
+ * and end in one pause) */
+#define BUDGET_PAUSE_MAX_NS 1000000000ull
 #define BUDGET_RATE_FROM 1000            /* the rate the budget starts from without a limit */
 #define BUDGET_AIM 0.9                   /* of the budget: where a pause brings the average */
 
@@ -90,6 +96,9 @@ void ebpf_budget_begin(struct ebpf *e)
 	if (!b->ppm)
 		return;
 	b->kept_by_measure = e->cost.measured;
+	b->pause_max_ns = BUDGET_PAUSE_MAX_NS;
+	/* a wait that ends in a pause is recorded by its thread's own task work */
+	b->ends_in_pauses_recorded = (!e->off || e->off_task_work) && (!e->sys || e->sys_switch);
 	if (!b->kept_by_measure) {
 		log_info("--budget: not kept: the window's cost cannot be measured (%s)", e->cost.why);
 		return;
@@ -181,6 +190,8 @@ void ebpf_budget_end(struct ebpf *e)
 
 	b->seeded_sleeps = ebpf_offcpu_seeded(e);
 	b->seeded_calls = ebpf_syscalls_seeded(e);
+	ebpf_offcpu_ended_in_pauses(e, &b->sleeps_ended_in_pauses, &b->sleeps_ended_unseen);
+	ebpf_syscalls_ended_in_pauses(e, &b->calls_ended_in_pauses);
 	if (b->paused) {
 		b->paused_ns += e->end_ns > b->pause_since ? e->end_ns - b->pause_since : 0;
 		note_pause(b, 0, e->end_ns > b->pause_since ? e->end_ns : b->pause_since + 1);

@@ -717,7 +717,7 @@ bool ebpf_task_storage_of(int map_fd, uint32_t tid, void *value)
 	return ok;
 }
 
-/* Runs the task iterator p to its end (it writes nothing): once per resume. */
+/* Runs the task iterator p to its end (it writes nothing): once per resume or pause. */
 static void run_seed(const char *what, struct bpf_program *p)
 {
 	struct bpf_link *l = bpf_program__attach_iter(p, NULL);
@@ -725,8 +725,9 @@ static void run_seed(const char *what, struct bpf_program *p)
 	int fd;
 
 	if (!l) {
-		log_warning("%s collector: cannot run %s after a pause (--budget): %s: the waits begun "
-			    "in the pause are not recorded", what, bpf_program__name(p), strerror(errno));
+		log_warning("%s collector: cannot run %s at a pause or its end (--budget): %s: the "
+			    "waits begun or ended in the pause are not recorded", what,
+			    bpf_program__name(p), strerror(errno));
 		return;
 	}
 	fd = bpf_iter_create(bpf_link__fd(l));
@@ -735,7 +736,7 @@ static void run_seed(const char *what, struct bpf_program *p)
 			;
 		close(fd);
 	} else {
-		log_warning("%s collector: cannot run %s after a pause (--budget): %s", what,
+		log_warning("%s collector: cannot run %s at a pause or its end (--budget): %s", what,
 			    bpf_program__name(p), strerror(errno));
 	}
 	bpf_link__destroy(l);
@@ -767,6 +768,8 @@ void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, 
 	}
 	if (!paused && k->seed)
 		run_seed(what, k->seed);
+	if (paused && k->hold)
+		run_seed(what, k->hold);
 }
 
 bool ebpf_kernel_has_task_work(const char *btf_path)

@@ -61,6 +61,8 @@ struct ebpf_off_ev {
 	bool began_before;        /* ...and since before the window began (ts = its start) */
 	bool site_stacks;         /* its stacks are its thread's last record's at its site (taken
 				   * in the second before, not for this block) */
+	bool ended_in_pause;      /* begun before a pause of the collector (--budget), ended in
+				   * it: kernel stack and user pc only (OFFCPU_F_ENDED_IN_PAUSE) */
 	uint64_t blocked_ns;      /* how long it has been blocked, before the window too */
 };
 
@@ -299,14 +301,22 @@ struct ebpf_knobs {
 	struct bpf_program *progs[3];
 	struct bpf_link **links[3];
 	struct bpf_program *seed;     /* a task iterator run once the programs are back */
+	struct bpf_program *hold;     /* one run once they are detached (NULL: none) */
 };
 /* Sets the rate; pausing bumps the epoch and detaches the programs, resuming attaches them
  * again and runs the seed iterator (the threads that went to sleep meanwhile get their
- * sleep's start); a failure is logged, naming what: the collector. A NULL program is
+ * sleep's start; the sleeps that ended meanwhile are recorded), and a pause runs the hold
+ * iterator once its programs are detached (the stacks of the sleeps on then); a failure is logged, naming what: the collector. A NULL program is
  * skipped (one that runs as another's tail call: ebpf_switch_chain). */
 void ebpf_throttle(const char *what, const struct ebpf_knobs *k, uint32_t rate, bool paused);
 /* The sleeps and calls begun in the budget's pauses that their seed iterators started. */
 uint64_t ebpf_offcpu_seeded(const struct ebpf *e);
+/* The sleeps begun before a pause that ended in it: recorded at the resume, and not
+ * recorded (their end not known) */
+void ebpf_offcpu_ended_in_pauses(const struct ebpf *e, uint64_t *recorded, uint64_t *unseen);
+/* The calls on as a pause began (given a task work then) that ended in it: timed and
+ * recorded by that work like any other */
+void ebpf_syscalls_ended_in_pauses(const struct ebpf *e, uint64_t *ended);
 uint64_t ebpf_syscalls_seeded(const struct ebpf *e);
 /* Their task works' callback time so far (bss counters), for the running cost. */
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e);

@@ -60,6 +60,10 @@ static int offcpu_load(struct ebpf *e, bool task_work, struct offcpu_bpf **ret)
 	bpf_program__set_autoload(skel->progs.offcpu_thread_exit, true);
 	/* run by the budget's resumes, not attached with the rest */
 	bpf_program__set_autoattach(skel->progs.offcpu_seed, false);
+	bpf_program__set_autoload(skel->progs.offcpu_hold_tw, task_work);
+	bpf_program__set_autoload(skel->progs.offcpu_hold, !task_work);
+	bpf_program__set_autoattach(skel->progs.offcpu_hold_tw, false);
+	bpf_program__set_autoattach(skel->progs.offcpu_hold, false);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -142,7 +146,9 @@ void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused)
 				   o->progs.offcpu_sys_exit },
 			.links = { &o->links.offcpu_switch_tw, &o->links.offcpu_switch,
 				   &o->links.offcpu_sys_exit },
-			.seed = o->progs.offcpu_seed }, rate, paused);
+			.seed = o->progs.offcpu_seed,
+			.hold = e->off_task_work ? o->progs.offcpu_hold_tw : o->progs.offcpu_hold },
+			rate, paused);
 }
 
 uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e)
@@ -153,6 +159,12 @@ uint64_t ebpf_offcpu_tw_ns(const struct ebpf *e)
 uint64_t ebpf_offcpu_seeded(const struct ebpf *e)
 {
 	return e->off ? __atomic_load_n(&e->off->bss->seeded, __ATOMIC_RELAXED) : 0;
+}
+
+void ebpf_offcpu_ended_in_pauses(const struct ebpf *e, uint64_t *recorded, uint64_t *unseen)
+{
+	*recorded = e->off ? __atomic_load_n(&e->off->bss->ended_in_pause, __ATOMIC_RELAXED) : 0;
+	*unseen = e->off ? __atomic_load_n(&e->off->bss->ended_unseen, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t ebpf_offcpu_tw_runs(const struct ebpf *e)
@@ -178,10 +190,13 @@ static void keep_event(struct ebpf *e, struct ebpf_tdata *td, const struct ebpf_
 	td->off[td->noff++] = *ev;
 }
 
+/* what add_event's block is besides its times */
+enum { OFF_ENDED = 0, OFF_OPEN_AT_END = 1, OFF_ENDED_IN_PAUSE = 2 };
+
 /* Returns the stack id the event went on, or -1 */
 static int add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_t dur,
 		     uint32_t tid, uint32_t state, int32_t syscall, const struct ebpf_stacks *st,
-		     const struct ebpf_ucopy *uc, bool open_at_end, uint32_t wchan_hint,
+		     const struct ebpf_ucopy *uc, int how, uint32_t wchan_hint,
 		     uint32_t *ret_wchan)
 {
 	uint32_t wchan = UINT32_MAX;
@@ -196,7 +211,8 @@ static int add_event(struct ebpf *e, struct ebpf_tdata *td, uint64_t ts, uint64_
 		*ret_wchan = wchan;
 	keep_event(e, td, &(struct ebpf_off_ev){ .ts = ts, .dur = dur, .tid = tid,
 		   .stack = (uint32_t)id, .state = state, .syscall = syscall, .wchan = wchan,
-		   .open_at_end = open_at_end, .blocked_ns = dur });
+		   .open_at_end = how == OFF_OPEN_AT_END, .ended_in_pause = how == OFF_ENDED_IN_PAUSE,
+		   .blocked_ns = dur });
 	return id;
 }
 
@@ -275,8 +291,18 @@ static void ebpf_offcpu__record(struct ebpf *e, struct ebpf_tdata *td, const voi
 		add_at_site(e, td, &o->h);
 		return;
 	}
+	if (o->h.flags & OFFCPU_F_ENDED_IN_PAUSE) {
+		/* its kernel stack read as a pause began; its user stack by its own task work,
+		 * or (written at the resume) only the pc it entered the kernel at */
+		add_event(e, td, o->h.hdr.ts, o->h.dur_ns, o->h.hdr.tid, o->h.state, o->h.syscall,
+			  &o->st, o->h.flags & OFFCPU_F_NO_USER_STACK ? NULL :
+			  ebpf_ucopy_of(e, data, size, sizeof(*o)), OFF_ENDED_IN_PAUSE, UINT32_MAX,
+			  NULL);
+		return;
+	}
 	id = add_event(e, td, o->h.hdr.ts, o->h.dur_ns, o->h.hdr.tid, o->h.state, o->h.syscall,
-		       &o->st, ebpf_ucopy_of(e, data, size, sizeof(*o)), false, UINT32_MAX, &wchan);
+		       &o->st, ebpf_ucopy_of(e, data, size, sizeof(*o)), OFF_ENDED, UINT32_MAX,
+		       &wchan);
 	if (id >= 0 && o->h.site_key)
 		site_note(td, o->h.hdr.tid, o->h.site_key, (uint32_t)id, wchan);
 }
@@ -389,11 +415,11 @@ static void flush_threads(struct ebpf *e, struct ebpf_tdata *td, int map_fd,
 			st->kstack_bytes = v->kstack_bytes;
 			memcpy(st->kips, v->kips, sizeof(st->kips));
 			add_event(e, td, v->ts, v->woke - v->ts, (uint32_t)tid, v->state, nr, st, NULL,
-				  false, UINT32_MAX, NULL);
+				  OFF_ENDED, UINT32_MAX, NULL);
 		} else if (e->end_ns - v->ts >= e->opts.offcpu_min_ns) {
 			nr = sleeping_stacks(e, td, (uint32_t)tid, st, &wchan);
 			add_event(e, td, v->ts, e->end_ns - v->ts, (uint32_t)tid, v->state, nr, st, NULL,
-				  true, wchan, NULL);
+				  OFF_OPEN_AT_END, wchan, NULL);
 		}
 	}
 	closedir(d);
@@ -430,7 +456,7 @@ static int flush_dumped(struct ebpf *e, struct ebpf_tdata *td, struct task_dump 
 		c->st.kstack_bytes = c->v.kstack_bytes;
 		memcpy(c->st.kips, c->v.kips, sizeof(c->st.kips));
 		add_event(e, td, c->v.ts, c->v.woke - c->v.ts, d->hdr.tid, c->v.state, nr, &c->st,
-			  NULL, false, UINT32_MAX, NULL);
+			  NULL, OFF_ENDED, UINT32_MAX, NULL);
 		return 0;
 	}
 	if (!d->state)

@@ -152,6 +152,8 @@ static int syscalls_load(struct ebpf *e, bool switch_mode, struct syscalls_bpf *
 	bpf_program__set_autoload(skel->progs.sys_thread_exit, true);
 	/* run by the budget's resumes, not attached with the rest */
 	bpf_program__set_autoattach(skel->progs.sys_seed, false);
+	bpf_program__set_autoload(skel->progs.sys_hold, switch_mode);
+	bpf_program__set_autoattach(skel->progs.sys_hold, false);
 	bpf_map__set_max_entries(skel->maps.events, EBPF_RINGBUF_BYTES);
 	r = ebpf_share_maps(e, skel->obj);
 	if (r == 0)
@@ -266,7 +268,14 @@ void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused)
 			.progs = { e->sys_chained ? NULL : o->progs.sys_switch, o->progs.sys_enter,
 				   o->progs.sys_exit },
 			.links = { &o->links.sys_switch, &o->links.sys_enter, &o->links.sys_exit },
-			.seed = o->progs.sys_seed }, rate, paused);
+			.seed = o->progs.sys_seed,
+			.hold = bpf_program__autoload(o->progs.sys_hold) ? o->progs.sys_hold : NULL },
+			rate, paused);
+}
+
+void ebpf_syscalls_ended_in_pauses(const struct ebpf *e, uint64_t *ended)
+{
+	*ended = e->sys ? __atomic_load_n(&e->sys->bss->ended_in_pause, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t ebpf_syscalls_seeded(const struct ebpf *e)

@@ -17,7 +17,7 @@ import os
 import re
 
 from conftest import load_summary, load_timeline, events, require_root, run_aiprof
-from test_ebpf import folded, kv
+from test_ebpf import folded, kv, stack_frames
 
 WAITS = os.path.join(os.path.dirname(__file__), "..", "workloads", "wait_rates.py")
 FRAME = "[blocks past the record rate: counted, not unwound]"
@@ -187,11 +187,11 @@ def test_budget_pauses_the_per_switch_collectors_and_says_so(procs, tmp_path):
     pauses = [e for e in events(tl, "aiprof") if "paused by the budget" in e["name"]]
     assert len(pauses) == b["pauses"], (pauses, b)
     assert abs(sum(e["dur"] for e in pauses) / 1e6 - b["paused_s"]) <= 0.05, (pauses, b)
-    # and nothing of the paused collectors begins inside one (a thread still asleep as the
-    # window closes is read by the task iterator then, from the kernel's own accounting)
+    # and nothing of the paused collectors begins and ends inside one: what began in a
+    # pause was still on as it ended (the resume's seed) or as the window closed
     for p in pauses:
         inside = [e for e in events(tl, "offcpu") + events(tl, "syscall")
-                  if p["ts"] < e["ts"] < p["ts"] + p["dur"] and
+                  if p["ts"] < e["ts"] and e["ts"] + e["dur"] < p["ts"] + p["dur"] - 1e3 and
                   not e["args"].get("still_blocked_at_end")]
         assert not inside, (p, inside[:3])
     html = (tmp_path / "budget" / "report.html").read_text()
@@ -200,18 +200,17 @@ def test_budget_pauses_the_per_switch_collectors_and_says_so(procs, tmp_path):
                      r"\d+ times", html), html[:3000]
 
 
-def test_waits_begun_in_a_pause_are_recorded(procs, tmp_path):
+def test_waits_begun_or_ended_in_a_pause_are_recorded(procs, tmp_path):
     """A thread that sleeps 0.3 s at a time, beside the switching threads that make the
     budget pause the collectors: a sleep that began while they were paused and ended after
     they resumed is recorded whole (its start read from the scheduler as the pause ended),
-    off-CPU and as a slow call. (One that ends in a pause is not recorded: nothing sees it
-    end.)"""
+    off-CPU and as a slow call; a sleep that began before a pause and ended in it is
+    recorded whole, off-CPU (marked as such, with the kernel stack it waited in, read as the
+    pause began, and its user stack) and as a slow call: each thread asleep as a pause
+    begins gets a task work of its own that records its wait as it ends."""
     require_root()
     info = start(procs)
-    r = run_aiprof(["profile", "--pid", str(info["pid"]), "-d", "6s", "--collectors",
-                    "cpu,offcpu,syscalls", "--budget", "2%", "-o", str(tmp_path)])
-    assert r.returncode == 0, r.stderr
-    s, tl = load_summary(tmp_path), load_timeline(tmp_path)
+    s, tl = budget_run(info, tmp_path, "2%", duration="6s")
     b = s["ebpf"]["budget"]
     pauses = [(e["ts"], e["ts"] + e["dur"]) for e in events(tl, "aiprof") if "paused by the budget" in e["name"]]
     assert b["pauses"] >= 2 and len(pauses) == b["pauses"], (b, pauses)
@@ -219,13 +218,65 @@ def test_waits_begun_in_a_pause_are_recorded(procs, tmp_path):
     def begun_in_pause(e):
         # (a sleep still on as the window closes is read then by the task iterator, cut there)
         return any(a < e["ts"] < z for a, z in pauses) and not e["args"].get("still_blocked_at_end")
-    naps = [e for e in events(tl, "offcpu") if e["tid"] == info["nap_tid"] and begun_in_pause(e)]
+
+    def ended_in_pause(e):
+        return any(e["ts"] < a < e["ts"] + e["dur"] < z for a, z in pauses)
+    mine = [e for e in events(tl, "offcpu") if e["tid"] == info["nap_tid"]]
+    naps = [e for e in mine if begun_in_pause(e)]
     calls = [e for e in events(tl, "syscall") if e["tid"] == info["nap_tid"] and begun_in_pause(e)]
-    print({k: v for k, v in b.items() if k != "changes"}, len(naps), len(calls))
+    ended = [e for e in mine if e["args"].get("ended_in_pause")]
+    print({k: v for k, v in b.items() if k != "changes"}, len(naps), len(calls), len(ended))
     assert naps and all(280e3 <= e["dur"] <= 360e3 for e in naps), (naps, pauses)
     assert calls and all(e["name"].startswith("clock_nanosleep") and 280e3 <= e["dur"] <= 360e3
                          for e in calls), (calls, pauses)
     assert b["sleeps_begun_in_pauses"] >= len(naps) and b["calls_begun_in_pauses"] >= len(calls), b
+    # ended in a pause: as long as the naps, where the pauses say, in the kernel's sleep
+    assert ended and all(280e3 <= e["dur"] <= 360e3 and ended_in_pause(e) for e in ended), \
+        (ended, pauses)
+    # a pause longer than a nap has a nap end in it, of one begun before it (unless the
+    # thread was between two naps as the pause began); the window's last pause is not ended
+    long_pauses = [(a, z) for a, z in pauses[:-1] if z - a > 350e3]
+    with_end = [p for p in long_pauses if any(p[0] < e["ts"] + e["dur"] < p[1] for e in ended)]
+    assert len(with_end) >= max(1, len(long_pauses) - 1), (long_pauses, ended)
+    assert all(e["args"].get("ended_in_pause") for e in mine if ended_in_pause(e)), (mine, pauses)
+    # the kernel stack it waited in (read as the pause began) and its user stack (read by
+    # its own task work on its way back to user space): the same as a nap recorded whole
+    assert all(e["args"].get("wchan") == "hrtimer_nanosleep" and
+               e["args"].get("syscall") == "clock_nanosleep" and
+               "clock_nanosleep" in stack_frames(tl, e["sf"]) for e in ended), \
+        [(e["args"], stack_frames(tl, e["sf"])) for e in ended]
+    assert b["sleeps_ended_in_pauses"] >= len(ended), b
+    # and as slow calls, timed by the task work each got as the pause began
+    ended_calls = [e for e in events(tl, "syscall") if e["tid"] == info["nap_tid"] and ended_in_pause(e)]
+    assert ended_calls and all(e["name"].startswith("clock_nanosleep") and 280e3 <= e["dur"] <= 360e3
+                               for e in ended_calls), (ended_calls, pauses)
+    assert len(ended_calls) >= len(with_end), (ended_calls, with_end)
+    assert b["calls_ended_in_pauses"] >= len(ended_calls), b
+    assert "sleeps_ended_in_pauses_unmeasured" in b, b
+
+
+def test_no_wait_longer_than_a_pause_is_lost(procs, tmp_path):
+    """Under a budget that pauses the collectors again and again, a thread that sleeps 1.2 s
+    at a time (longer than the longest pause, 1 s) has every sleep of the window recorded,
+    end to end, off-CPU and as clock_nanosleep calls: summary.json says so
+    (waits_over_s_always_recorded)."""
+    require_root()
+    info = start(procs)
+    s, tl = budget_run(info, tmp_path, "1%", duration="6s")
+    b = s["ebpf"]["budget"]
+    pauses = [e for e in events(tl, "aiprof") if "paused by the budget" in e["name"]]
+    assert b["pauses"] >= 3 and b["waits_over_s_always_recorded"] == 1.0, b
+    assert all(e["dur"] <= 1.0e6 + 50e3 for e in pauses), pauses
+    for cat in ("offcpu", "syscall"):
+        mine = sorted((e for e in events(tl, cat) if e["tid"] == info["doze_tid"]),
+                      key=lambda e: e["ts"])
+        whole = [e for e in mine if not e["args"].get("still_blocked_at_end")
+                 and not e["args"].get("blocked_before_window")]
+        # the window is 6 s: its sleeps, but the first (begun before it) and the last
+        # (cut by its end) are all there, one after another, each 1.2 s
+        assert len(whole) >= 3 and all(1.15e6 <= e["dur"] <= 1.3e6 for e in whole), (cat, mine)
+        gaps = [b_["ts"] - (a["ts"] + a["dur"]) for a, b_ in zip(whole, whole[1:])]
+        assert all(g < 50e3 for g in gaps), (cat, gaps, mine, pauses)
 
 
 def test_a_budget_the_window_stays_under_changes_nothing(procs, tmp_path):

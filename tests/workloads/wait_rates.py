@@ -11,7 +11,8 @@
    "ab"         sleeps 2 ms at a time from wait_a() and wait_b() in turn (one C call site, two
                 Python ones: half its time in each)
    "nap"        sleeps 0.3 s at a time in nap() (waits as long as a budget's pause)
-Prints "ready pid=N ab_tid=N long_tid=N many_tid=N nap_tid=N ping_tid=N pong_tid=N
+   "doze"       sleeps 1.2 s at a time (longer than a budget's longest pause, 1 s)
+Prints "ready pid=N ab_tid=N doze_tid=N long_tid=N many_tid=N nap_tid=N ping_tid=N pong_tid=N
 short_tid=N", then
 runs until killed."""
 import os
@@ -49,6 +50,12 @@ def nap():
         time.sleep(0.3)
 
 
+def doze():
+    tids["doze"] = threading.get_native_id()
+    while True:
+        time.sleep(1.2)
+
+
 def wait_a():
     time.sleep(0.002)
 
@@ -77,9 +84,9 @@ def player(name, sock, first):
 def main():
     a, b = socket.socketpair()
     for fn, args in ((short, ()), (long_, ()), (player, ("ping", a, True)),
-                     (player, ("pong", b, False)), (many, ()), (ab, ()), (nap, ())):
+                     (player, ("pong", b, False)), (many, ()), (ab, ()), (nap, ()), (doze, ())):
         threading.Thread(target=fn, args=args, daemon=True).start()
-    while len(tids) < 7:
+    while len(tids) < 8:
         time.sleep(0.01)
     print(f"ready pid={os.getpid()} " + " ".join(f"{k}_tid={v}" for k, v in sorted(tids.items())),
           flush=True)
