@@ -717,6 +717,22 @@ bool ebpf_task_storage_of(int map_fd, uint32_t tid, void *value)
 	return ok;
 }
 
+void ebpf_task_works_cancel(struct bpf_object *obj, const char *map_name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, map_name);
+	uint32_t key, next;
+	int fd = m ? bpf_map__fd(m) : -1;
+
+	if (fd < 0)
+		return;
+	/* deleting while walking: always take the first key left */
+	while (bpf_map_get_next_key(fd, NULL, &next) == 0) {
+		key = next;
+		if (bpf_map_delete_elem(fd, &key) != 0)
+			break;
+	}
+}
+
 /* Runs the task iterator p to its end (it writes nothing): once per resume or pause. */
 static void run_seed(const char *what, struct bpf_program *p)
 {

@@ -292,6 +292,12 @@ void ebpf_syscalls_throttle(struct ebpf *e, uint32_t rate, bool paused);
  * false if it has none or there are no thread pidfds */
 bool ebpf_task_storage_of(int map_fd, uint32_t tid, void *value);
 
+/* ebpf_core.c: every slot of the task-work map map_name of obj (if it has one) deleted,
+ * which cancels the works still pending in them: called as recording stops, so that none of
+ * ours runs in a target after the window (a thread held asleep since a pause of the
+ * budget's runs its work only when its wait ends, which may be hours later). */
+void ebpf_task_works_cancel(struct bpf_object *obj, const char *map_name);
+
 /* ebpf_core.c: a collector's knobs in its BPF globals, and its programs that run at every
  * context switch or syscall (NULL-free; those not loaded are skipped) with their links */
 struct ebpf_knobs {

@@ -129,6 +129,7 @@ static void ebpf_offcpu__set_running(struct ebpf *e, bool on)
 	}
 	e->off->bss->running = on;
 	if (!on) {
+		ebpf_task_works_cancel(e->off->obj, "offcpu_works");
 		e->lost += __atomic_exchange_n(&e->off->bss->lost, 0, __ATOMIC_RELAXED);
 		e->tw_map_full += __atomic_exchange_n(&e->off->bss->tw_map_full, 0,
 						      __ATOMIC_RELAXED);

@@ -248,7 +248,7 @@ static void ebpf_syscalls__set_running(struct ebpf *e, bool on)
 	}
 	e->sys->bss->running = on;
 	if (!on) {
-
+		ebpf_task_works_cancel(e->sys->obj, "sys_works");
 		e->lost += __atomic_exchange_n(&e->sys->bss->lost, 0, __ATOMIC_RELAXED);
 		/* a call whose task work could not be scheduled is a record lost too */
 		e->lost += __atomic_exchange_n(&e->sys->bss->tw_failed, 0, __ATOMIC_RELAXED);
