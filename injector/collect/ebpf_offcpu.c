@@ -379,11 +379,13 @@ static bool task_state_of(struct ebpf_tdata *td, int map_fd, uint32_t tid,
 }
 
 /* Whether v's sleep can be trusted at the window's end: begun since the collector's last
- * pause (--budget), or ended and measured (woke) before it; a sleep begun before a pause
- * may have ended in it unseen, and the thread slept again since. */
+ * pause (--budget), ended and measured (woke) before it, or held as the pause began and its
+ * thread not back in user space since (its task work has not run); a sleep begun before a
+ * pause may otherwise have ended in it unseen, and the thread slept again since. */
 static bool current_sleep(const struct ebpf *e, const struct offcpu_task *v)
 {
-	return v->woke || v->epoch == __atomic_load_n(&e->off->bss->epoch, __ATOMIC_RELAXED);
+	return v->woke || v->held == HELD_WORK ||
+	       v->epoch == __atomic_load_n(&e->off->bss->epoch, __ATOMIC_RELAXED);
 }
 
 /*

@@ -267,6 +267,7 @@ def test_no_wait_longer_than_a_pause_is_lost(procs, tmp_path):
     pauses = [e for e in events(tl, "aiprof") if "paused by the budget" in e["name"]]
     assert b["pauses"] >= 3 and b["waits_over_s_always_recorded"] == 1.0, b
     assert all(e["dur"] <= 1.0e6 + 50e3 for e in pauses), pauses
+    ends = {}
     for cat in ("offcpu", "syscall"):
         mine = sorted((e for e in events(tl, cat) if e["tid"] == info["doze_tid"]),
                       key=lambda e: e["ts"])
@@ -277,6 +278,11 @@ def test_no_wait_longer_than_a_pause_is_lost(procs, tmp_path):
         assert len(whole) >= 3 and all(1.15e6 <= e["dur"] <= 1.3e6 for e in whole), (cat, mine)
         gaps = [b_["ts"] - (a["ts"] + a["dur"]) for a, b_ in zip(whole, whole[1:])]
         assert all(g < 50e3 for g in gaps), (cat, gaps, mine, pauses)
+        ends[cat] = whole[-1]["ts"] + whole[-1]["dur"]
+    # and the sleep it is in as the window closes, even in a pause begun after that sleep
+    last = [e for e in events(tl, "offcpu") if e["tid"] == info["doze_tid"]
+            and e["args"].get("still_blocked_at_end")]
+    assert len(last) == 1 and abs(last[0]["ts"] - ends["offcpu"]) < 50e3, (last, pauses)
 
 
 def test_a_budget_the_window_stays_under_changes_nothing(procs, tmp_path):
