@@ -39,7 +39,6 @@ __u64 tw_map_full = 0;        /* task works not scheduled: offcpu_works was full
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
 __u64 seeded = 0;             /* sleeps begun in a pause, started by offcpu_seed */
-__u64 held = 0;               /* sleeps on as a pause began, their stacks read then */
 __u64 ended_in_pause = 0;     /* sleeps begun before a pause that ended in it: recorded at
 			       * the resume (long ones) */
 __u64 ended_unseen = 0;       /* ...whose end could not be told (the thread ran, then slept
@@ -189,6 +188,21 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 		tot->emitted++;
 }
 
+/* s's sleep, begun before a pause, ended at end in it: counted; true if it is long enough
+ * for a record (woke set for it) */
+static __always_inline bool held_ended(struct offcpu_task *s, __u64 end)
+{
+	__u64 dur = end - s->ts;
+
+	s->count++;
+	s->total_ns += dur;
+	if (dur < min_block_ns)
+		return false;
+	s->woke = end;
+	__sync_fetch_and_add(&ended_in_pause, 1);
+	return true;
+}
+
 #ifdef AIPROF_HAVE_TASK_WORK
 /*
  * s's sleep, held as a pause began (offcpu_hold_tw), has ended in the pause: t (current)
@@ -198,18 +212,12 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
  */
 static __always_inline void end_held_here(struct task_struct *t, struct offcpu_task *s, __u64 now)
 {
-	__u64 end = switches_of(t) == s->nsw ? arrived_mono(t) : 0, dur;
+	__u64 end = switches_of(t) == s->nsw ? arrived_mono(t) : 0;
 
 	if (!end || end <= s->ts || end > now)
 		end = now;
-	dur = end - s->ts;
-	s->count++;
-	s->total_ns += dur;
-	if (running && dur >= min_block_ns) {
-		s->woke = end;
+	if (held_ended(s, end) && running)
 		emit(NULL, t, s, s->held_nr, true, true, OFFCPU_F_ENDED_IN_PAUSE);
-		__sync_fetch_and_add(&ended_in_pause, 1);
-	}
 }
 
 /* the task work of a thread back from a long sleep in a syscall: its own context; or back
@@ -474,7 +482,6 @@ static __always_inline int hold(struct bpf_iter__task *ctx, bool task_work)
 	/* in a syscall: it goes back to user space through its task work as the sleep ends */
 	if (task_work && s->held_nr >= 0 && schedule_work(t))
 		s->held = HELD_WORK;
-	__sync_fetch_and_add(&held, 1);
 	return 0;
 }
 
@@ -528,7 +535,7 @@ static __always_inline void end_held(struct task_struct *t, struct offcpu_task *
 {
 	__u32 since = switches_of(t) - s->nsw;
 	bool on = t->on_cpu;
-	__u64 end, dur;
+	__u64 end;
 
 	if (since == 0 && !on) {
 		s->epoch = epoch;      /* not switched in since: still the same sleep */
@@ -543,14 +550,8 @@ static __always_inline void end_held(struct task_struct *t, struct offcpu_task *
 		s->held = 0;
 		return;
 	}
-	dur = end - s->ts;
-	s->count++;
-	s->total_ns += dur;
-	if (dur >= min_block_ns) {
-		s->woke = end;
+	if (held_ended(s, end))
 		emit_ended_in_pause(t, s);
-		__sync_fetch_and_add(&ended_in_pause, 1);
-	}
 	s->ts = 0;
 	s->woke = 0;
 	s->held = 0;

@@ -76,10 +76,9 @@ static __always_inline __u64 sched_left_at(struct task_struct *t)
 }
 
 /*
- * The same moment on bpf_ktime_get_ns()'s clock (CLOCK_MONOTONIC), by the reader's own
- * "now" in both clocks (the current task is running: its sched_left_at is now, to a
- * scheduler tick); 0 where it cannot be told. What a paused collector's resume reads for a
- * thread that went to sleep while it was paused (the iterators offcpu_seed, sys_seed).
+ * A moment at of the runqueues' clock (as sched_left_at gives) on bpf_ktime_get_ns()'s clock
+ * (CLOCK_MONOTONIC), by the reader's own "now" in both clocks (the current task is running:
+ * its sched_left_at is now, to a scheduler tick); 0 where it cannot be told.
  */
 static __always_inline __u64 rq_to_mono(__u64 at)
 {
@@ -90,6 +89,8 @@ static __always_inline __u64 rq_to_mono(__u64 at)
 	return now - (me - at);
 }
 
+/* When t last left its CPU, on that clock: what a paused collector's resume reads for a
+ * thread that went to sleep while it was paused (the iterators offcpu_seed, sys_seed). */
 static __always_inline __u64 left_cpu_mono(struct task_struct *t)
 {
 	return rq_to_mono(sched_left_at(t));

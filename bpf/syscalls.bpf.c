@@ -49,7 +49,6 @@ __u64 tw_map_full = 0;        /* of them, because sys_works was full */
 __u64 tw_ns = 0;              /* time in the task works' callbacks (bpf_stats leaves it out) */
 __u64 tw_runs = 0;
 __u64 seeded = 0;             /* calls that gave up the CPU in a pause, started by sys_seed */
-__u64 held = 0;               /* calls on as a pause began, given a task work by sys_hold */
 __u64 ended_in_pause = 0;     /* ...whose task work ran in the pause: recorded (or counted) */
 
 /* struct sys_enter_state: syscalls.h (user space reads what it has not folded yet) */
@@ -613,10 +612,8 @@ int sys_hold(struct bpf_iter__task *ctx)
 	if (!s || !s->ts || s->armed || s->epoch == epoch || s->nsw != switches_of(t) ||
 	    !(task_state(t) & 0xff))
 		return 0;      /* none, armed already, or it ran since (the call may be over) */
-	if (schedule_work(t)) {
+	if (schedule_work(t))
 		s->armed = ARMED_HELD;
-		__sync_fetch_and_add(&held, 1);
-	}
 	return 0;
 }
 #else

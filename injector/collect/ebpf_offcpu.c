@@ -148,7 +148,8 @@ void ebpf_offcpu_throttle(struct ebpf *e, uint32_t rate, bool paused)
 			.links = { &o->links.offcpu_switch_tw, &o->links.offcpu_switch,
 				   &o->links.offcpu_sys_exit },
 			.seed = o->progs.offcpu_seed,
-			.hold = e->off_task_work ? o->progs.offcpu_hold_tw : o->progs.offcpu_hold },
+			.hold = bpf_program__autoload(o->progs.offcpu_hold_tw) ?
+				o->progs.offcpu_hold_tw : o->progs.offcpu_hold },
 			rate, paused);
 }
 
