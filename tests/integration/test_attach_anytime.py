@@ -126,7 +126,7 @@ def test_attach_to_a_launcher_whose_ranks_start_in_the_window(procs, tmp_path):
         _, s, ranks = launch_profiled(procs, args, ref, tmp_path / f"l{i}", "6s",
                                       rnd.uniform(0.0, 0.5), f"launch {i}")
         # each rank exec'd in the window was attached
-        assert len(ranks) >= 2, s["targets"]
+        assert len(ranks) >= 2, (s["followed_attach"], s["targets"])
 
 
 def aiprof_threads(pid):
