@@ -62,6 +62,8 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 	const pid_t pid = td->pid;
 
 	for (size_t i = 0; i < td->ntids; i++) {
+		const char *nm;
+
 		if (t && library_knows(t, td->tids[i].tid))
 			continue;
 		jsonw_newline(w);
@@ -73,7 +75,8 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 		jsonw_kv_uint(w, "ts", 0);
 		jsonw_key(w, "args");
 		jsonw_obj_open(w);
-		jsonw_kv_str(w, "name", td->tids[i].comm);
+		nm = ebpf_pyname_of(td, td->tids[i].tid);
+		jsonw_kv_str(w, "name", nm ? nm : td->tids[i].comm);
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
 	}

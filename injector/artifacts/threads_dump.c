@@ -81,12 +81,15 @@ void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct
 		jsonw_arr_open(w);
 		for (size_t k = 0; k < td->nthreads; k++) {
 			const struct ebpf_thread *t = &td->threads[k];
+			const char *pyname = ebpf_pyname_of(td, t->tid);
 			size_t nf = 0;
 			const uint32_t *f = stack_store__stack_frames(&e->stacks, t->stack, &nf);
 
 			jsonw_obj_open(w);
 			jsonw_kv_uint(w, "tid", t->tid);
 			jsonw_kv_str(w, "comm", t->comm);
+			if (pyname)
+				jsonw_kv_str(w, "python_name", pyname);
 			jsonw_kv_str(w, "state", ebpf_state_letter(t->state));
 			jsonw_kv_bool(w, "on_cpu", t->on_cpu);
 			if (t->syscall >= 0)
@@ -151,10 +154,18 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 		fputc('\n', out);
 		for (size_t k = 0; k < td->nthreads; k++) {
 			const struct ebpf_thread *t = &td->threads[k];
+			const char *pyname = ebpf_pyname_of(td, t->tid);
 			size_t nf = 0;
 			const uint32_t *f = stack_store__stack_frames(&e->stacks, t->stack, &nf);
 
-			fprintf(out, "\nThread %u (", t->tid);
+			fprintf(out, "\nThread %u ", t->tid);
+			if (pyname) {
+				fputc('"', out);
+				frame_name_fprint(out, pyname, strlen(pyname));
+				fputs("\" (", out);
+			} else {
+				fputc('(', out);
+			}
 			frame_name_fprint(out, t->comm, strnlen(t->comm, sizeof(t->comm)));
 			fprintf(out, "): %s", t->state ? ebpf_state_letter(t->state) : t->on_cpu ?
 				"running" : "runnable");

@@ -581,8 +581,9 @@ static bool u64_sorted(const uint64_t *v, size_t n)
 	return true;
 }
 
-/* track names with ranks, and (flows) the pairs written as single events */
-static int links(struct tl_plan *pl, const struct target *t, bool flows)
+/* track names (the program's own thread names where known) with ranks, and (flows) the
+ * pairs written as single events */
+static int links(struct tl_plan *pl, const struct target *t, const struct ebpf *eb, bool flows)
 {
 	struct corr_track *launch = NULL;
 	uint64_t *kern = NULL;
@@ -672,12 +673,15 @@ static int links(struct tl_plan *pl, const struct target *t, bool flows)
 	}
 	for (size_t i = 0; i < t->nthreads; i++) {
 		uint32_t tid = t->threads[i].host_tid ? t->threads[i].host_tid : t->threads[i].ns_tid;
+		const char *base = ebpf__thread_name(eb, t->pid, tid);
 		char nm[96];
 
-		snprintf(nm, sizeof(nm), "%s", t->threads[i].comm);
+		if (!base)
+			base = t->threads[i].comm;
+		snprintf(nm, sizeof(nm), "%s", base);
 		for (size_t k = 0; k < nr; k++)
 			if (ranks[k].track == tid)
-				snprintf(nm, sizeof(nm), "%s [rank %d]", t->threads[i].comm, ranks[k].rank);
+				snprintf(nm, sizeof(nm), "%.80s [rank %d]", base, ranks[k].rank);
 		if (add_name(pl, tid, nm) < 0)
 			goto out;
 	}
@@ -773,7 +777,7 @@ int tl_plan__build(struct tl_plan *pl, const struct target *t, struct ebpf *e,
 	r = sort_items(pl);
 	if (r < 0)
 		return r;
-	r = links(pl, t, false);
+	r = links(pl, t, e, false);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < pl->nnames; i++)
@@ -811,7 +815,7 @@ int tl_plan__build(struct tl_plan *pl, const struct target *t, struct ebpf *e,
 	free(pl->names);
 	pl->names = NULL;
 	pl->nnames = pl->capnames = 0;
-	return links(pl, t, true);
+	return links(pl, t, e, true);
 }
 
 void tl_plan__clear(struct tl_plan *pl)

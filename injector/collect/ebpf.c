@@ -576,6 +576,7 @@ void ebpf__free(struct ebpf *e)
 		u64map_clear(&td->ucache);
 		u64map_clear(&td->pycache);
 		u64map_clear(&td->pythreads);
+		free(td->pynames);
 		free(td->tids);
 		free(td->cpu);
 		free(td->off);
@@ -627,6 +628,11 @@ const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len)
 	return buf;
 }
 int ebpf__threads(struct ebpf *e) { (void)e; return -ENOTSUP; }
+const char *ebpf__thread_name(const struct ebpf *e, pid_t pid, uint32_t tid)
+{
+	(void)e; (void)pid; (void)tid;
+	return NULL;
+}
 size_t ebpf__follow_news(struct ebpf *e, struct ebpf_proc_note *out, size_t max)
 {
 	(void)e; (void)out; (void)max;

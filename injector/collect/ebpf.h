@@ -218,5 +218,9 @@ void ebpf__exclude_thread(struct ebpf *e, pid_t pid, pid_t tid);
  * wait(2) status and when (CLOCK_MONOTONIC). false if not seen (or not followed). */
 bool ebpf__exit_of(const struct ebpf *e, pid_t pid, int *ret_status, uint64_t *ret_ns);
 
+/* The name the program gave thread tid (host tid) of pid: for CPython, its `threading`
+ * name ("CustomThreadName-3"), as first read in the window. NULL if none is known. */
+const char *ebpf__thread_name(const struct ebpf *e, pid_t pid, uint32_t tid);
+
 
 #endif

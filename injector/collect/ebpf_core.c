@@ -84,6 +84,14 @@ bool ebpf__exit_of(const struct ebpf *e, pid_t pid, int *ret_status, uint64_t *r
 	return false;
 }
 
+const char *ebpf__thread_name(const struct ebpf *e, pid_t pid, uint32_t tid)
+{
+	for (size_t i = 0; e && i < e->nt; i++)
+		if (e->t[i].pid == pid)
+			return ebpf_pyname_of(&e->t[i], tid);
+	return NULL;
+}
+
 bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid)
 {
 	for (size_t i = 0; i < td->nown; i++)
@@ -921,6 +929,53 @@ static bool same_pid_ns(pid_t pid)
 	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
+#define PYNAME_TRIES 6        /* refreshes a thread is looked at for a name */
+#define PYNAMES_MAX 4096      /* threads named per process */
+
+const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid)
+{
+	for (size_t i = td->npynames; i-- > 0;)
+		if (td->pynames[i].tid == tid)
+			return td->pynames[i].found ? td->pynames[i].name : NULL;
+	return NULL;
+}
+
+/* The `threading` name of host thread tid, whose thread state is tstate: read the first
+ * times it is seen (a thread not yet in Thread._bootstrap has none yet). */
+static void py_name_thread(struct ebpf_tdata *td, uint32_t tid, uint64_t tstate)
+{
+	struct ebpf_pyname *n = NULL;
+
+	for (size_t i = td->npynames; i-- > 0 && !n;)
+		if (td->pynames[i].tid == tid)
+			n = &td->pynames[i];
+	if (n && n->tstate != tstate)
+		*n = (struct ebpf_pyname){ .tid = tid };    /* the tid of an ended thread reused */
+	if (!n) {
+		if (td->npynames == td->cappynames) {
+			size_t ncap = td->cappynames ? td->cappynames * 2 : 16;
+			struct ebpf_pyname *nv;
+
+			if (ncap > PYNAMES_MAX)
+				return;
+			nv = realloc(td->pynames, ncap * sizeof(*nv));
+			if (!nv)
+				return;
+			td->pynames = nv;
+			td->cappynames = ncap;
+		}
+		n = &td->pynames[td->npynames++];
+		*n = (struct ebpf_pyname){ .tid = tid };
+	}
+	n->tstate = tstate;
+	if (n->found || n->tries >= PYNAME_TRIES)
+		return;
+	if (py_proc__thread_name(td->py, tstate, n->name, sizeof(n->name)) == 0 && n->name[0])
+		n->found = true;
+	else
+		n->tries++;
+}
+
 void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
 {
 	struct u64map ns_to_host = { 0 }, now = { 0 };
@@ -956,6 +1011,7 @@ void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
 			continue;
 		key = (uint32_t)host;
 		u64map_put(&now, host, ts[i].tstate);
+		py_name_thread(td, key, ts[i].tstate);
 		if ((u64map_get(&td->pythreads, host, &old) && old == ts[i].tstate) || fd < 0)
 			continue;
 		bpf_map_update_elem(fd, &key, &pt, BPF_ANY);

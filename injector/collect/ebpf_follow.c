@@ -118,6 +118,7 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 		td->root = (uint32_t)id;   /* its stacks from now on, under its new name */
 	u64map_clear(&td->ucache);
 	u64map_clear(&td->pycache);
+	td->npynames = 0;               /* its threads are the new program's */
 	py_proc__free(td->py);
 	td->py = NULL;
 	td->py_soon_ns = 0;             /* the fork's interpreter is gone */

@@ -99,6 +99,15 @@ struct ebpf_tid {
 	char comm[16];
 };
 
+/* A Python thread's `threading` name (py_thread_name()), by host tid. */
+struct ebpf_pyname {
+	uint32_t tid;
+	uint8_t tries;            /* reads that found none (PYNAME_TRIES at most) */
+	bool found;
+	uint64_t tstate;          /* the thread state read (a tid reused is read anew) */
+	char name[64];
+};
+
 /* One thread as the task iterator saw it (ebpf_tasks.c). */
 struct ebpf_thread {
 	uint32_t tid;
@@ -139,6 +148,8 @@ struct ebpf_tdata {
 	uint64_t py_found_late_ns; /* when it was found so, 0: at once */
 	struct u64map pycache;    /* hash(code, instr) -> frame id + 1, 0 = not a code object */
 	struct u64map pythreads;  /* host tids currently in the py_threads map */
+	struct ebpf_pyname *pynames;  /* its Python threads' names, as first read */
+	size_t npynames, cappynames;
 	struct ebpf_tid *tids;
 	size_t ntids, captids;
 	uint32_t own[4];          /* aiprof's threads in it (host tids): their records are
@@ -422,6 +433,8 @@ int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_
  * on its CPU; 0 when the kernel does not say. */
 uint64_t ebpf_task_for_ns(const struct task_dump *d);
 
+/* ebpf_core.c: the `threading` name of td's thread tid (host tid), or NULL */
+const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid);
 /* ebpf.c: the target's Python thread states now (td->pythreads, and the BPF map if any) */
 void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td);
 

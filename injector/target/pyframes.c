@@ -307,13 +307,29 @@ static uint64_t load64(const uint8_t *buf, uint32_t off)
 	return v;
 }
 
+/* The innermost frame of the thread whose state is at tstate, or 0. */
+static uint64_t current_frame(const struct py_reader *r, const struct py_offsets *b,
+			      uint64_t tstate)
+{
+	uint64_t frame = 0, p = 0;
+
+	if (b->ts_cframe != PY_OFF_NONE) {
+		if (rd_u64(r, tstate + b->ts_cframe, &p) < 0 || !p ||
+		    rd_u64(r, p + b->cframe_current_frame, &frame) < 0)
+			frame = 0;
+	} else if (rd_u64(r, tstate + b->ts_current_frame, &frame) < 0) {
+		frame = 0;
+	}
+	return frame;
+}
+
 size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets *o,
 		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, size_t outer,
 		      uint32_t *ret_cut, uint32_t *ret_status)
 {
 	const struct py_offsets *b = &o->bpf;
 	uint8_t buf[PY_FRAME_READ];
-	uint64_t frame = 0, p = 0;
+	uint64_t frame;
 	size_t i = 0, inner, limit;
 
 	*ret_status = EBPF_PY_ST_NONE;
@@ -322,13 +338,7 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 		outer = 0;
 	inner = max - outer;
 	limit = outer ? EBPF_PY_WALK_MAX : max;
-	if (b->ts_cframe != PY_OFF_NONE) {
-		if (rd_u64(r, tstate + b->ts_cframe, &p) < 0 || !p ||
-		    rd_u64(r, p + b->cframe_current_frame, &frame) < 0)
-			frame = 0;
-	} else if (rd_u64(r, tstate + b->ts_current_frame, &frame) < 0) {
-		frame = 0;
-	}
+	frame = current_frame(r, b, tstate);
 	if (!frame) {
 		*ret_status = EBPF_PY_ST_NO_FRAME;
 		return 0;
@@ -374,4 +384,204 @@ void py_format_frame(const struct py_code *c, int line, bool short_name, char *b
 		snprintf(buf, len, "%s (%s:%d)", name, c->filename, line);
 	else
 		snprintf(buf, len, "%s (%s)", name, c->filename);
+}
+
+/* ---- a thread's `threading` name ---------------------------------------------------- */
+
+#define PY_TPFLAGS_INLINE_VALUES (1ull << 2)   /* 3.13 */
+#define PY_TPFLAGS_MANAGED_DICT  (1ull << 4)
+#define PY_TPFLAGS_HEAPTYPE      (1ull << 9)
+#define PY_KEYS_GENERAL 0                      /* dk_kind: entries with their hash */
+#define PY_ATTRS_MAX 256                       /* a dict's entries looked at */
+#define PY_INDEX_LOG2_MAX 24                   /* dk_log2_index_bytes of a sane dict */
+
+/* Whether the str object at addr is exactly s. */
+static bool str_is(const struct py_reader *r, const struct py_version_offsets *o, uint64_t addr,
+		   const char *s)
+{
+	char b[64];
+
+	return addr && py_read_str(r, o, addr, b, sizeof(b)) == 0 && strcmp(b, s) == 0;
+}
+
+/* The entry of keys whose key is the str name: its index, and (a combined table) its value
+ * in *ret_value; -ENOENT when none is. */
+static int keys_find(const struct py_reader *r, const struct py_version_offsets *o,
+		     uint64_t keys, const char *name, uint64_t *ret_value)
+{
+	uint8_t l2i = 0, kind = 0;
+	uint64_t n = 0, entries;
+	size_t esz, koff;
+
+	*ret_value = 0;
+	if (rd(r, keys + o->keys_log2_index_bytes, &l2i, 1) < 0 ||
+	    rd(r, keys + o->keys_kind, &kind, 1) < 0 || rd_u64(r, keys + o->keys_nentries, &n) < 0 ||
+	    l2i > PY_INDEX_LOG2_MAX)
+		return -EFAULT;
+	/* PyDictKeyEntry { hash, key, value } or PyDictUnicodeEntry { key, value } */
+	esz = kind == PY_KEYS_GENERAL ? 24 : 16;
+	koff = kind == PY_KEYS_GENERAL ? 8 : 0;
+	entries = keys + o->keys_indices + (1ull << l2i);
+	for (uint64_t i = 0; i < n && i < PY_ATTRS_MAX; i++) {
+		uint64_t kv[2];
+
+		if (rd(r, entries + i * esz + koff, kv, sizeof(kv)) < 0)
+			return -EFAULT;
+		if (str_is(r, o, kv[0], name)) {
+			*ret_value = kv[1];
+			return (int)i;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Value number i of a split table's values. */
+static int split_value(const struct py_reader *r, const struct py_version_offsets *o,
+		       uint64_t values, int i, uint64_t *ret)
+{
+	return rd_u64(r, values + o->values_head + 8 * (uint64_t)i, ret);
+}
+
+/* d[name] of the dict object at dict (combined or split). */
+static int dict_get(const struct py_reader *r, const struct py_version_offsets *o, uint64_t dict,
+		    const char *name, uint64_t *ret)
+{
+	uint64_t keys = 0, values = 0;
+	int i, err;
+
+	if ((err = rd_u64(r, dict + o->dict_keys, &keys)) < 0 ||
+	    (err = rd_u64(r, dict + o->dict_values, &values)) < 0)
+		return err;
+	i = keys_find(r, o, keys, name, ret);
+	if (i < 0)
+		return i;
+	return values ? split_value(r, o, values, i, ret) : 0;
+}
+
+/* A heap type whose ht_name is its tp_name: the heap-type offsets are right for it. */
+static bool heap_type_checks(const struct py_reader *r, const struct py_version_offsets *o,
+			     uint64_t type)
+{
+	char tp[64], ht[64];
+	uint64_t tp_name = 0, ht_name = 0;
+	size_t i;
+
+	if (rd_u64(r, type + o->type_name, &tp_name) < 0 || rd_u64(r, type + o->heap_name, &ht_name) < 0 ||
+	    py_read_str(r, o, ht_name, ht, sizeof(ht)) < 0)
+		return false;
+	for (i = 0; i < sizeof(tp) - 1; i++)
+		if (rd(r, tp_name + i, &tp[i], 1) < 0 || !tp[i])
+			break;
+	tp[i] = 0;
+	return i < sizeof(tp) - 1 && strcmp(tp, ht) == 0;
+}
+
+/* obj.name for an instance of a Python class (a managed dict: 3.11+), read from its
+ * instance values or its dict as the version keeps them. */
+static int attr_of(const struct py_reader *r, const struct py_version_offsets *o, uint64_t obj,
+		   const char *name, uint64_t *ret)
+{
+	uint64_t type = 0, flags = 0, word = 0, dict = 0, values = 0, keys = 0, v;
+	int i, err = 0;
+
+	if (obj < o->values_before + o->dict_before + 16 ||
+	    (err = rd_u64(r, obj + o->ob_type, &type)) < 0 ||
+	    (err = rd_u64(r, type + o->type_flags, &flags)) < 0 ||
+	    (err = rd_u64(r, obj - o->dict_before, &word)) < 0)
+		return err ? err : -EFAULT;
+	if (!(flags & PY_TPFLAGS_HEAPTYPE) || !(flags & PY_TPFLAGS_MANAGED_DICT) ||
+	    !heap_type_checks(r, o, type))
+		return -ENOENT;
+	if (o->minor == 11) {
+		dict = word;
+		if ((err = rd_u64(r, obj - o->values_before, &values)) < 0)
+			return err;
+	} else if (o->minor == 12) {
+		if (word & 1)
+			values = word + 1;      /* stored as values - 1 */
+		else
+			dict = word;
+	} else {
+		uint64_t basic = 0;
+		uint8_t valid = 0;
+
+		dict = word;
+		if (!dict && (flags & PY_TPFLAGS_INLINE_VALUES) &&
+		    rd_u64(r, type + o->type_basicsize, &basic) == 0 && basic < (1u << 20) &&
+		    rd(r, obj + basic + 3, &valid, 1) == 0 && valid)
+			values = obj + basic;   /* { capacity, size, embedded, valid; values[] } */
+	}
+	if (values) {
+		if ((err = rd_u64(r, type + o->heap_cached_keys, &keys)) < 0)
+			return err;
+		i = keys_find(r, o, keys, name, &v);
+		if (i < 0)
+			return i;
+		err = split_value(r, o, values, i, &v);
+	} else if (dict) {
+		err = dict_get(r, o, dict, name, &v);
+	} else {
+		return -ENOENT;
+	}
+	if (err < 0)
+		return err;
+	if (!v)
+		return -ENOENT;
+	*ret = v;
+	return 0;
+}
+
+int py_thread_name(const struct py_reader *r, const struct py_version_offsets *o,
+		   uint64_t code_type, uint64_t tstate, char *buf, size_t len)
+{
+	const struct py_offsets *b = &o->bpf;
+	uint8_t fb[PY_FRAME_READ];
+	uint64_t frame, outer = 0, code = 0, self = 0, name = 0;
+	uint64_t str_type = 0, name_type = 0, co_name = 0;
+	struct py_code c;
+	size_t i, flen;
+	bool bootstrap;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = 0;
+	frame = current_frame(r, b, tstate);
+	/* the outermost Python frame: the thread's first */
+	for (i = 0; frame && i < EBPF_PY_WALK_MAX; i++) {
+		uint8_t owner;
+
+		if (rd(r, frame, fb, sizeof(fb)) < 0)
+			return -EFAULT;
+		owner = b->fr_owner < PY_FRAME_READ ? fb[b->fr_owner] : 0;
+		if (owner < o->owner_shim_min) {
+			outer = frame;
+			code = load64(fb, b->fr_code) & b->code_mask;
+		}
+		frame = load64(fb, b->fr_previous);
+	}
+	if (frame)
+		return -E2BIG;          /* deeper than the walker goes: not its first frame */
+	if (!outer)
+		return -ENOENT;         /* no Python frame (yet) */
+	if ((err = py_read_code(r, o, code_type, code, &c)) < 0)
+		return err;
+	flen = strlen(c.filename);
+	bootstrap = strcmp(c.qualname, "Thread._bootstrap") == 0 && flen >= 12 &&
+		    strcmp(c.filename + flen - 12, "threading.py") == 0;
+	py_code__clear(&c);
+	if (!bootstrap)
+		return -ENOENT;         /* not started by threading (the main thread, say) */
+	/* Thread._bootstrap(self): its first local is the Thread */
+	if ((err = rd_u64(r, outer + o->fr_localsplus, &self)) < 0 ||
+	    (err = attr_of(r, o, self, "_name", &name)) < 0)
+		return err;
+	/* a str, as its code's co_name is */
+	if ((err = rd_u64(r, code + o->code_name, &co_name)) < 0 ||
+	    (err = rd_u64(r, co_name + o->ob_type, &str_type)) < 0 ||
+	    (err = rd_u64(r, name + o->ob_type, &name_type)) < 0)
+		return err;
+	if (name_type != str_type)
+		return -EINVAL;
+	return py_read_str(r, o, name, buf, len);
 }

@@ -92,6 +92,17 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 		      uint64_t tstate, struct ebpf_py_frame *out, size_t max, size_t outer,
 		      uint32_t *ret_cut, uint32_t *ret_status);
 
+/*
+ * The `threading` name of the thread whose PyThreadState is at tstate (its Thread's _name,
+ * "CustomThreadName-3"), as UTF-8 into buf: read from the first local (self) of its
+ * outermost frame, Thread._bootstrap in threading.py, and that object's instance values or
+ * dict. -ENOENT for a thread threading did not start (the main thread, a thread of C code)
+ * or one not yet in _bootstrap; another negative errno when something read was not what
+ * it should be (nothing is guessed: a wrong offset gives no name, never a wrong one).
+ */
+int py_thread_name(const struct py_reader *r, const struct py_version_offsets *o,
+		   uint64_t code_type, uint64_t tstate, char *buf, size_t len);
+
 /* "qualname (file:line)", or "qualname (file)" when line < 0, into buf; with short_name
  * the qualified name's last part (the function's own name: "<listcomp>" for
  * "f.<locals>.<listcomp>", "run" for "Thread.run"), as most Python profilers print it. */

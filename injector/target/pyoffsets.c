@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CPython offsets, one row per minor version. Taken from offsetof() on the structs of
- * each version's headers (Include/cpython/pystate.h, code.h, unicodeobject.h and the
- * internal pycore_frame.h, pycore_interp.h, pycore_runtime.h), checked against running
- * interpreters 3.11.2 (Debian 12), 3.11.7, 3.12.1 and 3.13.0 by tests/integration/
- * test_ebpf.py. Everything read through them is validated before use (a code object must
- * have PyCode_Type as its type), so a wrong row yields missing Python frames, never wrong
- * ones.
+ * each version's headers (Include/cpython/pystate.h, code.h, unicodeobject.h, object.h and
+ * the internal pycore_frame.h, pycore_interp.h, pycore_runtime.h, pycore_dict.h,
+ * pycore_object.h), checked against running interpreters 3.11.2 (Debian 12), 3.11.7,
+ * 3.12.1 and 3.13.0 by tests/integration/test_ebpf.py; those for thread names (from
+ * fr_localsplus on) against 3.11.2 only (tests/integration/test_pythreadnames.py), 3.12's
+ * and 3.13's from their headers. Everything read through them is validated before use (a
+ * code object must have PyCode_Type as its type, a type's ht_name must be its tp_name), so
+ * a wrong row yields missing Python frames or names, never wrong ones.
  */
 #include <stddef.h>
 
@@ -28,6 +30,12 @@ static const struct py_version_offsets rows[] = {
 		.ob_type = 8, .bytes_size = 16, .bytes_data = 32,
 		.unicode_length = 16, .unicode_state = 32,
 		.unicode_ascii_size = 48, .unicode_compact_size = 72,
+		.fr_localsplus = 72,
+		.type_name = 24, .type_basicsize = 32, .type_flags = 168,
+		.dict_keys = 32, .dict_values = 40,
+		.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24, .keys_indices = 32,
+		.heap_name = 848, .heap_cached_keys = 872,
+		.dict_before = 24, .values_before = 32, .values_head = 0,
 	},
 	{
 		.minor = 12,
@@ -44,6 +52,12 @@ static const struct py_version_offsets rows[] = {
 		.ob_type = 8, .bytes_size = 16, .bytes_data = 32,
 		.unicode_length = 16, .unicode_state = 32,
 		.unicode_ascii_size = 40, .unicode_compact_size = 56,
+		.fr_localsplus = 72,
+		.type_name = 24, .type_basicsize = 32, .type_flags = 168,
+		.dict_keys = 32, .dict_values = 40,
+		.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24, .keys_indices = 32,
+		.heap_name = 856, .heap_cached_keys = 880,
+		.dict_before = 24, .values_before = 0, .values_head = 0,
 	},
 	{
 		.minor = 13,
@@ -60,6 +74,12 @@ static const struct py_version_offsets rows[] = {
 		.ob_type = 8, .bytes_size = 16, .bytes_data = 32,
 		.unicode_length = 16, .unicode_state = 32,
 		.unicode_ascii_size = 40, .unicode_compact_size = 56,
+		.fr_localsplus = 72,
+		.type_name = 24, .type_basicsize = 32, .type_flags = 168,
+		.dict_keys = 32, .dict_values = 40,
+		.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24, .keys_indices = 32,
+		.heap_name = 856, .heap_cached_keys = 880,
+		.dict_before = 24, .values_before = 0, .values_head = 8,
 	},
 };
 

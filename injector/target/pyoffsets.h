@@ -39,6 +39,19 @@ struct py_version_offsets {
 	uint32_t unicode_length, unicode_state;
 	uint32_t unicode_ascii_size;        /* sizeof(PyASCIIObject): where ASCII data starts */
 	uint32_t unicode_compact_size;      /* sizeof(PyCompactUnicodeObject) */
+	/* a thread's `threading` name (py_thread_name()): the Thread object is the first
+	 * local of the thread's outermost frame, Thread._bootstrap(self) */
+	uint32_t fr_localsplus;             /* _PyInterpreterFrame.localsplus */
+	uint32_t type_name, type_basicsize, type_flags;    /* PyTypeObject */
+	uint32_t heap_name, heap_cached_keys;  /* PyHeapTypeObject: ht_name, ht_cached_keys */
+	/* an instance's attributes: a managed dict pointer at obj - dict_before; 3.11 has
+	 * the split values' pointer at obj - values_before, 3.12 tags the dict pointer (odd:
+	 * values - 1), 3.13 keeps them inline at obj + tp_basicsize (by minor, below) */
+	uint32_t dict_before, values_before;
+	uint32_t dict_keys, dict_values;    /* PyDictObject: ma_keys, ma_values */
+	uint32_t values_head;               /* PyDictValues: bytes before values[] */
+	/* PyDictKeysObject: dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices */
+	uint32_t keys_log2_index_bytes, keys_kind, keys_nentries, keys_indices;
 };
 
 /* The row for a PY_VERSION_HEX, or NULL if this version is not covered. */

@@ -230,6 +230,11 @@ int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_
 	return py_list_threads(&p->reader, &p->off, p->runtime, out, max, ret_n);
 }
 
+int py_proc__thread_name(struct py_proc *p, uint64_t tstate, char *buf, size_t len)
+{
+	return py_thread_name(&p->reader, &p->off, p->code_type, tstate, buf, len);
+}
+
 void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st)
 {
 	uint32_t cut, status;

@@ -4,7 +4,8 @@
  * code objects, strings and location tables, all through the reader interface, from an
  * address space that is the fuzzer's input. Whatever the bytes, no crash, no hang, no
  * out-of-bounds read.
- * Frames of the threads found are walked as the BPF walker would.
+ * Frames of the threads found are walked as the BPF walker would, and their `threading`
+ * names read.
  * Input: byte 0 picks the CPython version row, bytes 1..8 the runtime address, 9..16 a
  * code object address, 17..24 the address of PyCode_Type; the rest is memory at BASE.
  * FUZZ_SOURCES: injector/target/pyframes.c injector/target/pyoffsets.c
@@ -67,7 +68,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t st, cut;
 
 		CHECK(py_walk_frames(&r, o, ts[i].tstate, fr, 8, 4, &cut, &st) <= 8);
+		/* the thread's `threading` name: frames, a Thread, its type, keys, values */
+		if (py_thread_name(&r, o, code_type, ts[i].tstate, buf, sizeof(buf)) == 0)
+			CHECK(strlen(buf) < sizeof(buf));
 	}
+	/* the code object's address as a thread state too: more of the name's path reached */
+	if (py_thread_name(&r, o, code_type, code, buf, sizeof(buf)) == 0)
+		CHECK(strlen(buf) < sizeof(buf));
 	if (py_read_code(&r, o, code_type, code, &c) == 0) {
 		CHECK(strlen(c.qualname) < sizeof(c.qualname));
 		CHECK(strlen(c.filename) < sizeof(c.filename));

@@ -408,6 +408,163 @@ static void test_walk_frames_keeps_the_outer_ones(void **state)
 	free(f);
 }
 
+
+/* ---- a thread's `threading` name ------------------------------------------------------- */
+
+enum {
+	STR_TYPE = 0x777000,
+	BOOT = BASE + 0x2800, BNAME = BASE + 0x2a00, BQUAL = BASE + 0x2a80, BFILE = BASE + 0x2b00,
+	TYPE = BASE + 0x2c00, TPNAME = BASE + 0x3000, HTNAME = BASE + 0x3040, SELF = BASE + 0x3100,
+	KEYS = BASE + 0x3200, VALUES = BASE + 0x3300, K0 = BASE + 0x3400, K1 = BASE + 0x3480,
+	K2 = BASE + 0x3500, TNAME = BASE + 0x3580, FR1 = BASE + 0x3700, FR2 = BASE + 0x3780,
+	DICT = BASE + 0x3900, KEYS2 = BASE + 0x3a00, BASICSIZE = 16,
+};
+
+static void put_ascii(struct fake *f, const struct py_version_offsets *o, uint64_t addr,
+		      const char *s)
+{
+	put_str(f, o, addr, s, strlen(s), 1, true);
+	put64(f, addr + o->ob_type, STR_TYPE);
+}
+
+/* a thread (TS1) in Trainer.step, called from Thread._bootstrap(self) whose self is an
+ * instance of a Thread subclass "Worker" with _name "loader-0" in its split values, laid
+ * out as version o keeps them */
+static struct fake *make_thread(const struct py_version_offsets *o)
+{
+	struct fake *f = make_fake(o);
+	const uint64_t cframe = BASE + 0x2000;
+	uint64_t flags = (1u << 9) | (1u << 4) | (o->minor >= 13 ? 1u << 2 : 0);
+
+	put64(f, NAME + o->ob_type, STR_TYPE);
+	/* frames: TS1 -> FR1 (Trainer.step) -> FR2 (Thread._bootstrap) */
+	if (o->bpf.ts_cframe != PY_OFF_NONE) {
+		put64(f, TS1 + o->bpf.ts_cframe, cframe);
+		put64(f, cframe + o->bpf.cframe_current_frame, FR1);
+	} else {
+		put64(f, TS1 + o->bpf.ts_current_frame, FR1);
+	}
+	put64(f, FR1 + o->bpf.fr_code, CODE);
+	put64(f, FR1 + o->bpf.fr_previous, FR2);
+	put64(f, FR2 + o->bpf.fr_code, BOOT);
+	put64(f, FR2 + o->bpf.fr_previous, 0);
+	put64(f, FR2 + o->fr_localsplus, SELF);
+	put64(f, BOOT + o->ob_type, CODE_TYPE);
+	put64(f, BOOT + o->code_name, BNAME);
+	put64(f, BOOT + o->code_qualname, BQUAL);
+	put64(f, BOOT + o->code_filename, BFILE);
+	put64(f, BOOT + o->code_linetable, TABLE);
+	put_ascii(f, o, BNAME, "_bootstrap");
+	put_ascii(f, o, BQUAL, "Thread._bootstrap");
+	put_ascii(f, o, BFILE, "/usr/lib/python3/threading.py");
+	/* the type, a heap type whose ht_name is its tp_name */
+	put64(f, TYPE + o->type_flags, flags);
+	put64(f, TYPE + o->type_basicsize, BASICSIZE);
+	put64(f, TYPE + o->type_name, TPNAME);
+	memcpy(f->mem + (TPNAME - BASE), "Worker", 7);
+	put64(f, TYPE + o->heap_name, HTNAME);
+	put_ascii(f, o, HTNAME, "Worker");
+	put64(f, TYPE + o->heap_cached_keys, KEYS);
+	/* split keys: _target, _name, _args */
+	f->mem[KEYS + o->keys_log2_index_bytes - BASE] = 3;
+	f->mem[KEYS + o->keys_kind - BASE] = 2;
+	put64(f, KEYS + o->keys_nentries, 3);
+	put64(f, KEYS + o->keys_indices + 8 + 0 * 16, K0);
+	put64(f, KEYS + o->keys_indices + 8 + 1 * 16, K1);
+	put64(f, KEYS + o->keys_indices + 8 + 2 * 16, K2);
+	put_ascii(f, o, K0, "_target");
+	put_ascii(f, o, K1, "_name");
+	put_ascii(f, o, K2, "_args");
+	put_ascii(f, o, TNAME, "loader-0");
+	/* the instance and its values */
+	put64(f, SELF + o->ob_type, TYPE);
+	if (o->minor == 11) {
+		put64(f, SELF - o->values_before, VALUES);
+		put64(f, VALUES + 8, TNAME);
+	} else if (o->minor == 12) {
+		put64(f, SELF - o->dict_before, VALUES - 1);
+		put64(f, VALUES + 8, TNAME);
+	} else {
+		f->mem[SELF + BASICSIZE + 3 - BASE] = 1;        /* valid */
+		put64(f, SELF + BASICSIZE + o->values_head + 8, TNAME);
+	}
+	return f;
+}
+
+static void test_thread_name_every_version(void **state)
+{
+	static const uint32_t versions[] = { 0x030b02f0, 0x030c01f0, 0x030d00f0 };
+	char name[64];
+
+	(void)state;
+	for (size_t v = 0; v < 3; v++) {
+		const struct py_version_offsets *o = py_offsets_for(versions[v]);
+		struct fake *f = make_thread(o);
+		struct py_reader r = { .read = fake_read, .ctx = f };
+
+		assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), 0);
+		assert_string_equal(name, "loader-0");
+		/* the dict made (an __dict__ looked at): read from it, a combined table */
+		memset(f->mem + (SELF - o->values_before - o->dict_before - BASE), 0,
+		       o->values_before + o->dict_before);
+		if (o->minor >= 13)
+			f->mem[SELF + BASICSIZE + 3 - BASE] = 0;
+		put64(f, SELF - o->dict_before, DICT);
+		put64(f, DICT + o->dict_keys, KEYS2);
+		put64(f, DICT + o->dict_values, 0);
+		f->mem[KEYS2 + o->keys_log2_index_bytes - BASE] = 3;
+		f->mem[KEYS2 + o->keys_kind - BASE] = 1;
+		put64(f, KEYS2 + o->keys_nentries, 2);
+		put64(f, KEYS2 + o->keys_indices + 8, K0);
+		put64(f, KEYS2 + o->keys_indices + 8 + 16, K1);
+		put64(f, KEYS2 + o->keys_indices + 8 + 24, TNAME);
+		assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), 0);
+		assert_string_equal(name, "loader-0");
+		/* a _name that is not a str: no name */
+		put64(f, TNAME + o->ob_type, CODE_TYPE);
+		assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -EINVAL);
+		assert_string_equal(name, "");
+		free(f);
+	}
+}
+
+static void test_thread_name_refuses_what_is_not_a_thread(void **state)
+{
+	const struct py_version_offsets *o = py_offsets_for(0x030c01f0);
+	struct fake *f = make_thread(o);
+	struct py_reader r = { .read = fake_read, .ctx = f };
+	char name[64];
+
+	(void)state;
+	/* an entry shim outermost (3.12+) is not the thread's first Python frame */
+	put64(f, FR2 + o->bpf.fr_previous, BASE + 0x3800);
+	f->mem[BASE + 0x3800 + o->bpf.fr_owner - BASE] = o->owner_shim_min;
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), 0);
+	assert_string_equal(name, "loader-0");
+	/* a type whose ht_name is not its tp_name: the heap offsets are not trusted */
+	put_ascii(f, o, HTNAME, "Other");
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	put_ascii(f, o, HTNAME, "Worker");
+	/* no _name among the keys */
+	put_ascii(f, o, K1, "_nome");
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	put_ascii(f, o, K1, "_name");
+	/* the outermost frame is some other function (the main thread's <module>) */
+	put_ascii(f, o, BQUAL, "Thread._bootstrap_inner");
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	put_ascii(f, o, BQUAL, "Thread._bootstrap");
+	put_ascii(f, o, BFILE, "/srv/mythreading.pyc");
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	put_ascii(f, o, BFILE, "/usr/lib/python3/threading.py");
+	/* a frame chain that loops is no thread's whole stack */
+	put64(f, FR2 + o->bpf.fr_previous, FR1);
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -E2BIG);
+	/* no frame at all (not started yet) */
+	put64(f, BASE + 0x2000 + o->bpf.cframe_current_frame, 0);
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -420,6 +577,8 @@ int main(void)
 		cmocka_unit_test(test_list_threads_torn),
 		cmocka_unit_test(test_walk_frames),
 		cmocka_unit_test(test_walk_frames_keeps_the_outer_ones),
+		cmocka_unit_test(test_thread_name_every_version),
+		cmocka_unit_test(test_thread_name_refuses_what_is_not_a_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
