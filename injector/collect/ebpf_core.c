@@ -942,7 +942,7 @@ const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid)
 
 /* The `threading` name of host thread tid, whose thread state is tstate: read the first
  * times it is seen (a thread not yet in Thread._bootstrap has none yet). */
-static void py_name_thread(struct ebpf_tdata *td, uint32_t tid, uint64_t tstate)
+static void py_name_thread(struct ebpf_tdata *td, uint32_t tid, uint64_t tstate, uint64_t ns_tid)
 {
 	struct ebpf_pyname *n = NULL;
 
@@ -970,7 +970,8 @@ static void py_name_thread(struct ebpf_tdata *td, uint32_t tid, uint64_t tstate)
 	n->tstate = tstate;
 	if (n->found || n->tries >= PYNAME_TRIES)
 		return;
-	if (py_proc__thread_name(td->py, tstate, n->name, sizeof(n->name)) == 0 && n->name[0])
+	if (py_proc__thread_name(td->py, tstate, ns_tid, n->name, sizeof(n->name)) == 0 &&
+	    n->name[0])
 		n->found = true;
 	else
 		n->tries++;
@@ -1011,7 +1012,7 @@ void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)
 			continue;
 		key = (uint32_t)host;
 		u64map_put(&now, host, ts[i].tstate);
-		py_name_thread(td, key, ts[i].tstate);
+		py_name_thread(td, key, ts[i].tstate, ts[i].native_tid);
 		if ((u64map_get(&td->pythreads, host, &old) && old == ts[i].tstate) || fd < 0)
 			continue;
 		bpf_map_update_elem(fd, &key, &pt, BPF_ANY);

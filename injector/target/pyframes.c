@@ -585,3 +585,65 @@ int py_thread_name(const struct py_reader *r, const struct py_version_offsets *o
 		return -EINVAL;
 	return py_read_str(r, o, name, buf, len);
 }
+
+/* Whether the type of obj is named name (tp_name: "str", "int"). */
+static bool type_named(const struct py_reader *r, const struct py_version_offsets *o,
+		       uint64_t obj, const char *name)
+{
+	uint64_t type = 0, tp_name = 0;
+	char b[8];
+	size_t n = strlen(name) + 1;
+
+	return n <= sizeof(b) && rd_u64(r, obj + o->ob_type, &type) == 0 &&
+	       rd_u64(r, type + o->type_name, &tp_name) == 0 && rd(r, tp_name, b, n) == 0 &&
+	       memcmp(b, name, n) == 0;
+}
+
+/* A small non-negative int (at most two 30-bit digits). */
+static int int_of(const struct py_reader *r, const struct py_version_offsets *o, uint64_t obj,
+		  uint64_t *ret)
+{
+	uint64_t size = 0, ndigits;
+	uint32_t d[2] = { 0, 0 };
+
+	if (!type_named(r, o, obj, "int") || rd_u64(r, obj + o->long_size, &size) < 0)
+		return -EINVAL;
+	if (o->minor == 11) {
+		if ((int64_t)size < 0)
+			return -EINVAL;         /* ob_size: negative for a negative number */
+		ndigits = size;
+	} else {
+		if ((size & 3) == 2)
+			return -EINVAL;         /* lv_tag: sign in the low bits, 2 negative */
+		ndigits = size >> 3;
+	}
+	if (ndigits > 2 || (ndigits && rd(r, obj + o->long_digits, d, ndigits * 4) < 0))
+		return -EINVAL;
+	*ret = (uint64_t)(d[0] & 0x3fffffff) | (uint64_t)(d[1] & 0x3fffffff) << 30;
+	return 0;
+}
+
+int py_main_thread(const struct py_reader *r, const struct py_version_offsets *o,
+		   uint64_t runtime, uint64_t *ret_tid, char *buf, size_t len)
+{
+	uint64_t interp = 0, modules = 0, mod = 0, md = 0, th = 0, idv = 0, name = 0;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = 0;
+	if (!o->interp_modules)
+		return -ENOTSUP;
+	if ((err = rd_u64(r, runtime + o->runtime_interpreters_head, &interp)) < 0 ||
+	    (err = rd_u64(r, interp + o->interp_modules, &modules)) < 0 ||
+	    (err = dict_get(r, o, modules, "threading", &mod)) < 0 ||
+	    (err = rd_u64(r, mod + o->module_dict, &md)) < 0 ||
+	    (err = dict_get(r, o, md, "_main_thread", &th)) < 0 ||
+	    (err = attr_of(r, o, th, "_native_id", &idv)) < 0 ||
+	    (err = int_of(r, o, idv, ret_tid)) < 0 ||
+	    (err = attr_of(r, o, th, "_name", &name)) < 0)
+		return err;
+	if (!type_named(r, o, name, "str"))
+		return -EINVAL;
+	return py_read_str(r, o, name, buf, len);
+}

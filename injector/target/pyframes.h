@@ -103,6 +103,16 @@ size_t py_walk_frames(const struct py_reader *r, const struct py_version_offsets
 int py_thread_name(const struct py_reader *r, const struct py_version_offsets *o,
 		   uint64_t code_type, uint64_t tstate, char *buf, size_t len);
 
+/*
+ * The name of the interpreter's main thread (threading._main_thread: "MainThread", or what
+ * the program renamed it to) and its native tid, found from _PyRuntime through
+ * sys.modules["threading"]. -ENOTSUP where the version's interp->modules offset is not
+ * known; -ENOENT before threading was imported; another negative errno for what was not
+ * what it should be.
+ */
+int py_main_thread(const struct py_reader *r, const struct py_version_offsets *o,
+		   uint64_t runtime, uint64_t *ret_tid, char *buf, size_t len);
+
 /* "qualname (file:line)", or "qualname (file)" when line < 0, into buf; with short_name
  * the qualified name's last part (the function's own name: "<listcomp>" for
  * "f.<locals>.<listcomp>", "run" for "Thread.run"), as most Python profilers print it. */

@@ -36,6 +36,7 @@ static const struct py_version_offsets rows[] = {
 		.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24, .keys_indices = 32,
 		.heap_name = 848, .heap_cached_keys = 872,
 		.dict_before = 24, .values_before = 32, .values_head = 0,
+		.interp_modules = 888, .module_dict = 16, .long_size = 16, .long_digits = 24,
 	},
 	{
 		.minor = 12,
@@ -58,6 +59,7 @@ static const struct py_version_offsets rows[] = {
 		.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24, .keys_indices = 32,
 		.heap_name = 856, .heap_cached_keys = 880,
 		.dict_before = 24, .values_before = 0, .values_head = 0,
+		.interp_modules = 0, .module_dict = 16, .long_size = 16, .long_digits = 24,
 	},
 	{
 		.minor = 13,
@@ -80,6 +82,7 @@ static const struct py_version_offsets rows[] = {
 		.keys_log2_index_bytes = 9, .keys_kind = 10, .keys_nentries = 24, .keys_indices = 32,
 		.heap_name = 856, .heap_cached_keys = 880,
 		.dict_before = 24, .values_before = 0, .values_head = 8,
+		.interp_modules = 0, .module_dict = 16, .long_size = 16, .long_digits = 24,
 	},
 };
 

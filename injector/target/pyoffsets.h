@@ -52,6 +52,9 @@ struct py_version_offsets {
 	uint32_t values_head;               /* PyDictValues: bytes before values[] */
 	/* PyDictKeysObject: dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices */
 	uint32_t keys_log2_index_bytes, keys_kind, keys_nentries, keys_indices;
+	/* the main thread's name: interp->modules (0: not known for this version), a module's
+	 * md_dict, an int's size (3.11: ob_size; 3.12+: lv_tag) and digits */
+	uint32_t interp_modules, module_dict, long_size, long_digits;
 };
 
 /* The row for a PY_VERSION_HEX, or NULL if this version is not covered. */

@@ -230,9 +230,21 @@ int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_
 	return py_list_threads(&p->reader, &p->off, p->runtime, out, max, ret_n);
 }
 
-int py_proc__thread_name(struct py_proc *p, uint64_t tstate, char *buf, size_t len)
+int py_proc__thread_name(struct py_proc *p, uint64_t tstate, uint64_t native_tid, char *buf,
+			 size_t len)
 {
-	return py_thread_name(&p->reader, &p->off, p->code_type, tstate, buf, len);
+	uint64_t main_tid = 0;
+	int r = py_thread_name(&p->reader, &p->off, p->code_type, tstate, buf, len);
+
+	if (r != -ENOENT)
+		return r;
+	/* not started by threading: the main thread, if it is this one */
+	r = py_main_thread(&p->reader, &p->off, p->runtime, &main_tid, buf, len);
+	if (r == 0 && main_tid != native_tid) {
+		buf[0] = 0;
+		r = -ENOENT;
+	}
+	return r;
 }
 
 void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st)

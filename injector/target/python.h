@@ -33,8 +33,10 @@ const struct py_version_offsets *py_proc__offsets(const struct py_proc *p);
 /* The interpreter's thread states now (tids as the target sees them). */
 int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_t *ret_n);
 
-/* The `threading` name of the thread with this PyThreadState (py_thread_name()). */
-int py_proc__thread_name(struct py_proc *p, uint64_t tstate, char *buf, size_t len);
+/* The `threading` name of the thread with this PyThreadState and native tid (in the
+ * target's pid namespace): py_thread_name(), or for the main thread py_main_thread(). */
+int py_proc__thread_name(struct py_proc *p, uint64_t tstate, uint64_t native_tid, char *buf,
+			 size_t len);
 
 /* The frames of a thread that is not running into st's py part, as the BPF walker would
  * record them (bpf/stack.h: the inner frames, the outer ones, py_cut between). */

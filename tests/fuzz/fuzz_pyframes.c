@@ -72,6 +72,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (py_thread_name(&r, o, code_type, ts[i].tstate, buf, sizeof(buf)) == 0)
 			CHECK(strlen(buf) < sizeof(buf));
 	}
+	{
+		uint64_t tid;
+
+		/* the main thread's: sys.modules, a module's dict, an int */
+		if (py_main_thread(&r, o, runtime, &tid, buf, sizeof(buf)) == 0)
+			CHECK(strlen(buf) < sizeof(buf));
+	}
 	/* the code object's address as a thread state too: more of the name's path reached */
 	if (py_thread_name(&r, o, code_type, code, buf, sizeof(buf)) == 0)
 		CHECK(strlen(buf) < sizeof(buf));

@@ -3,11 +3,11 @@
 
 A real CPython 3.11 program (tests/workloads/named_threads.py) starts threads named with
 threading.Thread(name=...): plain, non-ASCII, with terminal escapes, a Thread subclass,
-one whose instance dict was made, one started during the window, and one started by
-_thread (no threading name). Those names are read from the target's memory (the Thread
+one whose instance dict was made, one started during the window, the main thread renamed,
+and one started by _thread (no threading name). Those names are read from the target's memory (the Thread
 that Thread._bootstrap runs, its _name) and appear where a user looks for a thread: the
 thread headers of `aiprof stacks` (text and JSON) and the timeline's thread tracks. A
-thread without one (the main thread, the _thread one) keeps its OS name and is given none.
+thread without one (the _thread one) keeps its OS name and is given none.
 """
 import ast
 import json
@@ -34,7 +34,7 @@ def start(procs, *args):
         w = line.split(maxsplit=2)
         if w[0] == "thread":
             names[int(w[1])] = ast.literal_eval(w[2])
-        elif w[0] in ("main", "bare"):
+        elif w[0] == "bare":
             unnamed.add(int(w[1]))
         elif w[0].startswith("ready"):
             return p, int(line.split("pid=")[1]), names, unnamed
@@ -58,7 +58,8 @@ def test_threading_names_in_stacks(procs, tmp_path):
     names[int(line[1])] = ast.literal_eval(line[2])
     assert sorted(names.values()) == sorted(["CustomThreadName-3", "data-loader \u00e9\u4e16",
                                              "evil\x1b[31m\nname", "with-a-dict",
-                                             "started-later"])
+                                             "started-later", "trainer-main"])
+    assert names[pid] == "trainer-main"     # the main thread, as the program renamed it
     r = run_aiprof(["stacks", "--pid", str(pid)])
     assert r.returncode == 0, r.stderr
     heads = thread_headers(r.stdout)

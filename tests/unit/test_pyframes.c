@@ -412,7 +412,7 @@ static void test_walk_frames_keeps_the_outer_ones(void **state)
 /* ---- a thread's `threading` name ------------------------------------------------------- */
 
 enum {
-	STR_TYPE = 0x777000,
+	STR_TYPE = BASE + 0x3f00, INT_TYPE = BASE + 0x3e40,
 	BOOT = BASE + 0x2800, BNAME = BASE + 0x2a00, BQUAL = BASE + 0x2a80, BFILE = BASE + 0x2b00,
 	TYPE = BASE + 0x2c00, TPNAME = BASE + 0x3000, HTNAME = BASE + 0x3040, SELF = BASE + 0x3100,
 	KEYS = BASE + 0x3200, VALUES = BASE + 0x3300, K0 = BASE + 0x3400, K1 = BASE + 0x3480,
@@ -425,6 +425,25 @@ static void put_ascii(struct fake *f, const struct py_version_offsets *o, uint64
 {
 	put_str(f, o, addr, s, strlen(s), 1, true);
 	put64(f, addr + o->ob_type, STR_TYPE);
+	/* the str and int types, by their tp_name */
+	put64(f, STR_TYPE + o->type_name, STR_TYPE + 0x40);
+	memcpy(f->mem + (STR_TYPE + 0x40 - BASE), "str", 4);
+	put64(f, INT_TYPE + o->type_name, INT_TYPE + 0x40);
+	memcpy(f->mem + (INT_TYPE + 0x40 - BASE), "int", 4);
+}
+
+/* a combined dict at d with one entry, key (a str at k) -> value; its keys at keys */
+static void put_dict1(struct fake *f, const struct py_version_offsets *o, uint64_t d,
+		      uint64_t keys, uint64_t k, const char *key, uint64_t value)
+{
+	put64(f, d + o->dict_keys, keys);
+	put64(f, d + o->dict_values, 0);
+	f->mem[keys + o->keys_log2_index_bytes - BASE] = 3;
+	f->mem[keys + o->keys_kind - BASE] = 1;
+	put64(f, keys + o->keys_nentries, 1);
+	put64(f, keys + o->keys_indices + 8, k);
+	put64(f, keys + o->keys_indices + 16, value);
+	put_ascii(f, o, k, key);
 }
 
 /* a thread (TS1) in Trainer.step, called from Thread._bootstrap(self) whose self is an
@@ -565,6 +584,46 @@ static void test_thread_name_refuses_what_is_not_a_thread(void **state)
 	free(f);
 }
 
+
+/* threading._main_thread from _PyRuntime: sys.modules["threading"]._main_thread, its
+ * _native_id and _name (3.11, the one version whose interp->modules the table has) */
+static void test_main_thread_name(void **state)
+{
+	const struct py_version_offsets *o = py_offsets_for(0x030b02f0);
+	struct fake *f = make_thread(o);
+	struct py_reader r = { .read = fake_read, .ctx = f };
+	const uint64_t mods = BASE + 0x3b00, mkeys = BASE + 0x3b40, mk = BASE + 0x3c00,
+		       mod = BASE + 0x3c80, md = BASE + 0x3cc0, mdkeys = BASE + 0x3d00,
+		       mdk = BASE + 0x3d80, id = BASE + 0x3e00;
+	uint64_t tid = 0;
+	char name[64];
+
+	(void)state;
+	put64(f, INTERP + o->interp_modules, mods);
+	put_dict1(f, o, mods, mkeys, mk, "threading", mod);
+	put64(f, mod + o->module_dict, md);
+	put_dict1(f, o, md, mdkeys, mdk, "_main_thread", SELF);
+	put_ascii(f, o, K2, "_native_id");
+	put64(f, VALUES + 16, id);
+	put64(f, id + o->ob_type, INT_TYPE);
+	put64(f, id + o->long_size, 1);
+	put32(f, id + o->long_digits, 4242);
+	assert_int_equal(py_main_thread(&r, o, RUNTIME, &tid, name, sizeof(name)), 0);
+	assert_int_equal(tid, 4242);
+	assert_string_equal(name, "loader-0");
+	/* a _native_id that is not an int (None before the thread ran) */
+	put64(f, id + o->ob_type, STR_TYPE);
+	assert_int_equal(py_main_thread(&r, o, RUNTIME, &tid, name, sizeof(name)), -EINVAL);
+	put64(f, id + o->ob_type, INT_TYPE);
+	/* threading not imported */
+	put_ascii(f, o, mk, "threadinf");
+	assert_int_equal(py_main_thread(&r, o, RUNTIME, &tid, name, sizeof(name)), -ENOENT);
+	/* a version whose interp->modules is not known */
+	assert_int_equal(py_main_thread(&r, py_offsets_for(0x030c01f0), RUNTIME, &tid, name,
+					sizeof(name)), -ENOTSUP);
+	free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -579,6 +638,7 @@ int main(void)
 		cmocka_unit_test(test_walk_frames_keeps_the_outer_ones),
 		cmocka_unit_test(test_thread_name_every_version),
 		cmocka_unit_test(test_thread_name_refuses_what_is_not_a_thread),
+		cmocka_unit_test(test_main_thread_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

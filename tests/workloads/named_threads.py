@@ -8,8 +8,8 @@ Starts, after printing "ready pid=PID": a busy thread named CustomThreadName-3, 
 threading.Thread subclass named with non-ASCII text, one whose name holds terminal escapes
 (which must reach a terminal as text), one whose instance dict was looked at (made), and one
 started by _thread (no threading name). After --late seconds one more, "started-later".
-Each new thread prints "thread NATIVE_ID NAME" (NAME as repr()), the _thread one "bare
-NATIVE_ID" and the main thread "main NATIVE_ID", all before "ready".
+The main thread renames itself "trainer-main". Each thread prints "thread NATIVE_ID NAME"
+(NAME as repr()), the _thread one "bare NATIVE_ID", all before "ready".
 """
 import _thread
 import argparse
@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--late", type=float, default=1.0)
     a = ap.parse_args()
+    threading.current_thread().name = "trainer-main"     # the main thread renamed
     stop = threading.Event()
     threads = [
         threading.Thread(target=busy, args=(stop,), name="CustomThreadName-3", daemon=True),
@@ -70,7 +71,7 @@ def main():
     _thread.start_new_thread(bare, (stop,))
     for _ in range(len(threads) + 1):
         SAID.acquire()                  # every one has said its name before "ready"
-    say("main", threading.get_native_id())
+    say("thread", threading.get_native_id(), repr(threading.current_thread().name))
     say(f"ready pid={threading.get_native_id()}")
     time.sleep(a.late)
     late = threading.Thread(target=sleeper, args=(stop,), name="started-later", daemon=True)
