@@ -38,6 +38,7 @@ static __always_inline void fill(struct bpf_perf_event_data *ctx, struct cpu_sam
 	e->st.py_frames = 0;
 	e->st.py_cut = 0;
 	e->st.py_status = EBPF_PY_ST_NONE;
+	e->st.py_gil = EBPF_PY_GIL_UNKNOWN;
 	if (want_python)
 		py_walk(&e->st, id >> 32, (__u32)id);
 }

@@ -157,6 +157,7 @@ static __always_inline void emit(void *ctx, struct task_struct *t, struct offcpu
 	e->st.py_frames = 0;
 	e->st.py_cut = 0;
 	e->st.py_status = EBPF_PY_ST_NONE;
+	e->st.py_gil = EBPF_PY_GIL_UNKNOWN;
 	if (user_stack && in_task_work) {
 		/* no program context here: the current task's own user stack */
 		e->st.ustack_bytes = bpf_get_task_stack(t, e->st.uips, sizeof(e->st.uips),
@@ -518,6 +519,7 @@ static __always_inline void emit_ended_in_pause(struct task_struct *t, struct of
 	e->st.py_frames = 0;
 	e->st.py_cut = 0;
 	e->st.py_status = EBPF_PY_ST_NONE;
+	e->st.py_gil = EBPF_PY_GIL_UNKNOWN;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	tot = totals(t->tgid);
 	if (tot)

@@ -47,7 +47,7 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
  * per-CPU buffer a frame is read into; false for a thread that is not Python's.
  */
 static __always_inline bool py_innermost(__u32 tgid, __u32 tid, const struct py_offsets **ret_o,
-					 __u8 **ret_buf, __u64 *ret_frame)
+					 __u8 **ret_buf, __u64 *ret_frame, __u64 *ret_tstate)
 {
 	const struct py_thread *th;
 	const struct py_offsets *o;
@@ -70,7 +70,20 @@ static __always_inline bool py_innermost(__u32 tgid, __u32 tid, const struct py_
 		*ret_frame = py_read_ptr(th->tstate + o->ts_current_frame);
 	}
 	*ret_o = o;
+	*ret_tstate = th->tstate;
 	return true;
+}
+
+/* Whether the thread whose state is tstate holds the GIL now (last_holder and locked, read
+ * at o->gil_holder in the current process). */
+static __always_inline __u16 py_gil_of(const struct py_offsets *o, __u64 tstate)
+{
+	struct { __u64 last_holder; __s32 locked; } g;
+
+	if (!o->gil_holder ||
+	    bpf_probe_read_user(&g, sizeof(g), (const void *)o->gil_holder) < 0)
+		return EBPF_PY_GIL_UNKNOWN;
+	return g.locked && g.last_holder == tstate ? EBPF_PY_GIL_HELD : EBPF_PY_GIL_NOT_HELD;
 }
 
 struct py_walk_ctx {
@@ -121,10 +134,12 @@ static int py_walk_step(__u32 i, void *arg)
 static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 tid)
 {
 	struct py_walk_ctx c = { .st = st };
+	__u64 tstate;
 	__u32 i;
 
-	if (!py_innermost(tgid, tid, &c.o, &c.buf, &c.frame))
+	if (!py_innermost(tgid, tid, &c.o, &c.buf, &c.frame, &tstate))
 		return;
+	st->py_gil = py_gil_of(c.o, tstate);
 	if (!c.frame) {
 		st->py_status = EBPF_PY_ST_NO_FRAME;
 		return;
@@ -161,11 +176,11 @@ static __always_inline void py_walk(struct ebpf_stacks *st, __u32 tgid, __u32 ti
 static __always_inline __u64 py_site_key(__u64 k, __u32 tgid, __u32 tid)
 {
 	const struct py_offsets *o;
-	__u64 frame;
+	__u64 frame, tstate;
 	__u32 i;
 	__u8 *buf;
 
-	if (!py_innermost(tgid, tid, &o, &buf, &frame))
+	if (!py_innermost(tgid, tid, &o, &buf, &frame, &tstate))
 		return k;
 	for (i = 0; i < PY_SITE_FRAMES && frame; i++) {
 		if (bpf_probe_read_user(buf, PY_FRAME_READ, (const void *)frame) < 0)

@@ -27,12 +27,15 @@ struct py_offsets {
 	__u16 fr_owner;
 	__u16 fr_is_entry;            /* PY_OFF_NONE after 3.11 */
 	__u64 code_mask;              /* applied to fr_code's value (tag bits of a stack ref) */
+	__u64 gil_holder;             /* the address of the GIL's last_holder (a PyThreadState *)
+				       * in the target, its `locked` int 8 bytes on; 0: not
+				       * known for this version (no GIL flag) */
 };
 
 struct py_thread {
 	__u64 tstate;                 /* PyThreadState * in the target */
 };
 
-_Static_assert(sizeof(struct py_offsets) == 24, "py_offsets layout");
+_Static_assert(sizeof(struct py_offsets) == 32, "py_offsets layout");
 
 #endif

@@ -76,6 +76,14 @@ enum ebpf_py_status {
 	EBPF_PY_ST_NO_FRAME = 4,      /* Python thread outside any Python code */
 };
 
+/* Whether a Python thread held the GIL when its stack was read (the GIL's last_holder is
+ * its thread state and the GIL is locked). */
+enum ebpf_py_gil {
+	EBPF_PY_GIL_UNKNOWN = 0,      /* not a Python thread, or the version's GIL not known */
+	EBPF_PY_GIL_HELD = 1,
+	EBPF_PY_GIL_NOT_HELD = 2,
+};
+
 struct ebpf_stacks {
 	__s32 kstack_bytes;       /* bpf_get_stack() result: bytes of kips, or -errno */
 	__s32 ustack_bytes;       /* same, for uips */
@@ -84,7 +92,8 @@ struct ebpf_stacks {
 	 * py[EBPF_PY_INNER + py_cut % EBPF_PY_OUTER] */
 	__u16 py_frames;
 	__u16 py_cut;             /* frames walked between the inner and the outer ones */
-	__u32 py_status;          /* enum ebpf_py_status */
+	__u16 py_status;          /* enum ebpf_py_status */
+	__u16 py_gil;             /* enum ebpf_py_gil: the thread held the GIL as read */
 	__u64 kips[EBPF_KSTACK_MAX];
 	__u64 uips[EBPF_USTACK_MAX];
 	struct ebpf_py_frame py[EBPF_PY_MAX];

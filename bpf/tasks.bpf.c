@@ -52,6 +52,7 @@ int dump_task(struct bpf_iter__task *ctx)
 	d->st.py_frames = 0;
 	d->st.py_cut = 0;
 	d->st.py_status = EBPF_PY_ST_NONE;
+	d->st.py_gil = EBPF_PY_GIL_UNKNOWN;
 	d->st.ustack_bytes = 0;
 	d->syscall = -1;
 	d->u.bytes = 0;

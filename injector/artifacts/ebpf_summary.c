@@ -287,6 +287,50 @@ static void write_unwinding(struct jsonw *w, const struct ebpf *e)
 	jsonw_obj_close(w);
 }
 
+/* python.gil: how often each Python thread held the GIL when it was sampled on a CPU */
+static void write_gil(struct jsonw *w, const struct ebpf_tdata *td)
+{
+	uint64_t held = 0, not_held = 0;
+
+	jsonw_key(w, "gil");
+	jsonw_obj_open(w);
+	if (!py_proc__offsets(td->py)->bpf.gil_holder) {
+		jsonw_kv_bool(w, "known", false);
+		jsonw_kv_str(w, "reason", "where this CPython version keeps its GIL is not in "
+			     "aiprof's table (3.11 only)");
+		jsonw_obj_close(w);
+		return;
+	}
+	jsonw_kv_bool(w, "known", true);
+	for (size_t i = 0; i < td->ntids; i++) {
+		held += td->tids[i].gil_held;
+		not_held += td->tids[i].gil_not_held;
+	}
+	jsonw_kv_uint(w, "samples_holding", held);
+	jsonw_kv_uint(w, "samples_not_holding", not_held);
+	jsonw_key(w, "threads");
+	jsonw_arr_open(w);
+	for (size_t i = 0; i < td->ntids; i++) {
+		const struct ebpf_tid *t = &td->tids[i];
+		const char *nm = ebpf_pyname_of(td, t->tid);
+
+		if (!t->gil_held && !t->gil_not_held)
+			continue;
+		jsonw_obj_open(w);
+		jsonw_kv_uint(w, "tid", t->tid);
+		jsonw_kv_str(w, "comm", t->comm);
+		if (nm)
+			jsonw_kv_str(w, "python_name", nm);
+		jsonw_kv_uint(w, "samples_holding", t->gil_held);
+		jsonw_kv_uint(w, "samples_not_holding", t->gil_not_held);
+		jsonw_kv_double(w, "holding_share", share(t->gil_held, (uint64_t)t->gil_held +
+							  t->gil_not_held));
+		jsonw_obj_close(w);
+	}
+	jsonw_arr_close(w);
+	jsonw_obj_close(w);
+}
+
 static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebpf_tdata *td)
 {
 	const struct psym_module *mods = NULL;
@@ -331,6 +375,8 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
 		jsonw_kv_double(w, "with_python_frames_share", share(td->samples_py, td->samples_py_thread));
 		jsonw_kv_double(w, "interleaved_at_eval_frames_share",
 				share(td->samples_py_interleaved, td->samples_py));
+		if (e->on & EBPF_COLLECT_CPU)
+			write_gil(w, td);
 	} else {
 		jsonw_kv_str(w, "reason", td->py_why[0] ? td->py_why :
 			     (e->opts.collectors & EBPF_COLLECT_PYTHON) ? "not a CPython process" :

@@ -90,6 +90,8 @@ static void write_process(struct jsonw *w, struct ebpf *e, struct ebpf_tdata *td
 		jsonw_key(w, "args");
 		jsonw_obj_open(w);
 		jsonw_kv_uint(w, "cpu", c->cpu);
+		if (c->gil)
+			jsonw_kv_bool(w, "gil", c->gil == EBPF_PY_GIL_HELD);
 		jsonw_obj_close(w);
 		jsonw_obj_close(w);
 	}

@@ -90,6 +90,8 @@ void threads_dump_write_json(struct jsonw *w, const struct ebpf *e, const struct
 			jsonw_kv_str(w, "comm", t->comm);
 			if (pyname)
 				jsonw_kv_str(w, "python_name", pyname);
+			if (t->gil)
+				jsonw_kv_bool(w, "holds_gil", t->gil == EBPF_PY_GIL_HELD);
 			jsonw_kv_str(w, "state", ebpf_state_letter(t->state));
 			jsonw_kv_bool(w, "on_cpu", t->on_cpu);
 			if (t->syscall >= 0)
@@ -176,6 +178,8 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 				fprintf(out, ", %s for %.3f s", doing(t), (double)t->for_ns / 1e9);
 			if (!t->whole)
 				fprintf(out, " (stack incomplete: where is marked [...])");
+			if (t->gil == EBPF_PY_GIL_HELD)
+				fprintf(out, ", holding the GIL");
 			if (t->on_cpu)
 				fprintf(out, " (on a CPU as it was read: the stack may be torn)");
 			fputc('\n', out);

@@ -67,7 +67,7 @@ void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
 		td->tids = nv;
 		td->captids = ncap;
 	}
-	td->tids[td->ntids].tid = tid;
+	td->tids[td->ntids] = (struct ebpf_tid){ .tid = tid };
 	memcpy(td->tids[td->ntids].comm, comm, sizeof(td->tids[td->ntids].comm));
 	td->tids[td->ntids].comm[15] = 0;
 	td->ntids++;
@@ -686,6 +686,7 @@ void ebpf_py_walk_asleep(struct ebpf_tdata *td, uint32_t tid, struct ebpf_stacks
 	st->py_frames = 0;
 	st->py_cut = 0;
 	st->py_status = EBPF_PY_ST_NONE;
+	st->py_gil = EBPF_PY_GIL_UNKNOWN;
 	if (td->py && u64map_get(&td->pythreads, tid, &tstate))
 		py_proc__walk(td->py, tstate, st);
 }

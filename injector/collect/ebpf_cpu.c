@@ -368,6 +368,17 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 			     &leaf, NULL);
 	if (id < 0)
 		return;
+	if (s->st.py_gil == EBPF_PY_GIL_HELD || s->st.py_gil == EBPF_PY_GIL_NOT_HELD) {
+		/* the thread noted just above, at the end or found from there */
+		for (size_t i = td->ntids; i-- > 0;)
+			if (td->tids[i].tid == s->hdr.tid) {
+				if (s->st.py_gil == EBPF_PY_GIL_HELD)
+					td->tids[i].gil_held++;
+				else
+					td->tids[i].gil_not_held++;
+				break;
+			}
+	}
 	stack_store__add(&e->stacks, (uint32_t)id, STACK_CPU, 1);
 	td->cpu_samples++;
 	if (!ebpf_keep_event(e, td))
@@ -383,7 +394,8 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 	}
 	ev = &td->cpu[td->ncpu++];
 	*ev = (struct ebpf_cpu_ev){ .ts = s->hdr.ts, .tid = s->hdr.tid, .cpu = s->hdr.cpu,
-				    .stack = (uint32_t)id, .leaf = leaf };
+				    .stack = (uint32_t)id, .leaf = leaf,
+				    .gil = (uint8_t)(s->st.py_gil <= EBPF_PY_GIL_NOT_HELD ? s->st.py_gil : 0) };
 }
 
 static void ebpf_cpu__destroy(struct ebpf *e)

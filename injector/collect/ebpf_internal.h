@@ -48,6 +48,7 @@ struct ebpf_cpu_ev {
 	uint32_t tid, cpu;
 	uint32_t stack;
 	uint32_t leaf;            /* frame id of the innermost frame (the event's name) */
+	uint8_t gil;              /* enum ebpf_py_gil */
 };
 
 struct ebpf_off_ev {
@@ -97,6 +98,8 @@ struct ebpf_sys_stat {
 struct ebpf_tid {
 	uint32_t tid;
 	char comm[16];
+	/* its on-CPU samples as a Python thread whose GIL state was read: holding it, not */
+	uint32_t gil_held, gil_not_held;
 };
 
 /* A Python thread's `threading` name (py_thread_name()), by host tid. */
@@ -120,6 +123,7 @@ struct ebpf_thread {
 	uint32_t stack;           /* stack id (frames root first) */
 	uint32_t wchan;           /* frame id of the kernel function it waits in, or UINT32_MAX */
 	bool whole;               /* the native stack reached the thread's first frame */
+	uint8_t gil;              /* enum ebpf_py_gil, as its Python frames were read */
 };
 
 /* Everything recorded for one target process. */

@@ -220,6 +220,7 @@ static int add_thread(struct ebpf *e, const struct kept_dump *k)
 		.tid = d->hdr.tid, .state = d->state, .on_cpu = d->on_cpu != 0 || k->torn,
 		.syscall = d->syscall, .for_ns = ebpf_task_for_ns(d), .stack = (uint32_t)id,
 		.wchan = d->state ? wchan : UINT32_MAX, .whole = whole,
+		.gil = (uint8_t)(d->st.py_gil <= EBPF_PY_GIL_NOT_HELD ? d->st.py_gil : 0),
 	};
 	memcpy(t->comm, d->hdr.comm, sizeof(t->comm));
 	t->comm[15] = 0;

@@ -37,6 +37,7 @@ static const struct py_version_offsets rows[] = {
 		.heap_name = 848, .heap_cached_keys = 872,
 		.dict_before = 24, .values_before = 32, .values_head = 0,
 		.interp_modules = 888, .module_dict = 16, .long_size = 16, .long_digits = 24,
+		.runtime_gil_last_holder = 368,   /* ceval.gil.last_holder, .locked at 376 */
 	},
 	{
 		.minor = 12,

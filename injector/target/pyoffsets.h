@@ -55,6 +55,9 @@ struct py_version_offsets {
 	/* the main thread's name: interp->modules (0: not known for this version), a module's
 	 * md_dict, an int's size (3.11: ob_size; 3.12+: lv_tag) and digits */
 	uint32_t interp_modules, module_dict, long_size, long_digits;
+	/* the GIL's last_holder in _PyRuntime (its locked int 8 bytes on); 0: not known (3.12+
+	 * keep the GIL in the interpreter) */
+	uint32_t runtime_gil_last_holder;
 };
 
 /* The row for a PY_VERSION_HEX, or NULL if this version is not covered. */

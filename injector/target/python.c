@@ -189,6 +189,9 @@ int py_proc__new(pid_t pid, char *why, size_t whylen, struct py_proc **ret)
 	}
 	if (row->minor >= 13 && (r = apply_debug_offsets(p, why, whylen)) < 0)
 		goto fail;
+	/* where the BPF walker reads whether a thread holds the GIL */
+	p->off.bpf.gil_holder = row->runtime_gil_last_holder ?
+				p->runtime + row->runtime_gil_last_holder : 0;
 	/* a row that does not match what is in memory finds no thread states */
 	r = py_list_threads(&p->reader, &p->off, p->runtime, ts, 8, &n);
 	if (r == -EAGAIN && n)
@@ -254,7 +257,16 @@ void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st)
 	st->py_frames = (uint16_t)py_walk_frames(&p->reader, &p->off, tstate, st->py, EBPF_PY_MAX,
 						 EBPF_PY_OUTER, &cut, &status);
 	st->py_cut = (uint16_t)cut;
-	st->py_status = status;
+	st->py_status = (uint16_t)status;
+	st->py_gil = EBPF_PY_GIL_UNKNOWN;
+	if (p->off.bpf.gil_holder) {
+		/* the GIL's last_holder and locked, as the BPF sampler reads them */
+		struct { uint64_t last_holder; int32_t locked; } g;
+
+		if (vm_read(p, p->off.bpf.gil_holder, &g, sizeof(g)) == 0)
+			st->py_gil = g.locked && g.last_holder == tstate ? EBPF_PY_GIL_HELD :
+					  EBPF_PY_GIL_NOT_HELD;
+	}
 }
 
 static const struct py_code *code_at(struct py_proc *p, uint64_t addr)

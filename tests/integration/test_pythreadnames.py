@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, load_timeline, require_root, run_aiprof
+from conftest import AIPROF, ROOT, load_timeline, require_root, run_aiprof
 
 WORKLOAD = [sys.executable if sys.executable.startswith("/usr/bin/") else "/usr/bin/python3",
             os.path.join(ROOT, "tests", "workloads", "named_threads.py")]
@@ -89,8 +89,7 @@ def test_threading_names_on_the_timeline(procs, tmp_path):
     require_root()
     p, pid, names, unnamed = start(procs, "--late", "1.5")
     out = tmp_path / "o"
-    a = subprocess.Popen([os.path.join(ROOT, os.environ.get("BUILD", "build"), "aiprof"),
-                          "profile", "--pid", str(pid), "-d", "3s", "-q", "-o", str(out)],
+    a = subprocess.Popen([AIPROF, "profile", "--pid", str(pid), "-d", "3s", "-q", "-o", str(out)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline().split(maxsplit=2)       # started in the window
     names[int(line[1])] = ast.literal_eval(line[2])
