@@ -392,16 +392,32 @@ void py_format_frame(const struct py_code *c, int line, bool short_name, char *b
 #define PY_TPFLAGS_MANAGED_DICT  (1ull << 4)
 #define PY_TPFLAGS_HEAPTYPE      (1ull << 9)
 #define PY_KEYS_GENERAL 0                      /* dk_kind: entries with their hash */
-#define PY_ATTRS_MAX 256                       /* a dict's entries looked at */
+#define PY_DICT_MAX 16384                      /* a dict's entries looked at (sys.modules
+						* of a big job has thousands) */
+#define PY_ENTRY_CHUNK 64                      /* entries read at once */
+#define PY_NAME_MAX 32                         /* the names looked up: short ASCII */
 #define PY_INDEX_LOG2_MAX 24                   /* dk_log2_index_bytes of a sane dict */
 
-/* Whether the str object at addr is exactly s. */
+/* Whether the str object at addr is exactly s (short ASCII: a str equal to it is a compact
+ * ASCII one), in one read of its header and s's length of data. */
 static bool str_is(const struct py_reader *r, const struct py_version_offsets *o, uint64_t addr,
 		   const char *s)
 {
-	char b[64];
+	uint8_t b[128];
+	size_t n = strlen(s);
+	uint64_t length;
+	uint32_t state;
 
-	return addr && py_read_str(r, o, addr, b, sizeof(b)) == 0 && strcmp(b, s) == 0;
+	if (!addr || n > PY_NAME_MAX || o->unicode_ascii_size + n > sizeof(b) ||
+	    o->unicode_length + 8 > o->unicode_ascii_size ||
+	    o->unicode_state + 4 > o->unicode_ascii_size ||
+	    rd(r, addr, b, o->unicode_ascii_size + n) < 0)
+		return false;
+	memcpy(&length, b + o->unicode_length, sizeof(length));
+	memcpy(&state, b + o->unicode_state, sizeof(state));
+	/* compact (bit 5) and ascii (bit 6), kind 1 */
+	return length == n && ((state >> 5) & 1) && ((state >> 6) & 1) && ((state >> 2) & 7) == 1 &&
+	       memcmp(b + o->unicode_ascii_size, s, n) == 0;
 }
 
 /* The entry of keys whose key is the str name: its index, and (a combined table) its value
@@ -422,15 +438,18 @@ static int keys_find(const struct py_reader *r, const struct py_version_offsets 
 	esz = kind == PY_KEYS_GENERAL ? 24 : 16;
 	koff = kind == PY_KEYS_GENERAL ? 8 : 0;
 	entries = keys + o->keys_indices + (1ull << l2i);
-	for (uint64_t i = 0; i < n && i < PY_ATTRS_MAX; i++) {
-		uint64_t kv[2];
+	for (uint64_t i = 0; i < n && i < PY_DICT_MAX; i += PY_ENTRY_CHUNK) {
+		uint64_t e[PY_ENTRY_CHUNK * 3];
+		uint64_t k = n - i < PY_ENTRY_CHUNK ? n - i : PY_ENTRY_CHUNK;
+		size_t words = esz / 8;
 
-		if (rd(r, entries + i * esz + koff, kv, sizeof(kv)) < 0)
+		if (rd(r, entries + i * esz, e, k * esz) < 0)
 			return -EFAULT;
-		if (str_is(r, o, kv[0], name)) {
-			*ret_value = kv[1];
-			return (int)i;
-		}
+		for (uint64_t j = 0; j < k; j++)
+			if (str_is(r, o, e[j * words + koff / 8], name)) {
+				*ret_value = e[j * words + koff / 8 + 1];
+				return (int)(i + j);
+			}
 	}
 	return -ENOENT;
 }

@@ -22,7 +22,14 @@ struct py_proc {
 	struct u64map codes;      /* code address -> index + 1 into code (0: not a code object) */
 	struct py_code *code;
 	size_t ncode, capcode;
+	/* threading._main_thread, looked up at most MAIN_TRIES times until found */
+	unsigned main_tries;
+	bool main_found;
+	uint64_t main_tid;
+	char main_name[64];
 };
+
+#define MAIN_TRIES 6
 
 /* --python-names short: for every process of the run (a way of printing, like a locale) */
 static bool short_names;
@@ -236,18 +243,21 @@ int py_proc__threads(struct py_proc *p, struct py_tstate *out, size_t max, size_
 int py_proc__thread_name(struct py_proc *p, uint64_t tstate, uint64_t native_tid, char *buf,
 			 size_t len)
 {
-	uint64_t main_tid = 0;
 	int r = py_thread_name(&p->reader, &p->off, p->code_type, tstate, buf, len);
 
 	if (r != -ENOENT)
 		return r;
-	/* not started by threading: the main thread, if it is this one */
-	r = py_main_thread(&p->reader, &p->off, p->runtime, &main_tid, buf, len);
-	if (r == 0 && main_tid != native_tid) {
-		buf[0] = 0;
-		r = -ENOENT;
+	/* not started by threading: the main thread, if it is this one (looked up once: a
+	 * walk of sys.modules) */
+	if (!p->main_found && p->main_tries < MAIN_TRIES) {
+		p->main_tries++;
+		p->main_found = py_main_thread(&p->reader, &p->off, p->runtime, &p->main_tid,
+					       p->main_name, sizeof(p->main_name)) == 0;
 	}
-	return r;
+	if (!p->main_found || p->main_tid != native_tid)
+		return -ENOENT;
+	snprintf(buf, len, "%s", p->main_name);
+	return 0;
 }
 
 void py_proc__walk(struct py_proc *p, uint64_t tstate, struct ebpf_stacks *st)
