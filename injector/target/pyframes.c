@@ -485,8 +485,17 @@ static bool heap_type_checks(const struct py_reader *r, const struct py_version_
 	uint64_t tp_name = 0, ht_name = 0;
 	size_t i;
 
-	if (rd_u64(r, type + o->type_name, &tp_name) < 0 || rd_u64(r, type + o->heap_name, &ht_name) < 0 ||
-	    py_read_str(r, o, ht_name, ht, sizeof(ht)) < 0)
+	if (rd_u64(r, type + o->type_name, &tp_name) < 0 || rd_u64(r, type + o->heap_name, &ht_name) < 0)
+		return false;
+	/* an ASCII name (nearly every class's): tp_name is ht_name's own data, right after its
+	 * header; the str must then be a compact ASCII one */
+	if (ht_name && tp_name == ht_name + o->unicode_ascii_size) {
+		uint32_t state = 0;
+
+		return rd(r, ht_name + o->unicode_state, &state, sizeof(state)) == 0 &&
+		       ((state >> 5) & 1) && ((state >> 6) & 1);
+	}
+	if (py_read_str(r, o, ht_name, ht, sizeof(ht)) < 0)
 		return false;
 	for (i = 0; i < sizeof(tp) - 1; i++)
 		if (rd(r, tp_name + i, &tp[i], 1) < 0 || !tp[i])
@@ -556,10 +565,9 @@ int py_thread_name(const struct py_reader *r, const struct py_version_offsets *o
 	const struct py_offsets *b = &o->bpf;
 	uint8_t fb[PY_FRAME_READ];
 	uint64_t frame, outer = 0, code = 0, self = 0, name = 0;
-	uint64_t str_type = 0, name_type = 0, co_name = 0;
-	struct py_code c;
+	uint64_t str_type = 0, name_type = 0, co_name = 0, ctype = 0, qual = 0, file = 0;
+	char fname[PY_STR_MAX];
 	size_t i, flen;
-	bool bootstrap;
 	int err;
 
 	if (!len)
@@ -583,14 +591,17 @@ int py_thread_name(const struct py_reader *r, const struct py_version_offsets *o
 		return -E2BIG;          /* deeper than the walker goes: not its first frame */
 	if (!outer)
 		return -ENOENT;         /* no Python frame (yet) */
-	if ((err = py_read_code(r, o, code_type, code, &c)) < 0)
+	/* a code object (its type), Thread._bootstrap, in a threading.py */
+	if ((err = rd_u64(r, code + o->ob_type, &ctype)) < 0 ||
+	    (err = rd_u64(r, code + o->code_qualname, &qual)) < 0 ||
+	    (err = rd_u64(r, code + o->code_filename, &file)) < 0)
 		return err;
-	flen = strlen(c.filename);
-	bootstrap = strcmp(c.qualname, "Thread._bootstrap") == 0 && flen >= 12 &&
-		    strcmp(c.filename + flen - 12, "threading.py") == 0;
-	py_code__clear(&c);
-	if (!bootstrap)
+	if (ctype != code_type || !str_is(r, o, qual, "Thread._bootstrap") ||
+	    py_read_str(r, o, file, fname, sizeof(fname)) < 0)
 		return -ENOENT;         /* not started by threading (the main thread, say) */
+	flen = strlen(fname);
+	if (flen < 12 || strcmp(fname + flen - 12, "threading.py") != 0)
+		return -ENOENT;
 	/* Thread._bootstrap(self): its first local is the Thread */
 	if ((err = rd_u64(r, outer + o->fr_localsplus, &self)) < 0 ||
 	    (err = attr_of(r, o, self, "_name", &name)) < 0)

@@ -564,6 +564,17 @@ static void test_thread_name_refuses_what_is_not_a_thread(void **state)
 	put_ascii(f, o, HTNAME, "Other");
 	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
 	put_ascii(f, o, HTNAME, "Worker");
+	/* tp_name pointing at ht_name's own ASCII data, as CPython sets it: no text compared */
+	put64(f, TYPE + o->type_name, HTNAME + o->unicode_ascii_size);
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), 0);
+	put_str(f, o, HTNAME, "Worker", 6, 1, false);      /* not ASCII: then not its data */
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	put64(f, TYPE + o->type_name, TPNAME);
+	put_ascii(f, o, HTNAME, "Worker");
+	/* a frame's code that is no code object */
+	put64(f, BOOT + o->ob_type, STR_TYPE);
+	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
+	put64(f, BOOT + o->ob_type, CODE_TYPE);
 	/* no _name among the keys */
 	put_ascii(f, o, K1, "_nome");
 	assert_int_equal(py_thread_name(&r, o, CODE_TYPE, TS1, name, sizeof(name)), -ENOENT);
