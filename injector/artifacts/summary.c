@@ -476,6 +476,8 @@ static void write_late(struct jsonw *w, const struct late_stats *l)
 	jsonw_kv_uint(w, "died_while_attached", l->died);
 	jsonw_kv_uint(w, "over_limit", l->over);
 	jsonw_kv_uint(w, "execd_after_attach", l->execd_after);
+	/* offered, but still waiting for the attach before it as the window closed */
+	jsonw_kv_uint(w, "not_attached_window_ended", l->window_ended);
 	if (l->last_failure[0])
 		jsonw_kv_str(w, "last_failure", l->last_failure);
 	jsonw_obj_close(w);

@@ -209,6 +209,9 @@ void late__stop(struct late *l)
 	pthread_mutex_unlock(&l->lock);
 	pthread_join(l->thread, NULL);
 	l->started = false;
+	/* what was still waiting its turn is not attached now: said, not lost in the count */
+	for (size_t i = 0; i < l->n; i++)
+		l->stats.window_ended += l->items[i].state == LATE_QUEUED;
 }
 
 void late__stats(const struct late *l, struct late_stats *ret)

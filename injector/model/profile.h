@@ -75,6 +75,8 @@ struct late_stats {
 	unsigned died;                  /* died while they were being attached (named, kept) */
 	unsigned over;                  /* not attached: LATE_MAX was reached */
 	unsigned execd_after;           /* exec'd after they were attached: attached again */
+	unsigned window_ended;          /* still waiting their turn as the window closed (one
+					 * attach runs at a time): never attached */
 	char last_failure[640];         /* "pid N: why" of the last that failed */
 };
 

@@ -22,6 +22,7 @@ struct seen {
 	int n;
 	int result;                     /* what attach returns */
 	int discarded;
+	uint64_t takes_ns;              /* how long an attach takes */
 };
 
 static int fake_attach(struct target *t, void *ctx)
@@ -35,6 +36,8 @@ static int fake_attach(struct target *t, void *ctx)
 		s->at[s->n] = now_monotonic_ns();
 	}
 	__atomic_add_fetch(&s->n, 1, __ATOMIC_RELEASE);
+	if (s->takes_ns)
+		sleep_ns(s->takes_ns);
 	if (r < 0)
 		snprintf(t->message, sizeof(t->message), "refused by the test");
 	return r;
@@ -158,6 +161,32 @@ static void test_gone_and_untaken(void **state)
 	assert_int_equal(s.discarded, 1 + (int)st.attached);
 }
 
+/* One attach at a time: those still waiting their turn as the window closes are never
+ * attached, and counted so (summary.json followed_attach.not_attached_window_ended). */
+static void test_waiting_at_the_end_is_counted(void **state)
+{
+	struct seen s = { .result = 0, .takes_ns = 300 * NSEC_PER_MSEC };
+	struct late_stats st;
+	struct late *l;
+	uint64_t now = now_monotonic_ns() - LATE_SETTLE_NS;
+
+	(void)state;
+	g_seen = &s;
+	assert_int_equal(late__new(fake_attach, fake_discard, &s, &l), 0);
+	late__offer(l, 400, 7, now, false, 0);
+	while (__atomic_load_n(&s.n, __ATOMIC_ACQUIRE) < 1)
+		sleep_ns(1 * NSEC_PER_MSEC);
+	late__offer(l, 401, 7, now, false, 0);
+	late__offer(l, 402, 7, now, false, 0);
+	late__stop(l);          /* 400's attach ends; 401 and 402 never begin */
+	late__stats(l, &st);
+	assert_int_equal(__atomic_load_n(&s.n, __ATOMIC_ACQUIRE), 1);
+	assert_int_equal(st.offered, 3);
+	assert_int_equal(st.attached, 1);
+	assert_int_equal(st.window_ended, 2);
+	late__free(l);
+}
+
 /* A target chosen that exec'd: attached anew, with the start time it must still have. */
 static void test_exec_of_a_chosen_target(void **state)
 {
@@ -187,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_fork_then_exec_is_attached_once_after_the_exec),
 		cmocka_unit_test(test_bounded_and_failures_counted),
 		cmocka_unit_test(test_gone_and_untaken),
+		cmocka_unit_test(test_waiting_at_the_end_is_counted),
 		cmocka_unit_test(test_exec_of_a_chosen_target),
 	};
 
