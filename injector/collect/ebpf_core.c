@@ -933,14 +933,6 @@ static bool same_pid_ns(pid_t pid)
 #define PYNAME_TRIES 6        /* refreshes a thread is looked at for a name */
 #define PYNAMES_MAX 4096      /* threads named per process */
 
-const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid)
-{
-	for (size_t i = td->npynames; i-- > 0;)
-		if (td->pynames[i].tid == tid)
-			return td->pynames[i].found ? td->pynames[i].name : NULL;
-	return NULL;
-}
-
 /* The `threading` name of host thread tid, whose thread state is tstate: read the first
  * times it is seen (a thread not yet in Thread._bootstrap has none yet). */
 static void py_name_thread(struct ebpf_tdata *td, uint32_t tid, uint64_t tstate, uint64_t ns_tid)

@@ -437,7 +437,7 @@ int ebpf_stack_of_dump(struct ebpf *e, struct ebpf_tdata *td, const struct task_
  * on its CPU; 0 when the kernel does not say. */
 uint64_t ebpf_task_for_ns(const struct task_dump *d);
 
-/* ebpf_core.c: the `threading` name of td's thread tid (host tid), or NULL */
+/* ebpf_names.c: the `threading` name of td's thread tid (host tid), or NULL */
 const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid);
 /* ebpf.c: the target's Python thread states now (td->pythreads, and the BPF map if any) */
 void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td);

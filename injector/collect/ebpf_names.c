@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* Names of what the kernel says of a task: its state bits as the one letter ps(1) shows, a
- * syscall's name. No other dependency: the fuzzer of what prints them links them alone. */
+ * syscall's name; and the name the program gave a thread. No other dependency: the fuzzer
+ * of what prints them links them alone. */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "ebpf_internal.h"
+
+const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid)
+{
+	for (size_t i = td->npynames; i-- > 0;)
+		if (td->pynames[i].tid == tid)
+			return td->pynames[i].found ? td->pynames[i].name : NULL;
+	return NULL;
+}
 
 const char *ebpf_state_letter(uint32_t state)
 {

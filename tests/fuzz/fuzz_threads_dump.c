@@ -2,8 +2,9 @@
 /*
  * libFuzzer target for injector/artifacts/threads_dump.c, what `aiprof stacks` prints of the
  * threads ebpf__threads() read: every name in it is the target's to choose (process and thread
- * comm via prctl, frame names from its symbols and Python code objects), and the numbers come
- * from the kernel's view of a task the target controls (state bits, syscall number, how long).
+ * comm via prctl, threading names, frame names from its symbols and Python code objects), and
+ * the numbers come from the kernel's view of a task the target controls (state bits, syscall
+ * number, how long).
  * The input is read as a list of processes, each a list of threads with those fields and a
  * stack of frames named by input bytes (interned by the real stack store). Both outputs are
  * written: the JSON must parse and hold every thread; the text must reach a terminal with no
@@ -94,6 +95,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		td->nthreads = take(&in, 1) % 6;
 		td->threads = calloc(td->nthreads ? td->nthreads : 1, sizeof(*td->threads));
 		CHECK(td->threads);
+		/* the names the program gave its threads (threading's): the target's bytes too */
+		td->pynames = calloc(td->nthreads ? td->nthreads : 1, sizeof(*td->pynames));
+		CHECK(td->pynames);
 		for (size_t k = 0; k < td->nthreads; k++) {
 			struct ebpf_thread *t = &td->threads[k];
 			uint32_t frames[9];
@@ -107,6 +111,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			t->syscall = (int32_t)take(&in, 4);
 			t->for_ns = (uint64_t)take(&in, 4) << (take(&in, 1) % 33);
 			t->whole = take(&in, 1) & 1;
+			t->gil = (uint8_t)(take(&in, 1) % 3);
+			if (take(&in, 1) & 1) {
+				struct ebpf_pyname *pn = &td->pynames[td->npynames++];
+
+				pn->tid = t->tid;
+				pn->found = true;
+				name(&in, pn->name, sizeof(pn->name));
+			}
 			for (size_t j = 0; j < nf; j++) {
 				int id;
 
@@ -156,8 +168,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	free(js);
 	free(text);
-	for (size_t i = 0; i < e.nt; i++)
+	for (size_t i = 0; i < e.nt; i++) {
 		free(e.t[i].threads);
+		free(e.t[i].pynames);
+	}
 	free(e.t);
 	stack_store__clear(&e.stacks);
 	return 0;
