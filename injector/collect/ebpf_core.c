@@ -50,27 +50,27 @@ void ebpf_follow_note(struct ebpf *e, pid_t pid, pid_t parent, uint64_t ns, bool
 							       .ns = ns, .execd = execd };
 }
 
-void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
+struct ebpf_tid *ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm)
 {
 	for (size_t i = td->ntids; i-- > 0;)
 		if (td->tids[i].tid == tid) {
 			memcpy(td->tids[i].comm, comm, sizeof(td->tids[i].comm));
 			td->tids[i].comm[15] = 0;
-			return;
+			return &td->tids[i];
 		}
 	if (td->ntids == td->captids) {
 		size_t ncap = td->captids ? td->captids * 2 : 16;
 		struct ebpf_tid *nv = realloc(td->tids, ncap * sizeof(*nv));
 
 		if (!nv)
-			return;
+			return NULL;
 		td->tids = nv;
 		td->captids = ncap;
 	}
 	td->tids[td->ntids] = (struct ebpf_tid){ .tid = tid };
 	memcpy(td->tids[td->ntids].comm, comm, sizeof(td->tids[td->ntids].comm));
 	td->tids[td->ntids].comm[15] = 0;
-	td->ntids++;
+	return &td->tids[td->ntids++];
 }
 
 bool ebpf__exit_of(const struct ebpf *e, pid_t pid, int *ret_status, uint64_t *ret_ns)

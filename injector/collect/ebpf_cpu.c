@@ -355,6 +355,7 @@ static void ebpf_cpu__set_running(struct ebpf *e, bool on)
 static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *data, size_t size)
 {
 	const struct cpu_sample *s = data;
+	struct ebpf_tid *th;
 	struct ebpf_cpu_ev *ev;
 	uint32_t leaf = 0;
 	int id;
@@ -363,22 +364,16 @@ static void ebpf_cpu__record(struct ebpf *e, struct ebpf_tdata *td, const void *
 		e->bad_records++;
 		return;
 	}
-	ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
+	th = ebpf_note_tid(td, s->hdr.tid, s->hdr.comm);
 	id = ebpf_stack_from(e, td, &s->st, ebpf_ucopy_of(e, data, size, sizeof(*s)), false, true,
 			     &leaf, NULL);
 	if (id < 0)
 		return;
-	if (s->st.py_gil == EBPF_PY_GIL_HELD || s->st.py_gil == EBPF_PY_GIL_NOT_HELD) {
-		/* the thread noted just above, at the end or found from there */
-		for (size_t i = td->ntids; i-- > 0;)
-			if (td->tids[i].tid == s->hdr.tid) {
-				if (s->st.py_gil == EBPF_PY_GIL_HELD)
-					td->tids[i].gil_held++;
-				else
-					td->tids[i].gil_not_held++;
-				break;
-			}
-	}
+	/* the thread noted above (its entry stays put: stacks are built with no new tid) */
+	if (th && s->st.py_gil == EBPF_PY_GIL_HELD)
+		th->gil_held++;
+	else if (th && s->st.py_gil == EBPF_PY_GIL_NOT_HELD)
+		th->gil_not_held++;
 	stack_store__add(&e->stacks, (uint32_t)id, STACK_CPU, 1);
 	td->cpu_samples++;
 	if (!ebpf_keep_event(e, td))

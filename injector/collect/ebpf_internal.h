@@ -350,7 +350,7 @@ struct ebpf_tdata *ebpf_tdata_of(struct ebpf *e, uint32_t tgid);
 /* Keeps a follow note for ebpf__follow_news(); past EBPF_FOLLOW_NEWS_MAX untaken notes
  * new ones are dropped. */
 void ebpf_follow_note(struct ebpf *e, pid_t pid, pid_t parent, uint64_t ns, bool execd);
-void ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
+struct ebpf_tid *ebpf_note_tid(struct ebpf_tdata *td, uint32_t tid, const char *comm);
 /* true for a thread of aiprof's own in td (counted in own_records) */
 bool ebpf_tid_is_ours(struct ebpf_tdata *td, uint32_t tid);
 /* ebpf_syscalls.c: the kernel side leaves tid out of its per-syscall totals too */
