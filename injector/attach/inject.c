@@ -634,10 +634,14 @@ static int wait_tracee(pid_t tid, int *status, uint64_t timeout_ns)
 		now = now_monotonic_ns();
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		ts.tv_sec = (time_t)((deadline - now) / NSEC_PER_SEC);
-		ts.tv_nsec = (long)((deadline - now) % NSEC_PER_SEC);
-		if (ts.tv_sec == 0 && ts.tv_nsec > 2000000)
-			ts.tv_nsec = 2000000; /* re-check waitpid now and then */
+		/*
+		 * Re-checked every 2 ms whatever the signal does: the SIGCHLD of a stop that
+		 * came between waitpid() and here may have gone to a thread that does not block
+		 * it (and been dropped as ignored), or to another late worker waiting for its own
+		 * tracee (injector/cli/late.c runs several).
+		 */
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)(deadline - now < 2000000 ? deadline - now : 2000000);
 		(void)sigtimedwait(&chld, NULL, &ts);
 	}
 }

@@ -25,8 +25,9 @@ struct late {
 	void *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	pthread_t thread;
-	bool started, stopping;
+	pthread_t threads[LATE_WORKERS];
+	size_t nthreads;
+	bool stopping;
 	struct late_item items[LATE_MAX];
 	size_t n;
 	struct late_stats stats;
@@ -61,14 +62,25 @@ static struct late_item *queue(struct late *l, pid_t pid, pid_t parent, uint64_t
 	return it;
 }
 
-/* The queued item due first, or NULL. */
+/* Whether another worker is attaching pid now. */
+static bool pid_busy(const struct late *l, pid_t pid)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->items[i].state == LATE_BUSY && l->items[i].t.pid == pid)
+			return true;
+	return false;
+}
+
+/* The queued item due first, or NULL. A pid that exec'd while its attach was in flight
+ * waits for that attach to end: one tracer at a time. */
 static struct late_item *next_due(struct late *l)
 {
 	struct late_item *best = NULL;
 
 	for (size_t i = 0; i < l->n; i++)
 		if (l->items[i].state == LATE_QUEUED &&
-		    (!best || l->items[i].ready_ns < best->ready_ns))
+		    (!best || l->items[i].ready_ns < best->ready_ns) &&
+		    !pid_busy(l, l->items[i].t.pid))
 			best = &l->items[i];
 	return best;
 }
@@ -97,6 +109,7 @@ static void *late_main(void *arg)
 		}
 		it->state = LATE_BUSY;
 		it->attach_ns = now;
+		pthread_cond_signal(&l->wake);  /* the next one due: another worker's */
 		pthread_mutex_unlock(&l->lock);
 		r = l->attach(&it->t, l->ctx);
 		pthread_mutex_lock(&l->lock);
@@ -117,6 +130,7 @@ static void *late_main(void *arg)
 			it->state = LATE_DONE;
 			l->stats.attached++;
 		}
+		pthread_cond_broadcast(&l->wake);   /* an entry of the same pid may be due now */
 	}
 	pthread_mutex_unlock(&l->lock);
 	return NULL;
@@ -140,16 +154,19 @@ int late__new(late_attach_fn attach, late_discard_fn discard, void *ctx, struct 
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);    /* now_monotonic_ns()'s clock */
 	pthread_cond_init(&l->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	/* signals (^C, the tracees' SIGCHLD) stay the main thread's: the late thread polls */
+	/* signals (^C, the tracees' SIGCHLD) stay the main thread's: the workers poll */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&l->thread, NULL, late_main, l);
+	for (r = 0; l->nthreads < LATE_WORKERS; l->nthreads++) {
+		r = -pthread_create(&l->threads[l->nthreads], NULL, late_main, l);
+		if (r < 0)
+			break;
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r < 0) {
+	if (!l->nthreads) {     /* one worker is enough to go on with; none is not */
 		late__free(l);
 		return r;
 	}
-	l->started = true;
 	*ret = l;
 	return 0;
 }
@@ -201,14 +218,15 @@ bool late__take(struct late *l, struct target *t)
 
 void late__stop(struct late *l)
 {
-	if (!l || !l->started)
+	if (!l || !l->nthreads)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stopping = true;
-	pthread_cond_signal(&l->wake);
+	pthread_cond_broadcast(&l->wake);
 	pthread_mutex_unlock(&l->lock);
-	pthread_join(l->thread, NULL);
-	l->started = false;
+	for (size_t i = 0; i < l->nthreads; i++)
+		pthread_join(l->threads[i], NULL);
+	l->nthreads = 0;
 	/* what was still waiting its turn is not attached now: said, not lost in the count */
 	for (size_t i = 0; i < l->n; i++)
 		l->stats.window_ended += l->items[i].state == LATE_QUEUED;

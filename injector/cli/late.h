@@ -2,9 +2,10 @@
 /*
  * The processes the targets start during the window, attached the way the targets were
  * (libaiprof.so by ptrace injection, or uprobes): torchrun's ranks, a job's helpers. The
- * eBPF follower names them (ebpf__follow_news()); each is attached on a thread of its
- * own, so that the window goes on draining the rings while an injection waits for a safe
- * point. A child is attached LATE_SETTLE_NS after its fork or its exec, whichever came
+ * eBPF follower names them (ebpf__follow_news()); they are attached by LATE_WORKERS
+ * threads of their own, so that the window goes on draining the rings while an injection
+ * waits for a safe point, and so that a rank whose attach waits seconds for one (inside
+ * `import torch`) does not hold back the ranks started after it. A child is attached LATE_SETTLE_NS after its fork or its exec, whichever came
  * last: a fork followed at once by an exec is attached once, in the new program, with its
  * loader done. One that execs after its attach began is attached again (the library went
  * with the old program): the same pid then has two entries, the newer one last.
@@ -19,10 +20,11 @@
 #include "model/profile.h"
 
 #define LATE_MAX 16                              /* processes attached in one window */
+#define LATE_WORKERS 4                           /* attaches at once */
 #define LATE_SETTLE_NS (50ull * 1000 * 1000)
 
 /* Attaches t (pid, parent, started_ns set): 0, or a negative errno with t->message set;
- * called on the late thread. */
+ * called on a late worker, LATE_WORKERS of them at once (for different processes). */
 typedef int (*late_attach_fn)(struct target *t, void *ctx);
 /* (t->start_ticks, when set before the call, is the start time the process must have) */
 /* (struct late_stats: model/profile.h, for the summary) */
@@ -42,7 +44,7 @@ void late__offer(struct late *l, pid_t pid, pid_t parent, uint64_t ns, bool exec
 		 unsigned long long start_ticks);
 /* Moves a process attached since the last call into *t (recording not yet started). */
 bool late__take(struct late *l, struct target *t);
-/* No more attaches: waits for the one in flight (it can still be taken). */
+/* No more attaches: waits for those in flight (they can still be taken). */
 void late__stop(struct late *l);
 /* Discards what was not taken; NULL-safe. */
 void late__free(struct late *l);

@@ -354,6 +354,8 @@ static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs
  */
 static bool uprobe_multi_usable(void)
 {
+	/* -1 not asked yet; the answer is the same for every caller (the late workers ask at
+	 * once, each computes it, each stores the same) */
 	static int cached = -1;
 	const struct bpf_insn insns[] = {
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
@@ -362,26 +364,30 @@ static bool uprobe_multi_usable(void)
 	LIBBPF_OPTS(bpf_prog_load_opts, lo,
 		    .expected_attach_type = (enum bpf_attach_type)GP_BPF_TRACE_UPROBE_MULTI);
 	const char *env = getenv("AIPROF_EBPF_MULTI");
+	int known = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
 	uint64_t off = 0;
+	bool usable = false;
 	int prog, fd;
 
 	if (env && strcmp(env, "0") == 0)
 		return false;
-	if (cached >= 0)
-		return cached;
-	cached = 0;
+	if (known >= 0)
+		return known;
 	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, NULL, "GPL", insns, 2, &lo);
-	if (prog < 0)
+	if (prog < 0) {
+		__atomic_store_n(&cached, 0, __ATOMIC_RELEASE);
 		return false;
+	}
 	fd = uprobe_multi_link(prog, "/", &off, NULL, 1, false, 0);
 	if (fd == -EBADF) {
 		fd = uprobe_multi_link(prog, "/", &off, NULL, 1, false, -1);
-		cached = fd == -EINVAL;
+		usable = fd == -EINVAL;
 	}
 	if (fd >= 0)
 		close(fd);
 	close(prog);
-	return cached;
+	__atomic_store_n(&cached, usable, __ATOMIC_RELEASE);
+	return usable;
 }
 
 /* File offset of vaddr inside an executable PT_LOAD (what uprobes take). */
@@ -703,10 +709,15 @@ static int fail_msg(int r, char *msg, size_t len, const char *fmt, ...)
 	return r;
 }
 
+static void set_libbpf_print(void)
+{
+	libbpf_set_print(libbpf_print);
+}
+
 int uprobe_session__start(pid_t pid, uint32_t collectors, struct uprobe_session **ret,
 			  char *msg, size_t len)
 {
-	static bool print_set;
+	static pthread_once_t print_once = PTHREAD_ONCE_INIT;
 	struct uprobe_session *s = NULL;
 	char path[64];
 	struct stat st;
@@ -719,10 +730,7 @@ int uprobe_session__start(pid_t pid, uint32_t collectors, struct uprobe_session 
 	if (r < 0)
 		return fail_msg(r == -ESRCH || r == -ENOENT ? -ESRCH : r, msg, len,
 				"no process with pid %d", pid);
-	if (!print_set) {
-		libbpf_set_print(libbpf_print);
-		print_set = true;
-	}
+	pthread_once(&print_once, set_libbpf_print);
 	perf_raise_nofile();
 
 	s = calloc(1, sizeof(*s));

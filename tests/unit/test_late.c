@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * injector/cli/late.c: the processes the targets start, attached on a thread of their own.
+ * injector/cli/late.c: the processes the targets start, attached on threads of their own.
  * The attach function here records what it was given and when; what the window does with
  * an attached process is the integration tests' (tests/integration/test_follow.py).
  */
@@ -23,21 +23,30 @@ struct seen {
 	int result;                     /* what attach returns */
 	int discarded;
 	uint64_t takes_ns;              /* how long an attach takes */
+	pid_t held;                     /* this pid's attach waits until release is set (5 s) */
+	int release;
+	int held_done;                  /* set as the held attach returns */
 };
 
 static int fake_attach(struct target *t, void *ctx)
 {
 	struct seen *s = ctx;
 	int r = __atomic_load_n(&s->result, __ATOMIC_ACQUIRE);
+	int i = __atomic_fetch_add(&s->n, 1, __ATOMIC_ACQ_REL);   /* workers attach at once */
 
-	if (s->n < 64) {
-		s->pid[s->n] = t->pid;
-		s->parent[s->n] = t->parent;
-		s->at[s->n] = now_monotonic_ns();
+	if (i < 64) {
+		s->pid[i] = t->pid;
+		s->parent[i] = t->parent;
+		s->at[i] = now_monotonic_ns();
 	}
-	__atomic_add_fetch(&s->n, 1, __ATOMIC_RELEASE);
 	if (s->takes_ns)
 		sleep_ns(s->takes_ns);
+	if (s->held && t->pid == s->held) {
+		for (uint64_t end = now_monotonic_ns() + 5 * NSEC_PER_SEC;
+		     !__atomic_load_n(&s->release, __ATOMIC_ACQUIRE) && now_monotonic_ns() < end;)
+			sleep_ns(1 * NSEC_PER_MSEC);
+		__atomic_store_n(&s->held_done, 1, __ATOMIC_RELEASE);
+	}
 	if (r < 0)
 		snprintf(t->message, sizeof(t->message), "refused by the test");
 	return r;
@@ -170,25 +179,80 @@ static void test_gone_and_untaken(void **state)
 	assert_int_equal(s.discarded, 1 + (int)st.attached);
 }
 
-/* One attach at a time: those still waiting their turn as the window closes are never
- * attached, and counted so (summary.json followed_attach.not_attached_window_ended). */
+/* Those still waiting their turn as the window closes are never attached, and counted so
+ * (summary.json followed_attach.not_attached_window_ended). LATE_WORKERS attach at once:
+ * of LATE_WORKERS + 2 slow attaches at least two are still waiting at the stop. */
 static void test_waiting_at_the_end_is_counted(void **state)
 {
 	struct seen s = { .result = 0, .takes_ns = 300 * NSEC_PER_MSEC };
 	struct late_stats st;
 	struct late *l;
 	uint64_t now = now_monotonic_ns() - LATE_SETTLE_NS;
+	int offered = LATE_WORKERS + 2;
 
 	(void)state;
 	l = attaching(&s, 400, now);
-	late__offer(l, 401, 7, now, false, 0);
-	late__offer(l, 402, 7, now, false, 0);
-	late__stop(l);          /* 400's attach ends; 401 and 402 never begin */
+	for (int i = 1; i < offered; i++)
+		late__offer(l, 400 + i, 7, now, false, 0);
+	late__stop(l);          /* the attaches in flight end; the rest never begin */
 	late__stats(l, &st);
+	assert_int_equal(st.offered, offered);
+	assert_int_equal(__atomic_load_n(&s.n, __ATOMIC_ACQUIRE), (int)st.attached);
+	assert_true(st.attached >= 1 && st.attached <= LATE_WORKERS);
+	assert_int_equal(st.attached + st.window_ended, offered);
+	late__free(l);
+}
+
+/* An attach that waits (a rank inside `import torch`, its safe point seconds away) does
+ * not hold back the process offered after it: that one is attached and handed out while
+ * the first is still waiting. */
+static void test_a_slow_attach_holds_no_other_back(void **state)
+{
+	struct seen s = { .result = 0, .held = 600 };
+	struct target got[1];
+	struct late_stats st;
+	struct late *l;
+	uint64_t now = now_monotonic_ns() - LATE_SETTLE_NS;
+
+	(void)state;
+	l = attaching(&s, 600, now);
+	late__offer(l, 601, 7, now, false, 0);
+	assert_int_equal(take_all(l, got, 1), 1);
+	assert_int_equal(got[0].pid, 601);
+	assert_int_equal(__atomic_load_n(&s.held_done, __ATOMIC_ACQUIRE), 0);  /* 600 waits on */
+	__atomic_store_n(&s.release, 1, __ATOMIC_RELEASE);
+	assert_int_equal(take_all(l, got, 1), 1);
+	assert_int_equal(got[0].pid, 600);
+	late__stop(l);
+	late__stats(l, &st);
+	assert_int_equal(st.attached, 2);
+	late__free(l);
+}
+
+/* A process that execs while its attach is in flight is attached again, but not by a
+ * second worker at the same time: one tracer at a time, the new attach after the old. */
+static void test_one_attach_of_a_pid_at_a_time(void **state)
+{
+	struct seen s = { .result = 0, .held = 700 };
+	struct target got[2];
+	struct late_stats st;
+	struct late *l;
+	uint64_t now = now_monotonic_ns() - LATE_SETTLE_NS;
+
+	(void)state;
+	l = attaching(&s, 700, now);
+	late__offer(l, 700, 7, now_monotonic_ns(), true, 0);  /* its exec, after the attach began */
+	sleep_ns(200 * NSEC_PER_MSEC);          /* workers free, the new entry due */
 	assert_int_equal(__atomic_load_n(&s.n, __ATOMIC_ACQUIRE), 1);
-	assert_int_equal(st.offered, 3);
-	assert_int_equal(st.attached, 1);
-	assert_int_equal(st.window_ended, 2);
+	__atomic_store_n(&s.release, 1, __ATOMIC_RELEASE);
+	assert_int_equal(take_all(l, got, 2), 2);
+	assert_int_equal(got[0].pid, 700);
+	assert_int_equal(got[1].pid, 700);
+	assert_int_equal(__atomic_load_n(&s.n, __ATOMIC_ACQUIRE), 2);
+	late__stop(l);
+	late__stats(l, &st);
+	assert_int_equal(st.execd_after, 1);
+	assert_int_equal(st.attached, 2);
 	late__free(l);
 }
 
@@ -222,6 +286,8 @@ int main(void)
 		cmocka_unit_test(test_bounded_and_failures_counted),
 		cmocka_unit_test(test_gone_and_untaken),
 		cmocka_unit_test(test_waiting_at_the_end_is_counted),
+		cmocka_unit_test(test_a_slow_attach_holds_no_other_back),
+		cmocka_unit_test(test_one_attach_of_a_pid_at_a_time),
 		cmocka_unit_test(test_exec_of_a_chosen_target),
 	};
 
