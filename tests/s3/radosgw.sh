@@ -53,6 +53,20 @@ wait_for() {
 
 ceph_() { timeout 20 ceph -c "$CONF" --connect-timeout 15 "$@"; }
 
+# ceph_ for a command that may be repeated (the same answer twice), tried up to 5 times: a
+# client can ask a monitor that has just come up before it holds the monitor map, and is
+# refused (mon.log "handle_command on fsid 00000000-... != <ours>", the CLI "Error EPERM:
+# problem getting command descriptions from mon."). The last try's stderr is kept.
+ceph_again() {
+	local i out
+	for i in 1 2 3 4 5; do
+		out=$(ceph_ "$@" 2>"$STATE/ceph_again.err") && { printf '%s\n' "$out"; return 0; }
+		sleep 0.5
+	done
+	cat "$STATE/ceph_again.err" >&2
+	return 1
+}
+
 dump_logs() {
 	local f
 	for f in "$STATE"/*.out "$STATE"/*.log; do
@@ -193,9 +207,10 @@ EOF
 	wait_for 20 ceph_ mon stat || die "the monitor did not come up"
 
 	local id
-	id=$(ceph_ osd new "$osd_uuid") || die "ceph osd new failed"
+	id=$(ceph_again osd new "$osd_uuid") || die "ceph osd new failed"   # one uuid: one id
 	[ "$id" = 0 ] || die "unexpected osd id $id"
-	ceph_ osd crush add osd.0 1.0 host=localhost root=default >/dev/null || die "ceph osd crush add failed"
+	ceph_again osd crush add osd.0 1.0 host=localhost root=default >/dev/null ||
+		die "ceph osd crush add failed"
 	ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >"$STATE/mkfs-osd.out" 2>&1 ||
 		{ cat "$STATE/mkfs-osd.out" >&2; die "ceph-osd --mkfs failed"; }
 	spawn osd ceph-osd -c "$CONF" -i 0 -f
