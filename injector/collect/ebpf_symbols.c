@@ -16,6 +16,7 @@
 #include "targetfile.h"
 #include "timeutil.h"
 #include "u64map.h"
+#include "target/container.h"
 #include "target/unwind.h"
 #include "ebpf_kallsyms.h"
 #include "ebpf_symbols.h"
@@ -29,9 +30,12 @@ struct sym_elf {
 	struct elf_file *elf;
 };
 
-/* Per mapping of a process: the ELF behind it and its load bias, resolved once. */
+/* Per mapping of a process: the ELF behind it and its load bias, resolved once (again only
+ * if another file is mapped at the same start since). */
 struct map_state {
 	uint64_t start;           /* the entry's start: key */
+	uint64_t offset, inode;   /* the file mapped there, as it was resolved */
+	uint32_t dev_major, dev_minor;
 	int elf;                  /* index into symbolizer.elfs, -1 if none */
 	int err;                  /* why not */
 	bool bias_ok;
@@ -41,12 +45,16 @@ struct map_state {
 
 struct proc_symbolizer {
 	pid_t pid;
+	unsigned long long start_ticks;   /* its start time: a pid reused is not it (0: unknown) */
+	bool gone;                /* exited (or its pid names another process): maps kept */
 	struct symbolizer *z;
 	struct maps *maps;
 	uint64_t last_refresh_ns;
 	long long code_kb;        /* VmExe + VmLib as maps was read (-1: unknown): the size of
 				   * its executable file mappings, which a library loaded since
 				   * changes */
+	bool held;                /* proc_symbolizer__hold() resolved every mapping once */
+	bool frozen;              /* its maps are read no more (proc_symbolizer__freeze) */
 	struct map_state *ms;
 	size_t nms, capms;
 	struct u64map by_start;   /* entry start -> index into ms */
@@ -131,6 +139,7 @@ static long long code_kb_of(pid_t pid)
 int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **ret)
 {
 	struct proc_symbolizer *ps, **nv;
+	pid_t ppid = 0;
 	int r;
 
 	ps = calloc(1, sizeof(*ps));
@@ -138,6 +147,7 @@ int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **r
 		return -ENOMEM;
 	ps->pid = pid;
 	ps->z = z;
+	(void)container__parent_and_start("/proc", pid, &ppid, &ps->start_ticks);
 	ps->code_kb = code_kb_of(pid);
 	r = maps__read(pid, &ps->maps);
 	if (r < 0) {
@@ -156,6 +166,14 @@ int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **r
 	return 0;
 }
 
+
+struct proc_symbolizer *symbolizer__proc_of(struct symbolizer *z, pid_t pid)
+{
+	for (size_t i = z->nprocs; i-- > 0;)
+		if (z->procs[i]->pid == pid)
+			return z->procs[i];
+	return NULL;
+}
 
 /* Keeps f (taken over, freed on failure) under key: its index into z->elfs, or -ENOMEM. */
 static int add_elf(struct symbolizer *z, const char *key, struct elf_file *f)
@@ -276,22 +294,29 @@ static struct map_state *state_for(struct proc_symbolizer *ps, const struct maps
 	struct map_state *m;
 	uint64_t idx;
 
-	if (u64map_get(&ps->by_start, e->start, &idx) && ps->ms[idx].start == e->start)
-		return &ps->ms[idx];
-	if (ps->nms == ps->capms) {
-		size_t ncap = ps->capms ? ps->capms * 2 : 64;
-		struct map_state *nv = realloc(ps->ms, ncap * sizeof(*nv));
+	if (u64map_get(&ps->by_start, e->start, &idx) && ps->ms[idx].start == e->start) {
+		m = &ps->ms[idx];
+		if (m->offset == e->offset && m->inode == e->inode &&
+		    m->dev_major == e->dev_major && m->dev_minor == e->dev_minor)
+			return m;
+		/* another file mapped where this one was: resolved anew in its place */
+	} else {
+		if (ps->nms == ps->capms) {
+			size_t ncap = ps->capms ? ps->capms * 2 : 64;
+			struct map_state *nv = realloc(ps->ms, ncap * sizeof(*nv));
 
-		if (!nv)
+			if (!nv)
+				return NULL;
+			ps->ms = nv;
+			ps->capms = ncap;
+		}
+		if (u64map_put(&ps->by_start, e->start, ps->nms) < 0)
 			return NULL;
-		ps->ms = nv;
-		ps->capms = ncap;
+		m = &ps->ms[ps->nms++];
 	}
-	m = &ps->ms[ps->nms];
-	*m = (struct map_state){ .start = e->start, .elf = -1, .module = -1 };
-	if (u64map_put(&ps->by_start, e->start, ps->nms) < 0)
-		return NULL;
-	ps->nms++;
+	*m = (struct map_state){ .start = e->start, .offset = e->offset, .inode = e->inode,
+				 .dev_major = e->dev_major, .dev_minor = e->dev_minor, .elf = -1,
+				 .module = -1 };
 	if (maps_entry__is_file(e) || (e->path && strcmp(e->path, VDSO_KEY) == 0)) {
 		int r = maps_entry__is_file(e) ? elf_for(ps->z, ps->pid, e) : elf_for_vdso(ps->z);
 
@@ -328,18 +353,41 @@ static void copy_name(const char *raw, char *buf, size_t len)
 	free(d);
 }
 
-/* ps's maps read again; code_kb: the process's code size read just before */
+/* Whether ps->pid is still the process ps was made for (not exited, its pid not reused). */
+static bool still_it(struct proc_symbolizer *ps)
+{
+	unsigned long long start = 0;
+	pid_t ppid = 0;
+
+	if (ps->gone)
+		return false;
+	if (container__parent_and_start("/proc", ps->pid, &ppid, &start) < 0 ||
+	    (ps->start_ticks && start != ps->start_ticks))
+		ps->gone = true;
+	return !ps->gone;
+}
+
+/* ps's maps read again; code_kb: the process's code size read just before. The ELF files
+ * already resolved stay resolved (a process that exits later is still named by them); maps
+ * read from a pid that names another process now are thrown away. */
 static int reread_at(struct proc_symbolizer *ps, long long code_kb)
 {
 	struct maps *nm;
-	int r = maps__read(ps->pid, &nm);
+	int r;
 
-	if (r < 0)
+	if (ps->gone || ps->frozen)
+		return -ESRCH;
+	r = maps__read(ps->pid, &nm);
+	if (r < 0) {
+		(void)still_it(ps);
 		return r;
+	}
+	if (!still_it(ps)) {
+		maps__free(nm);
+		return -ESRCH;
+	}
 	maps__free(ps->maps);
 	ps->maps = nm;
-	ps->nms = 0;
-	u64map_clear(&ps->by_start);
 	ps->last_refresh_ns = now_monotonic_ns();
 	ps->code_kb = code_kb;
 	return 0;
@@ -348,6 +396,84 @@ static int reread_at(struct proc_symbolizer *ps, long long code_kb)
 int proc_symbolizer__reread(struct proc_symbolizer *ps)
 {
 	return reread_at(ps, code_kb_of(ps->pid));
+}
+
+static bool wants_elf(const struct maps_entry *e)
+{
+	return (e->prot & PROT_EXEC) &&
+	       (maps_entry__is_file(e) || (e->path && strcmp(e->path, VDSO_KEY) == 0));
+}
+
+/* Whether every executable file mapping of old is in new as it was. */
+static bool maps_grew(const struct maps *old, const struct maps *new)
+{
+	for (size_t i = 0; i < old->n; i++) {
+		const struct maps_entry *a = &old->v[i], *b;
+
+		if (!wants_elf(a))
+			continue;
+		b = maps__find_addr(new, a->start);
+		if (!b || b->start != a->start || b->end != a->end || b->offset != a->offset ||
+		    b->inode != a->inode || b->dev_major != a->dev_major ||
+		    b->dev_minor != a->dev_minor)
+			return false;
+	}
+	return true;
+}
+
+int proc_symbolizer__hold(struct proc_symbolizer *ps, size_t *ret_opened)
+{
+	long long code_kb;
+	size_t before = ps->z->nelfs;
+
+	if (ret_opened)
+		*ret_opened = 0;
+	if (ps->gone)
+		return -ESRCH;
+	if (ps->frozen)
+		return 0;
+	code_kb = code_kb_of(ps->pid);
+	if (ps->held && code_kb >= 0 && code_kb == ps->code_kb)
+		return still_it(ps) ? 0 : -ESRCH;        /* no mapping came or went */
+	if (ps->held || code_kb != ps->code_kb) {
+		struct maps *nm;
+		int r = maps__read(ps->pid, &nm);
+
+		if (r < 0 || !still_it(ps)) {
+			if (r >= 0)
+				maps__free(nm);
+			(void)still_it(ps);
+			return ps->gone ? -ESRCH : r;
+		}
+		if (!maps_grew(ps->maps, nm)) {
+			/* code went away (an exec, a dlclose): the addresses recorded so far are
+			 * named by the maps they were recorded under, which are kept from now on */
+			maps__free(nm);
+			ps->frozen = true;
+			return 0;
+		}
+		maps__free(ps->maps);
+		ps->maps = nm;
+		ps->last_refresh_ns = now_monotonic_ns();
+		ps->code_kb = code_kb;
+	}
+	for (size_t i = 0; i < ps->maps->n; i++)
+		if (wants_elf(&ps->maps->v[i]) && !state_for(ps, &ps->maps->v[i]))
+			return -ENOMEM;
+	ps->held = true;
+	if (ret_opened)
+		*ret_opened = ps->z->nelfs - before;
+	return 0;
+}
+
+bool proc_symbolizer__gone(const struct proc_symbolizer *ps)
+{
+	return ps->gone;
+}
+
+void proc_symbolizer__freeze(struct proc_symbolizer *ps)
+{
+	ps->frozen = true;
 }
 
 /*

@@ -26,9 +26,30 @@ const struct ksyms *symbolizer__ksyms(struct symbolizer *z);
 
 /* A per-process view; owned by z. -ENOENT/-EACCES from reading the maps. */
 int symbolizer__proc(struct symbolizer *z, pid_t pid, struct proc_symbolizer **ret);
-/* Reads its maps again now, forgetting the old ones (a new program after an exec). 0, or
- * maps__read()'s error (the old maps are kept then). */
+/* Reads its maps again now, replacing the old ones (a new program after an exec). 0, or
+ * maps__read()'s error, or -ESRCH when the pid names another process now (the old maps are
+ * kept then). */
 int proc_symbolizer__reread(struct proc_symbolizer *ps);
+/*
+ * Resolves the ELF file of every executable mapping now, while the process lives, so that
+ * its addresses are named after it exits (a trainer that ends inside the window, a
+ * short-lived child): the file is opened through /proc/PID/map_files only while the
+ * mapping exists. Cheap when called again with nothing mapped since (its status read, no
+ * maps). Maps only grow here: when a mapping held before is gone (the process exec'd, or
+ * unloaded a library) the maps held are kept, and never read again (frozen), so that the
+ * addresses recorded under them are not named after another program's. *ret_opened (may be
+ * NULL): how many files were opened for the first time. 0, -ESRCH once the process is gone
+ * (what was held stays), -ENOMEM. A module mapped after the last call and before the exit
+ * is not named.
+ */
+int proc_symbolizer__hold(struct proc_symbolizer *ps, size_t *ret_opened);
+/* Whether a look at it found the process exited or its pid reused. */
+bool proc_symbolizer__gone(const struct proc_symbolizer *ps);
+/* Its maps are read no more, by a hold or a lookup: the process exec'd, and what was
+ * recorded before is named by the old program's maps. */
+void proc_symbolizer__freeze(struct proc_symbolizer *ps);
+/* The per-process view of pid made earlier (newest first), or NULL. */
+struct proc_symbolizer *symbolizer__proc_of(struct symbolizer *z, pid_t pid);
 
 enum usym_flags {
 	USYM_MAPPED = 1 << 0,     /* in an executable mapping of the process */

@@ -6,7 +6,7 @@
  * frames read from the target, a copy of the user stack with registers), any bytes at all, as
  * this process's own record. A stack id comes back or an error; nothing is read past the
  * record.
- * FUZZ_SOURCES: injector/collect/ebpf_core.c injector/collect/ebpf_names.c injector/collect/ebpf_stacks.c injector/collect/ebpf_symbols.c injector/collect/ebpf_kallsyms.c injector/target/unwind.c injector/target/uwshare.c injector/target/python.c injector/target/pyoffsets.c common/u64map.c common/elfsym.c common/procmaps.c common/readfile.c common/digest.c common/blobtab.c common/log.c common/timeutil.c common/procsyms.c common/strbuf.c injector/target/pyframes.c common/targetfile.c common/procstat.c
+ * FUZZ_SOURCES: injector/collect/ebpf_core.c injector/collect/ebpf_names.c injector/collect/ebpf_stacks.c injector/collect/ebpf_symbols.c injector/collect/ebpf_kallsyms.c injector/target/unwind.c injector/target/uwshare.c injector/target/python.c injector/target/pyoffsets.c common/u64map.c common/elfsym.c common/procmaps.c common/readfile.c common/digest.c common/blobtab.c common/log.c common/timeutil.c common/procsyms.c common/strbuf.c injector/target/pyframes.c common/targetfile.c common/procstat.c injector/target/container.c
  * FUZZ_LIBS: -lbpf -ldw -lelf -lz -lcrypto
  */
 #include <stddef.h>
