@@ -374,7 +374,10 @@ static int one_target(const struct target *t, struct symbolizer *z, struct stack
 
 	for (size_t i = 0; i < AIPROF_API__MAX; i++)
 		g.apiframe[i] = UINT32_MAX;
-	if (z && symbolizer__proc(z, t->pid, &ts.ps) < 0)
+	/* the code held while it lived (a process that exited in the window is named too);
+	 * else its maps as they are now */
+	ts.ps = t->psyms;
+	if (!ts.ps && z && symbolizer__proc(z, t->pid, &ts.ps) < 0)
 		ts.ps = NULL;
 	snprintf(rootname, sizeof(rootname), "%s-%d", t->comm, (int)t->pid);
 	r = stack_store__frame(ss, rootname);

@@ -32,6 +32,7 @@
 #include "attach/inject.h"
 #include "attach/session.h"
 #include "collect/ebpf.h"
+#include "collect/ebpf_symbols.h"
 #include "collect/uprobes.h"
 #include "analyze/diagnosis.h"
 #include "artifacts/ebpf_artifacts.h"
@@ -435,6 +436,8 @@ struct run {
 	uint64_t cut_realtime_ns;       /* when every target had exited, cutting the window */
 	struct ebpf *ebpf;
 	char ebpf_why[256];
+	struct symbolizer *symz;        /* the targets' code, held while they live (t->psyms) */
+	uint64_t next_hold_ns;
 	struct profile prof;
 	struct timeline_stats tl_stats;
 	char report[PATH_MAX + 32];
@@ -918,6 +921,42 @@ static uint32_t lib_collectors(const struct profile_opts *o)
 	return o->collectors | (o->eo.unwind_stack_bytes ? 0 : AIPROF_COLLECT_FP_STACKS);
 }
 
+#define HOLD_EVERY_NS (500 * NSEC_PER_MSEC)
+
+/*
+ * The code of a target whose launch stacks are recorded (by the library or by uprobes),
+ * held while it lives (collect/ebpf_symbols.h): a process that exits during the window
+ * keeps the names of its frames. An entry whose process exec'd since keeps the old
+ * program's maps.
+ */
+static void hold_code(struct run *run, struct target *t)
+{
+	if ((!t->session && !t->uprobes) || t->error)
+		return;
+	if (!run->symz && symbolizer__new(&run->symz) < 0) {
+		run->symz = NULL;
+		return;
+	}
+	if (!t->psyms) {
+		if (t->execd_after_attach || !target_same_process(t) ||
+		    symbolizer__proc(run->symz, t->pid, &t->psyms) < 0) {
+			t->psyms = NULL;        /* looked up at the end, as before */
+			return;
+		}
+	}
+	if (t->execd_after_attach)
+		proc_symbolizer__freeze(t->psyms);
+	else
+		(void)proc_symbolizer__hold(t->psyms, NULL);
+}
+
+static void hold_all_code(struct run *run)
+{
+	for (size_t i = 0; i < run->ntargets; i++)
+		hold_code(run, &run->targets[i]);
+	run->next_hold_ns = now_monotonic_ns() + HOLD_EVERY_NS;
+}
+
 /* The follower's news to the late thread; the processes it attached, into the window. */
 static void late_poll(struct run *run)
 {
@@ -951,6 +990,8 @@ static void late_poll(struct run *run)
 				run->targets[i].execd_after_attach = true;
 				if (run->targets[i].session)
 					session__orphan(run->targets[i].session);
+				if (run->targets[i].psyms)
+					proc_symbolizer__freeze(run->targets[i].psyms);
 			}
 		run->ntargets++;
 		*nt = t;
@@ -960,6 +1001,7 @@ static void late_poll(struct run *run)
 		if (nt->session)
 			session__start(nt->session, lib_collectors(run->o));
 		target_refresh_threads(nt);
+		hold_code(run, nt);
 	}
 }
 
@@ -1003,6 +1045,7 @@ static void record_window(struct run *run)
 			session__start(run->targets[i].session, lib_collectors(o));
 	if (run->ebpf)
 		ebpf__start(run->ebpf);
+	hold_all_code(run);
 	if (record_release_fd >= 0) {
 		/* aiprof record: the collectors run, the command may exec now */
 		if (write(record_release_fd, "g", 1) != 1)
@@ -1035,6 +1078,8 @@ static void record_window(struct run *run)
 			}
 		}
 		late_poll(run);
+		if (now_monotonic_ns() >= run->next_hold_ns)
+			hold_all_code(run);
 		for (size_t i = 0; i < run->ntargets; i++) {
 			struct target *t = &run->targets[i];
 
@@ -1067,6 +1112,7 @@ static void stop_window(struct run *run)
 		run->prof.late.on = on;
 	}
 	ebpf__stop(run->ebpf);
+	hold_all_code(run);     /* what was loaded since the last look */
 	/* every thread's stacks as the window closes: stacks.json, what `aiprof merge` groups
 	 * the ranks by */
 	run->threads_dumped = run->ebpf && ebpf__threads(run->ebpf) >= 0;
@@ -1369,6 +1415,7 @@ out:
 	late__free(run.late);
 	ebpf__free(run.ebpf);
 	free_targets_in(run.targets, run.ntargets);
+	symbolizer__free(run.symz);     /* the targets' psyms with it */
 	free(run.targets);
 	free(o);
 	return rc;

@@ -13,6 +13,7 @@
 #include "inject_report.h"
 
 struct proc_syms;
+struct proc_symbolizer;
 struct uprobe_session;
 struct ebpf;
 struct diagnosis;
@@ -43,6 +44,9 @@ struct target {
 	struct uprobe_session *uprobes; /* --method ebpf, once attached */
 	struct event_store store;
 	struct proc_syms *syms;         /* for kernel names from host stubs */
+	struct proc_symbolizer *psyms;  /* its code, held while it lives (borrowed: the run's
+					 * symbolizer, cli/profile.c): the launch stacks' frames
+					 * are named after it exits; NULL: looked up at the end */
 	size_t named_events, named_totals; /* store.v and store.over.v named up to here */
 	struct tid_name *threads;
 	size_t nthreads;
@@ -75,8 +79,8 @@ struct late_stats {
 	unsigned died;                  /* died while they were being attached (named, kept) */
 	unsigned over;                  /* not attached: LATE_MAX was reached */
 	unsigned execd_after;           /* exec'd after they were attached: attached again */
-	unsigned window_ended;          /* still waiting their turn as the window closed (one
-					 * attach runs at a time): never attached */
+	unsigned window_ended;          /* still waiting their turn as the window closed
+					 * (LATE_WORKERS attaches at once): never attached */
 	char last_failure[640];         /* "pid N: why" of the last that failed */
 };
 

@@ -292,6 +292,27 @@ def test_gpu_flamegraph_by_launch_count_without_gpu_timing(procs, tmp_path):
     assert "weight: launch count" in gpu_title(out)
 
 
+def test_gpu_flamegraph_of_a_process_that_exits_in_the_window_is_named(procs, tmp_path):
+    """`make demo`'s case: the trainer ends inside the window, and its launch stacks are
+    symbolized after it is gone: every frame of its callers is named as if it had lived
+    (its code was held while it ran), none is a raw address."""
+    require_root()
+    p, pid = start_trainer(procs, "--ranks", "2", "--run-seconds", "1.5")
+    out = tmp_path / "gone"
+    r = run_aiprof(["profile", "--pid", str(pid), "-d", "5s", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    p.wait(timeout=30)
+    s = load_summary(out)
+    assert s["targets"][0].get("exit", {}).get("how") == "exited with code 0", s["targets"][0]
+    rows = load_folded(out / "gpu.folded")
+    assert rows and s["gpu_flamegraph"]["launches_with_stack"] > 0, s["gpu_flamegraph"]
+    raw = [f for fr, _ in rows for f in fr if re.search(r"0x[0-9a-f]{4,}", f)]
+    assert not raw, raw[:5]
+    for frames, _ in rows:
+        if frames[1] != "[launch not recorded]":
+            assert in_order(frames, ["rank_main", "train_step"]), frames
+
+
 def python_interpreters():
     found = [("debian", "/usr/bin/python3")]
     for v in ("3.12.1", "3.13.0"):
