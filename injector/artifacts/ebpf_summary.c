@@ -479,7 +479,8 @@ static void write_budget(struct jsonw *w, const struct ebpf_cost *c)
 	jsonw_kv_str(w, "waits_not_recorded", b->ends_in_pauses_recorded ?
 		     "those begun and ended inside one pause (counted in no total)" :
 		     "those begun and ended inside one pause, and those begun before a pause and "
-		     "ended in it (this kernel has no bpf_task_work; the off-CPU ones whose thread "
+		     "ended in it (bpf_task_work is not used here, ebpf.task_work says why; the off-CPU "
+		     "ones whose thread "
 		     "switched once at most since are recorded at the resume, with their kernel "
 		     "stack and user pc; the rest are counted in sleeps_ended_in_pauses_unmeasured)");
 	jsonw_kv_bool(w, "kept", share <= b->ppm);
@@ -605,6 +606,12 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	/* which calls the per-syscall counts and latencies are of (scope.syscalls says how) */
 	if (e->on & EBPF_COLLECT_SYSCALLS)
 		jsonw_kv_str(w, "syscalls_counted", e->sys_switch ? "gave_up_cpu" : "every_call");
+	/* how off-CPU and syscall records are completed: a task work of the thread's own, or
+	 * at sys_exit (every task's system calls on the slow path), and why */
+	if (e->on & (EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS))
+		jsonw_kv_str(w, "task_work", e->task_work_why[0] ? e->task_work_why :
+			     (e->off_task_work || e->sys_switch) ? "used" :
+			     "not used (not in this kernel, or not asked for)");
 	for (size_t i = 0; i < e->nt; i++) {
 		samples += e->t[i].cpu_samples;
 		summed += e->t[i].summed;

@@ -877,6 +877,11 @@ static int start_ebpf(struct run *run)
 			log_notice("eBPF collectors off: %s", run->ebpf_why);
 		else
 			log_info("eBPF collectors on: %s", ebpf__describe(run->ebpf, desc, sizeof(desc)));
+		if (r >= 0 && ebpf__task_work_refused(run->ebpf))
+			log_warning("eBPF: %s: off-CPU records are completed at sys_exit and system "
+				    "calls traced at raw_syscalls instead, which puts every task's "
+				    "system calls on the kernel's slow path while the window is open "
+				    "(summary.json: ebpf.task_work)", ebpf__task_work_refused(run->ebpf));
 		for (size_t i = 0; r >= 0 && i < o->tg.npids; i++)
 			for (size_t k = 0; k < 2; k++)
 				ebpf__exclude_thread(run->ebpf, run->targets[i].pid,

@@ -44,12 +44,77 @@ uint32_t ebpf__collectors(const struct ebpf *e)
 /* ---- libbpf messages: into our log at debug level, the last warning kept for errors ----- */
 
 static char libbpf_last[512];
+/* the verifier's own words on the last program it refused, in this thread */
+static __thread char verifier_why[256];
+
+/*
+ * From a verifier log: its last lines before the statistics ("verification time ..."),
+ * where it says why it refused the program; instruction lines ("12: (85) call ...") and
+ * state dumps are skipped. At most two lines, joined by "; ".
+ */
+void ebpf_verifier_reason(const char *log, char *out, size_t len)
+{
+	const char *end = strstr(log, "\nverification time");
+	const char *lines[2] = { NULL, NULL };
+	size_t lens[2] = { 0, 0 }, got = 0;
+
+	out[0] = 0;
+	if (!end)
+		end = log + strlen(log);
+	while (end > log && got < 2) {
+		const char *b = end;
+		size_t l;
+
+		while (b > log && b[-1] != '\n')
+			b--;
+		l = (size_t)(end - b);
+		if (l && !(b[0] >= '0' && b[0] <= '9') && b[0] != ';' && b[0] != '(' &&
+		    strncmp(b, "from ", 5) != 0 && strncmp(b, "-- ", 3) != 0 &&
+		    strncmp(b, "processed ", 10) != 0 && strncmp(b, "stack depth", 11) != 0 &&
+		    strncmp(b, "verification time", 17) != 0) {
+			lines[1 - got] = b;
+			lens[1 - got] = l;
+			got++;
+		} else if (got) {
+			break;  /* only the block of reason lines at the end */
+		}
+		if (b == log)
+			break;
+		end = b - 1;
+	}
+	for (size_t i = 0, n = 0; i < 2; i++)
+		if (lines[i] && n < len)
+			n += (size_t)snprintf(out + n, len - n, "%s%.*s", n ? "; " : "",
+					      (int)(lens[i] > 200 ? 200 : lens[i]), lines[i]);
+}
+
+const char *ebpf_last_verifier_why(void)
+{
+	return verifier_why;
+}
+
+void ebpf_verifier_why_clear(void)
+{
+	verifier_why[0] = 0;
+}
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	char buf[1024];
 	size_t n;
 
+	if (strstr(fmt, "BEGIN PROG LOAD LOG")) {
+		/* the whole log, for the verifier's reason at its end (buf would cut it) */
+		va_list aq;
+		char *all = NULL;
+
+		va_copy(aq, ap);
+		if (vasprintf(&all, fmt, aq) >= 0) {
+			ebpf_verifier_reason(all, verifier_why, sizeof(verifier_why));
+			free(all);
+		}
+		va_end(aq);
+	}
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	n = strlen(buf);
 	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
@@ -527,6 +592,11 @@ const char *ebpf__scope(const struct ebpf *e, uint32_t collector)
 	return NULL;
 }
 
+const char *ebpf__task_work_refused(const struct ebpf *e)
+{
+	return e && e->task_work_why[0] ? e->task_work_why : NULL;
+}
+
 const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len)
 {
 	char dur[32];
@@ -615,6 +685,7 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 }
 
 const char *ebpf__scope(const struct ebpf *e, uint32_t collector) { (void)e; (void)collector; return NULL; }
+const char *ebpf__task_work_refused(const struct ebpf *e) { (void)e; return NULL; }
 void ebpf__start(struct ebpf *e) { (void)e; }
 void ebpf__poll(struct ebpf *e) { (void)e; }
 void ebpf__stop(struct ebpf *e) { (void)e; }

@@ -190,6 +190,12 @@ uint32_t ebpf__collectors(const struct ebpf *e);
  * filter drops what is not a target). NULL when that collector does not run.
  */
 const char *ebpf__scope(const struct ebpf *e, uint32_t collector);
+/*
+ * Why the kernel refused bpf_task_work to the off-CPU and syscall collectors, which then
+ * complete their records at sys_exit and trace raw_syscalls (every task's system calls on
+ * the kernel's slow path); NULL if it did not.
+ */
+const char *ebpf__task_work_refused(const struct ebpf *e);
 /* What runs, in words ("cpu at 99 Hz, offcpu from 1ms, python 3.11.2 in pid 42"). */
 const char *ebpf__describe(const struct ebpf *e, char *buf, size_t len);
 

@@ -217,6 +217,7 @@ struct ebpf {
 	struct cpu_bpf *cpu;
 	struct offcpu_bpf *off;
 	bool off_task_work;              /* off-CPU records completed by bpf_task_work */
+	char task_work_why[320];          /* why this kernel refused bpf_task_work; "" if not */
 	struct syscalls_bpf *sys;
 	bool sys_switch;                 /* syscalls from context switches, not raw_syscalls */
 	uint32_t py_walk_max;            /* Python frames the BPF walker reads at most */
@@ -385,6 +386,13 @@ bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td);
 /* Whether the kernel (its BTF at btf_path, NULL: the running one) has bpf_task_work, Linux
  * 6.18: a record completed in the target thread's own context without a syscall tracepoint. */
 bool ebpf_kernel_has_task_work(const char *btf_path);
+/* The verifier's reason at the end of a program load log, in out (empty if none found). */
+void ebpf_verifier_reason(const char *log, char *out, size_t len);
+/* The reason of the last program load the verifier refused in this thread ("" if none). */
+const char *ebpf_last_verifier_why(void);
+void ebpf_verifier_why_clear(void);
+/* A collector's load with bpf_task_work was refused (err): said once, in task_work_why. */
+void ebpf_task_work_refused(struct ebpf *e, int err);
 
 /*
  * One collector: ebpf_cpu.c, ebpf_offcpu.c, ebpf_syscalls.c, each a triad with its

@@ -88,8 +88,12 @@ static int ebpf_offcpu__open(struct ebpf *e)
 
 	e->off_task_work = !(force && strcmp(force, "0") == 0) &&
 			   ebpf_kernel_has_task_work(e->opts.btf_path);
-	if (e->off_task_work)
+	if (e->off_task_work) {
+		ebpf_verifier_why_clear();
 		r = offcpu_load(e, true, &skel);
+		if (r < 0)
+			ebpf_task_work_refused(e, r);
+	}
 	if (r < 0) {
 		e->off_task_work = false;
 		r = offcpu_load(e, false, &skel);

@@ -180,8 +180,12 @@ static int ebpf_syscalls__open(struct ebpf *e)
 	int r = -ENOSYS;
 
 	e->sys_switch = !e->opts.all_syscalls && ebpf_kernel_has_task_work(e->opts.btf_path);
-	if (e->sys_switch)
+	if (e->sys_switch) {
+		ebpf_verifier_why_clear();
 		r = syscalls_load(e, true, &skel);
+		if (r < 0)
+			ebpf_task_work_refused(e, r);
+	}
 	if (r < 0) {
 		e->sys_switch = false;
 		r = syscalls_load(e, false, &skel);
