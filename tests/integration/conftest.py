@@ -29,6 +29,38 @@ else:
 TRAINER = os.path.join(BUILD, "tests", "workloads", "trainer")
 
 
+_TASK_WORK = []
+
+
+def kernel_task_work():
+    """(True, "") if the running kernel takes a task work scheduled from a sched_switch
+    program, else (False, the verifier's words or why it was not asked): the tests' own
+    probe (tests/workloads/task_work_probe.bpf.c, loaded by bpftool in a mount namespace of
+    its own with a bpffs there, never attached), not what aiprof says it did."""
+    if _TASK_WORK:
+        return _TASK_WORK[0]
+    obj = os.path.join(BUILD, "tests", "workloads", "task_work_probe.bpf.o")
+    got = (False, "no probe object (built without eBPF)")
+    if os.path.exists(obj):
+        r = subprocess.run(["unshare", "-m", "sh", "-c",
+                            'd=$(mktemp -d) && mount -t bpf bpf "$d" && '
+                            'bpftool prog loadall "$1" "$d/p"; rc=$?; umount "$d"; '
+                            'rmdir "$d"; exit $rc', "sh", obj],
+                           capture_output=True, text=True, timeout=60)
+        with open(obj, "rb") as f:
+            has_prog = b"tp_btf/sched_switch" in f.read()
+        if not has_prog:
+            got = (False, "the build kernel's BTF has no struct bpf_task_work")
+        elif r.returncode == 0:
+            got = (True, "")
+        else:
+            why = [ln for ln in r.stderr.splitlines()
+                   if "callback" in ln or "not allowed" in ln or "unknown func" in ln]
+            got = (False, "; ".join(why) or r.stderr.strip()[-300:])
+    _TASK_WORK.append(got)
+    return got
+
+
 def require_root():
     if os.geteuid() != 0:
         pytest.skip("needs root (ptrace of other users' processes, namespaces)")

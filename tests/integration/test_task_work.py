@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import AIPROF, load_summary, require_root
+from conftest import AIPROF, kernel_task_work, load_summary, require_root
 
 THREADS = 17000          # more than a map's 16,384 slots
 # A workload: after a line on stdin, THREADS threads, 100 at a time, each sleeping 5 ms in
@@ -59,15 +59,8 @@ def entries(map_id):
     return len(json.loads(out))
 
 
-def has_task_work():
-    try:
-        with open("/sys/kernel/btf/vmlinux", "rb") as f:
-            return b"bpf_task_work_schedule_resume" in f.read()
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not has_task_work(), reason="needs bpf_task_work (Linux 6.18)")
+@pytest.mark.skipif(not kernel_task_work()[0], reason="needs a task work from sched_switch "
+                    "(Linux 6.18): " + kernel_task_work()[1])
 def test_task_work_slots_go_with_their_threads(procs, tmp_path):
     require_root()
     script = tmp_path / "threads.py"

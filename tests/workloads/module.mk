@@ -53,3 +53,16 @@ $(BUILD)/tests/workloads/regcheck: $(BUILD)/tests/workloads/regcheck.o
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -lpthread
 
 TEST_PROGRAMS += $(BUILD)/tests/workloads/regcheck
+
+# task_work_probe.bpf.o: does the running kernel take a task work scheduled from sched_switch?
+# (tests/integration/conftest.py loads it with bpftool; never attached)
+ifeq ($(EBPF_ENABLED),1)
+$(BUILD)/tests/workloads/task_work_probe.bpf.o: tests/workloads/task_work_probe.bpf.c $(BPF_OUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(BPF_CLANG) $(BPF_CFLAGS) \
+		$$(grep -qs '^struct bpf_task_work {' $(BPF_OUT)/vmlinux.h && echo -DAIPROF_HAVE_TASK_WORK) \
+		-c $< -o $@
+
+TEST_PROGRAMS += $(BUILD)/tests/workloads/task_work_probe.bpf.o
+endif
