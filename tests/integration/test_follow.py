@@ -140,6 +140,43 @@ def test_fork_exec_followed_and_no_follow(procs, tmp_path):
     assert set(roots(folded(tmp_path / "off"))) <= {pid}
 
 
+def test_children_that_live_a_few_milliseconds_are_named(procs, tmp_path):
+    """A child that starts, spins ~20 ms in a Python function and exits, again and again: its
+    samples, drained and named after it may have exited, have its functions' names and its
+    Python frames, no raw address and no [unknown] frame (its code is read while it lives:
+    the maps at its fork and its exec, the ELF files through map_files)."""
+    require_root()
+    script = tmp_path / "short_children.py"
+    script.write_text(textwrap.dedent("""
+        import os, subprocess, sys, time
+        CHILD = (
+            "import time\\n"
+            "def spin_in_child(t):\\n"
+            "    end = time.monotonic() + t\\n"
+            "    while time.monotonic() < end:\\n"
+            "        pass\\n"
+            "spin_in_child(0.02)\\n")
+        print("ready pid=%d" % os.getpid(), flush=True)
+        while True:
+            subprocess.run([sys.executable, "-c", CHILD])
+    """))
+    _, line = procs.start([PYTHON, "-u", str(script)], ready="ready")
+    pid = pid_of(line)
+    s = profile(pid, tmp_path / "out", "--frequency", "999", duration="3s",
+                collectors="cpu,python")
+    kids = [t for t in s["ebpf"]["targets"] if t.get("parent") == pid]
+    # (each lives ~50 ms, most of it the interpreter's start; beside CI's load fewer)
+    assert len(kids) >= 5, kids
+    stacks = roots(folded(tmp_path / "out"))
+    theirs = [(st, c) for k in kids for st, c in stacks.get(k["pid"], [])]
+    raw = [(st, c) for st, c in theirs if any(f.startswith("0x") or f == "[unknown]" for f in st)]
+    assert not raw, raw[:3]
+    spins = sum(c for st, c in theirs if any(f.startswith("spin_in_child (<string>:") for f in st))
+    assert spins >= 20, theirs[:3]
+    assert sum(1 for k in kids if any("spin_in_child" in ";".join(st)
+                                       for st, _ in stacks.get(k["pid"], []))) >= 3, kids
+
+
 def test_fork_storm_is_bounded(procs, tmp_path):
     """A target that forks without end: at most 256 followed per window, the rest counted,
     and the profile and the target carry on."""
