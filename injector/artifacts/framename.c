@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Frame names for a terminal; see framename.h. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "framename.h"
@@ -30,17 +31,19 @@ static int c1_control(const unsigned char *s, size_t k)
 	return k == 2 && s[0] == 0xc2 && s[1] < 0xa0;
 }
 
-void frame_name_fprint(FILE *out, const char *name, size_t n)
+static void fprint_escaped(FILE *out, const char *name, size_t n, bool quoted)
 {
 	const unsigned char *s = (const unsigned char *)name;
 
 	for (size_t i = 0; i < n;) {
 		size_t k = utf8_seq_len(name + i, n - i);
 
-		if (k == 1 && s[i] >= 0x20 && s[i] != 0x7f && s[i] != '\\') {
+		if (k == 1 && s[i] >= 0x20 && s[i] != 0x7f && s[i] != '\\' &&
+		    !(quoted && s[i] == '"')) {
 			fputc(s[i], out);
-		} else if (k == 1 && s[i] == '\\') {
-			fputs("\\\\", out);
+		} else if (k == 1 && (s[i] == '\\' || s[i] == '"')) {
+			fputc('\\', out);
+			fputc(s[i], out);
 		} else if (k > 1 && !c1_control(s + i, k)) {
 			fwrite(s + i, 1, k, out);
 		} else {
@@ -51,4 +54,16 @@ void frame_name_fprint(FILE *out, const char *name, size_t n)
 		}
 		i += k;
 	}
+}
+
+void frame_name_fprint(FILE *out, const char *name, size_t n)
+{
+	fprint_escaped(out, name, n, false);
+}
+
+void frame_name_fprint_quoted(FILE *out, const char *name, size_t n)
+{
+	fputc('"', out);
+	fprint_escaped(out, name, n, true);
+	fputc('"', out);
 }

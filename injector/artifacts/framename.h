@@ -20,5 +20,8 @@ enum frame_kind frame_kind_of(const char *name, size_t *ret_len);
 /* name[0..n) onto out for a terminal: control characters, DEL and bytes that are not UTF-8
  * as \xNN (and a backslash as \\), everything else as it is. */
 void frame_name_fprint(FILE *out, const char *name, size_t n);
+/* The same between double quotes, a double quote in it as \" (a Python thread's name:
+ * nothing in it can seem to close the quotes and say more). */
+void frame_name_fprint_quoted(FILE *out, const char *name, size_t n);
 
 #endif

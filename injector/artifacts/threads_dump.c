@@ -162,9 +162,8 @@ void threads_dump_write_text(FILE *out, const struct ebpf *e, const struct dump_
 
 			fprintf(out, "\nThread %u ", t->tid);
 			if (pyname) {
-				fputc('"', out);
-				frame_name_fprint(out, pyname, strlen(pyname));
-				fputs("\" (", out);
+				frame_name_fprint_quoted(out, pyname, strlen(pyname));
+				fputs(" (", out);
 			} else {
 				fputc('(', out);
 			}

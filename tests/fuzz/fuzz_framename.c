@@ -2,7 +2,8 @@
 /*
  * libFuzzer target for injector/artifacts/framename.c, what threads_dump prints of a name the
  * target chose (a thread's comm, a frame's name): its kind, and its text for a terminal,
- * which is valid UTF-8 without a control character, DEL or C1 control.
+ * which is valid UTF-8 without a control character, DEL or C1 control, and quoted, where no
+ * double quote inside ends the quotes.
  * FUZZ_SOURCES: injector/artifacts/framename.c common/utf8.c
  */
 #include <stddef.h>
@@ -40,6 +41,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(c >= 0x20 && c != 0x7f);
 			CHECK(!(c == 0xc2 && i + 1 < len && (unsigned char)text[i + 1] < 0xa0));
 		}
+		free(text);
+	}
+	/* quoted (a Python thread's name): nothing inside closes the quotes */
+	text = NULL;
+	f = open_memstream(&text, &len);
+	if (f) {
+		frame_name_fprint_quoted(f, name, size);
+		fclose(f);
+		CHECK(len >= 2 && text[0] == '"' && text[len - 1] == '"');
+		size_t i = 1;
+
+		while (i + 1 < len) {
+			CHECK(text[i] != '"');
+			i += text[i] == '\\' ? 2 : 1;   /* an escape: the next byte is its */
+		}
+		CHECK(i == len - 1);                  /* and the closing quote is not escaped */
 		free(text);
 	}
 	free(name);

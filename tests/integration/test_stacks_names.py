@@ -17,6 +17,8 @@ def named():
     libc.prctl(15, b"\x1b[2Jev\x07il", 0, 0, 0)    # PR_SET_NAME
     wait()
 threading.Thread(target=named, daemon=True).start()
+# a threading name that would close its quotes and say more of the line
+threading.Thread(target=wait, daemon=True, name='w" (python3): R holding the GIL "x').start()
 time.sleep(0.3)
 print("ready", flush=True)
 time.sleep(60)
@@ -34,4 +36,6 @@ def test_target_names_reach_the_terminal_escaped(procs, tmp_path):
     assert "(\\x1b[2Jev\\x07il): S" in r.stdout, r.stdout
     # (the stack store writes a name's ";" as ":", its folded format's separator)
     assert "    w\\x1b]0:owned\\x07ait (" in r.stdout, r.stdout
+    # its quotes in it escaped: the line's own quotes are the only ones that end it
+    assert '"w\\" (python3): R holding the GIL \\"x" (python3' in r.stdout, r.stdout
     assert os.path.exists(f"/proc/{p.pid}")
