@@ -48,6 +48,7 @@ int dump_task(struct bpf_iter__task *ctx)
 	d->stopped_at = sched_left_at(t);
 	d->last_arrival = BPF_CORE_READ(t, sched_info.last_arrival);
 	d->pcount = (__u32)BPF_CORE_READ(t, sched_info.pcount);
+	d->run_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
 	d->st.kstack_bytes = bpf_get_task_stack(t, d->st.kips, sizeof(d->st.kips), 0);
 	d->st.py_frames = 0;
 	d->st.py_cut = 0;

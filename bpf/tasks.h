@@ -20,11 +20,12 @@ struct task_dump {
 				   * /proc's schedstat says whether it ran since */
 	__u64 stopped_at;         /* runqueue clock when it last left its CPU (asleep), 0 */
 	__u64 last_arrival;       /* runqueue clock when it was last switched in, 0 */
+	__u64 run_ns;             /* its CPU time so far (se.sum_exec_runtime), ns */
 	struct ebpf_stacks st;    /* kernel stack; uips[0] = the user pc */
 	struct ebpf_ucopy u;      /* only sizeof(fixed part) + EBPF_UCOPY_HDR + u.bytes are written */
 };
 
-_Static_assert(sizeof(struct task_dump) == 72 + EBPF_STACKS_SIZE + sizeof(struct ebpf_ucopy),
+_Static_assert(sizeof(struct task_dump) == 80 + EBPF_STACKS_SIZE + sizeof(struct ebpf_ucopy),
 	       "task_dump layout");
 
 #endif

@@ -404,6 +404,54 @@ static void write_target(struct jsonw *w, const struct ebpf *e, const struct ebp
  * past it: counted in the kernel, with no record and no stacks (per process: offcpu and
  * syscalls of each target). The off-CPU flame graph has their time under one frame.
  */
+/* How wall.folded was made: --mode wall's sampler, or the CPU and off-CPU collectors. */
+static void write_wall(struct jsonw *w, const struct ebpf *e)
+{
+	if (!(e->on & EBPF_COLLECT_CPU))
+		return;
+	if (!e->opts.wall) {
+		if (!(e->on & EBPF_COLLECT_OFFCPU))
+			return;
+		jsonw_key(w, "wall");
+		jsonw_obj_open(w);
+		jsonw_kv_str(w, "mode", "blocks");
+		jsonw_kv_str(w, "what", "wall.folded: the CPU samples, each 1/frequency_hz s, and "
+			     "the off-CPU blocks, each its own time; blocks under offcpu_min_us are "
+			     "not in it (--mode wall samples every thread off its CPU instead)");
+		jsonw_obj_close(w);
+		return;
+	}
+	jsonw_key(w, "wall");
+	jsonw_obj_open(w);
+	jsonw_kv_str(w, "mode", e->tasks_link ? "sampled" : "not sampled");
+	jsonw_kv_str(w, "what", e->tasks_link ?
+		     "wall.folded: the CPU samples, each 1/frequency_hz s, and at the same rate "
+		     "every target thread off its CPU (asleep, stopped, or waiting for a CPU), "
+		     "each sample its time off the CPU since its last (the clock less the CPU time "
+		     "the kernel counted for it); a thread that had not run since its stack was "
+		     "last read has that stack (stacks_reused); a thread's first tick is not a "
+		     "sample" :
+		     "no task iterator here (ebpf.not_running says why): wall.folded has the CPU "
+		     "samples only");
+	jsonw_kv_uint(w, "frequency_hz", e->opts.frequency_hz);
+	jsonw_kv_uint(w, "ticks", e->wall.ticks);
+	jsonw_kv_uint(w, "ticks_late", e->wall.late);
+	jsonw_kv_uint(w, "samples", e->wall.samples);
+	jsonw_key(w, "sampled_s");
+	jsonw_fixed3(w, e->wall.sampled_us / 1000);
+	jsonw_kv_uint(w, "stacks_unwound", e->wall.unwound);
+	jsonw_kv_uint(w, "stacks_reused", e->wall.reused);
+	jsonw_kv_uint(w, "stacks_unreadable", e->wall.unread);
+	jsonw_key(w, "unreadable_s");
+	jsonw_fixed3(w, e->wall.unread_us / 1000);
+	jsonw_kv_uint(w, "iterator_errors", e->wall.failed);
+	/* what the ticks cost: the injector's CPU time in them (the iterator's BPF program
+	 * runs in its thread; the targets are not stopped) */
+	jsonw_key(w, "injector_cpu_s");
+	jsonw_fixed3(w, e->wall.ns / 1000000);
+	jsonw_obj_close(w);
+}
+
 static void write_record_rate(struct jsonw *w, const struct ebpf *e)
 {
 	const struct ebpf_cost *c = ebpf__cost(e);
@@ -603,6 +651,7 @@ void ebpf_summary_write(struct jsonw *w, const struct ebpf *e, const char *why_o
 	us(w, "offcpu_min_us", e->opts.offcpu_min_ns);
 	us(w, "slow_syscall_us", e->opts.slow_syscall_ns);
 	write_record_rate(w, e);
+	write_wall(w, e);
 	/* which calls the per-syscall counts and latencies are of (scope.syscalls says how) */
 	if (e->on & EBPF_COLLECT_SYSCALLS)
 		jsonw_kv_str(w, "syscalls_counted", e->sys_switch ? "gave_up_cpu" : "every_call");

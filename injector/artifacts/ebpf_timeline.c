@@ -276,9 +276,10 @@ static int write_one(const struct ebpf *e, const char *dir, const char *name, en
 
 /*
  * wall.folded: where the threads' time went, on a CPU or off it, in microseconds by stack:
- * each CPU sample stands for 1/frequency s, each off-CPU block for its own time (blocks
- * shorter than --offcpu-min are not recorded, so not in it either). A view made of the two
- * collectors' data, not a sampler of its own.
+ * each CPU sample stands for 1/frequency s; off the CPU, with --mode wall each wall sample
+ * for the time since the tick before (every wait, however short), else each off-CPU block
+ * for its own time (blocks shorter than --offcpu-min are not recorded, so not in it
+ * either: a view made of the two collectors' data).
  */
 static int write_wall(const struct ebpf *e, const char *dir)
 {
@@ -294,7 +295,8 @@ static int write_wall(const struct ebpf *e, const char *dir)
 		return -errno;
 	for (uint32_t s = 0; s < stack_store__nstacks(ss); s++) {
 		uint64_t w = (uint64_t)((double)stack_store__weight(ss, s, STACK_CPU) * us_per_sample +
-					0.5) + stack_store__weight(ss, s, STACK_OFFCPU);
+					0.5) + stack_store__weight(ss, s, e->opts.wall ? STACK_WALL :
+								   STACK_OFFCPU);
 		size_t n = 0;
 		const uint32_t *fr = stack_store__stack_frames(ss, s, &n);
 
@@ -324,7 +326,8 @@ int ebpf_folded_write(const struct ebpf *e, const char *dir)
 		r = write_one(e, dir, "stacks.folded", STACK_CPU);
 	if (!r && (e->on & EBPF_COLLECT_OFFCPU))
 		r = write_one(e, dir, "offcpu.folded", STACK_OFFCPU);
-	if (!r && (e->on & EBPF_COLLECT_CPU) && (e->on & EBPF_COLLECT_OFFCPU))
+	if (!r && (e->on & EBPF_COLLECT_CPU) &&
+	    ((e->on & EBPF_COLLECT_OFFCPU) || (e->opts.wall && e->tasks_link)))
 		r = write_wall(e, dir);
 	return r;
 }

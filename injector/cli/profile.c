@@ -90,6 +90,9 @@ static void usage(FILE *out)
 		"                             syscalls,python (eBPF), or all (default all);\n"
 		"                             no-launch-stacks: launches without call stacks\n"
 		"      --frequency HZ         on-CPU samples per second (default 99)\n"
+		"      --mode MODE            cpu (default): the off-CPU view is of the blocks of\n"
+		"                             --offcpu-min or more; wall: every thread off its CPU\n"
+		"                             is sampled too, at the same rate (wall.folded)\n"
 		"      --offcpu-min DUR       shortest off-CPU interval recorded (default 1ms)\n"
 		"      --slow-syscall DUR     a syscall this long is an event (default 1ms)\n"
 		"      --record-rate N        per target thread a second, at most N off-CPU and N\n"
@@ -529,6 +532,14 @@ static int parse_option(struct cli_result *oc, struct profile_opts *o, int c, co
 	case 'A':
 		o->eo.all_syscalls = true;
 		return EXIT_OK;
+	case 'G':
+		if (strcmp(arg, "wall") == 0)
+			o->eo.wall = true;
+		else if (strcmp(arg, "cpu") == 0)
+			o->eo.wall = false;
+		else
+			return cli_fail(oc, EXIT_USAGE, 0, "--mode '%s': use cpu or wall", arg);
+		return EXIT_OK;
 	case 'U':
 		return cli_unwind_option(oc, arg, &o->eo.unwind_stack_bytes);
 	case 'P':
@@ -595,6 +606,7 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 		{ "unwind-cache", required_argument, NULL, 'Y' },
 		{ "no-follow", no_argument, NULL, 'Q' },
 		{ "all-syscalls", no_argument, NULL, 'A' },
+		{ "mode", required_argument, NULL, 'G' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -621,6 +633,9 @@ static int parse_options(int argc, char **argv, struct cli_result *oc, struct pr
 	}
 	if (optind < argc)
 		return cli_fail(oc, EXIT_USAGE, 0, "unexpected argument '%s'", argv[optind]);
+	if (o->eo.wall && (o->no_ebpf || !(o->eo.collectors & EBPF_COLLECT_CPU)))
+		return cli_fail(oc, EXIT_USAGE, 0, "--mode wall samples with the eBPF cpu collector: "
+			    "add cpu to --collectors%s", o->no_ebpf ? " and drop --no-ebpf" : "");
 	return EXIT_OK;
 }
 

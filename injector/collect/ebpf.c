@@ -98,6 +98,16 @@ void ebpf_verifier_why_clear(void)
 	verifier_why[0] = 0;
 }
 
+void ebpf_task_work_refused(struct ebpf *e, int err)
+{
+	const char *v = ebpf_last_verifier_why();
+
+	if (e->task_work_why[0] || err == -ENOSYS)
+		return;   /* said already; or not built with it (no attempt) */
+	snprintf(e->task_work_why, sizeof(e->task_work_why), "this kernel refused a task work "
+		 "scheduled from sched_switch (%s)", v[0] ? v : strerror(-err));
+}
+
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	char buf[1024];
@@ -413,6 +423,9 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	/* threads still asleep when the window closes are read with the task iterator */
 	if (e->opts.collectors & EBPF_COLLECT_OFFCPU)
 		e->opts.collectors |= EBPF_COLLECT_TASKS;
+	/* --mode wall: the threads on a CPU are the sampler's, the others the iterator's */
+	if (e->opts.wall)
+		e->opts.collectors |= EBPF_COLLECT_CPU | EBPF_COLLECT_TASKS;
 	/* the processes the targets start during the window are recorded too */
 	if ((e->opts.collectors & (EBPF_COLLECT_CPU | EBPF_COLLECT_OFFCPU | EBPF_COLLECT_SYSCALLS)) &&
 	    !e->opts.no_follow)
@@ -427,6 +440,10 @@ int ebpf__new(const struct ebpf_opts *o, const pid_t *pids, size_t npids, struct
 	r = symbolizer__new(&e->symz);
 	if (r < 0)
 		goto fail_msg;
+	/* --mode wall names kernel frames from its first tick: the kernel's symbols read now,
+	 * before the window, not in it */
+	if (e->opts.wall)
+		(void)symbolizer__ksyms(e->symz);
 	_Static_assert(EBPF_UNWIND_STACK_BYTES == EBPF_UCOPY_MAX, "stack copy size");
 	if (e->opts.unwind_stack_bytes > EBPF_UCOPY_MAX)
 		e->opts.unwind_stack_bytes = EBPF_UCOPY_MAX;
@@ -526,6 +543,7 @@ void ebpf__start(struct ebpf *e)
 	}
 	ebpf_cost_begin(e);
 	ebpf_budget_begin(e);
+	ebpf_wall_begin(e, now_monotonic_ns());
 }
 
 void ebpf__poll(struct ebpf *e)
@@ -546,6 +564,7 @@ void ebpf__poll(struct ebpf *e)
 					     now - e->t[i].started_ns > TICK_NS ? 0 :
 					     now + FOLLOW_PY_AGAIN_NS;
 		}
+	ebpf_wall_tick(e, now);
 	if (now >= e->next_tick_ns) {
 		e->next_tick_ns = now + TICK_NS;
 		ebpf_cost_tick(e);
@@ -644,6 +663,8 @@ void ebpf__free(struct ebpf *e)
 
 		py_proc__free(td->py);
 		u64map_clear(&td->ucache);
+		u64map_clear(&td->wall_idx);
+		free(td->wall);
 		u64map_clear(&td->pycache);
 		u64map_clear(&td->pythreads);
 		free(td->pynames);

@@ -42,6 +42,8 @@ struct ebpf_opts {
 	uint64_t slow_syscall_ns;         /* a call at least this long is an event; default 1 ms */
 	const char *btf_path;             /* NULL: $AIPROF_VMLINUX_BTF, else /sys/kernel/btf/vmlinux */
 	bool no_follow;                   /* do not record the processes the targets start */
+	bool wall;                        /* --mode wall: the threads off their CPU sampled too,
+					   * at frequency_hz (ebpf_wall.c) */
 	bool all_syscalls;                /* every syscall through raw_syscalls (every task's
 					   * calls on the kernel's slow path), not only those
 					   * that gave up the CPU */

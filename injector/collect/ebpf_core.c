@@ -817,16 +817,6 @@ bool ebpf_kernel_has_task_work(const char *btf_path)
 	return has;
 }
 
-void ebpf_task_work_refused(struct ebpf *e, int err)
-{
-	const char *v = ebpf_last_verifier_why();
-
-	if (e->task_work_why[0] || err == -ENOSYS)
-		return;   /* said already; or not built with it (no attempt) */
-	snprintf(e->task_work_why, sizeof(e->task_work_why), "this kernel refused a task work "
-		 "scheduled from sched_switch (%s)", v[0] ? v : strerror(-err));
-}
-
 static const char *const shared_maps[EBPF_SHARED_MAPS] = {
 	"targets", "py_procs", "py_threads", "events", "switch_next",
 };

@@ -117,6 +117,8 @@ static void execd(struct ebpf *e, struct ebpf_tdata *td, const struct follow_eve
 	if (id >= 0)
 		td->root = (uint32_t)id;   /* its stacks from now on, under its new name */
 	u64map_clear(&td->ucache);
+	u64map_clear(&td->wall_idx);
+	td->nwall = 0;
 	u64map_clear(&td->pycache);
 	td->npynames = 0;               /* its threads are the new program's */
 	py_proc__free(td->py);

@@ -127,6 +127,16 @@ struct ebpf_thread {
 };
 
 /* Everything recorded for one target process. */
+/* --mode wall: a thread as the last tick saw it (ebpf_wall.c) */
+struct ebpf_wall_thread {
+	uint32_t tid;
+	uint32_t pcount;          /* its switch count when its stack was unwound */
+	uint64_t last_arrival;    /* and when it had last been switched in then */
+	uint32_t stack;           /* that stack; UINT32_MAX: none yet */
+	uint64_t base_ns;         /* when its off-CPU time was last given to a sample */
+	uint64_t base_run_ns;     /* its CPU time then */
+};
+
 struct ebpf_tdata {
 	pid_t pid;
 	pid_t parent;             /* followed: the target that started it; 0 for a given target */
@@ -145,6 +155,10 @@ struct ebpf_tdata {
 	bool cpu_base, cpu_read;
 	struct proc_symbolizer *syms;
 	struct u64map ucache;     /* user address -> frame id | USYM flags << 32 | eval << 40 */
+	/* --mode wall (ebpf_wall.c): per thread seen, tid -> index in wall[] */
+	struct ebpf_wall_thread *wall;
+	size_t nwall, capwall;
+	struct u64map wall_idx;
 	struct py_proc *py;
 	char py_why[256];         /* why there are no Python frames, when py is NULL */
 	uint64_t py_retry_ns;     /* its interpreter was starting up: look again then */
@@ -218,6 +232,15 @@ struct ebpf {
 	struct offcpu_bpf *off;
 	bool off_task_work;              /* off-CPU records completed by bpf_task_work */
 	char task_work_why[320];          /* why this kernel refused bpf_task_work; "" if not */
+	struct {                          /* --mode wall (ebpf_wall.c) */
+		uint64_t period_ns, next_ns;
+		uint64_t ticks, late, failed;     /* ticks run; missed (late); iterator errors */
+		uint64_t samples, sampled_us;     /* off-CPU samples, the time they stand for */
+		uint64_t unwound, reused, unread; /* stacks unwound; taken from the tick before
+						   * (the thread had not run); not readable */
+		uint64_t unread_us;               /* the time of the samples not readable */
+		uint64_t ns;                      /* the injector's CPU time in the ticks */
+	} wall;
 	struct syscalls_bpf *sys;
 	bool sys_switch;                 /* syscalls from context switches, not raw_syscalls */
 	uint32_t py_walk_max;            /* Python frames the BPF walker reads at most */
@@ -391,6 +414,9 @@ void ebpf_verifier_reason(const char *log, char *out, size_t len);
 /* The reason of the last program load the verifier refused in this thread ("" if none). */
 const char *ebpf_last_verifier_why(void);
 void ebpf_verifier_why_clear(void);
+/* --mode wall: the first tick from now; a tick of samples if one is due (ebpf_wall.c) */
+void ebpf_wall_begin(struct ebpf *e, uint64_t now);
+void ebpf_wall_tick(struct ebpf *e, uint64_t now);
 /* A collector's load with bpf_task_work was refused (err): said once, in task_work_why. */
 void ebpf_task_work_refused(struct ebpf *e, int err);
 

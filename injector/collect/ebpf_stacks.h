@@ -19,6 +19,7 @@
 enum stack_kind {
 	STACK_CPU = 0,            /* weight: samples */
 	STACK_OFFCPU = 1,         /* weight: microseconds blocked */
+	STACK_WALL = 2,           /* weight: microseconds off a CPU, sampled (--mode wall) */
 	STACK_KINDS
 };
 
