@@ -817,6 +817,75 @@ bool ebpf_kernel_has_task_work(const char *btf_path)
 	return has;
 }
 
+/* the verifier's own words on the last program it refused, in this thread */
+static __thread char verifier_why[256];
+
+/*
+ * From a verifier log: its last lines before the statistics ("verification time ..."),
+ * where it says why it refused the program; instruction lines ("12: (85) call ...") and
+ * state dumps are skipped. At most two lines, joined by "; ".
+ */
+void ebpf_verifier_reason(const char *log, char *out, size_t len)
+{
+	const char *end = strstr(log, "\nverification time");
+	const char *lines[2] = { NULL, NULL };
+	size_t lens[2] = { 0, 0 }, got = 0;
+
+	out[0] = 0;
+	if (!end)
+		end = log + strlen(log);
+	while (end > log && got < 2) {
+		const char *b = end;
+		size_t l;
+
+		while (b > log && b[-1] != '\n')
+			b--;
+		l = (size_t)(end - b);
+		if (l && !(b[0] >= '0' && b[0] <= '9') && b[0] != ';' && b[0] != '(' &&
+		    strncmp(b, "from ", 5) != 0 && strncmp(b, "-- ", 3) != 0 &&
+		    strncmp(b, "processed ", 10) != 0 && strncmp(b, "stack depth", 11) != 0 &&
+		    strncmp(b, "verification time", 17) != 0) {
+			lines[1 - got] = b;
+			lens[1 - got] = l;
+			got++;
+		} else if (got) {
+			break;  /* only the block of reason lines at the end */
+		}
+		if (b == log)
+			break;
+		end = b - 1;
+	}
+	for (size_t i = 0, n = 0; i < 2; i++)
+		if (lines[i] && n < len)
+			n += (size_t)snprintf(out + n, len - n, "%s%.*s", n ? "; " : "",
+					      (int)(lens[i] > 200 ? 200 : lens[i]), lines[i]);
+}
+
+const char *ebpf_last_verifier_why(void)
+{
+	return verifier_why;
+}
+
+void ebpf_verifier_why_clear(void)
+{
+	verifier_why[0] = 0;
+}
+
+void ebpf_verifier_why_set(const char *log)
+{
+	ebpf_verifier_reason(log, verifier_why, sizeof(verifier_why));
+}
+
+void ebpf_task_work_refused(struct ebpf *e, int err)
+{
+	const char *v = ebpf_last_verifier_why();
+
+	if (e->task_work_why[0] || err == -ENOSYS)
+		return;   /* said already; or not built with it (no attempt) */
+	snprintf(e->task_work_why, sizeof(e->task_work_why), "this kernel refused a task work "
+		 "scheduled from sched_switch (%s)", v[0] ? v : strerror(-err));
+}
+
 static const char *const shared_maps[EBPF_SHARED_MAPS] = {
 	"targets", "py_procs", "py_threads", "events", "switch_next",
 };

@@ -414,6 +414,8 @@ void ebpf_verifier_reason(const char *log, char *out, size_t len);
 /* The reason of the last program load the verifier refused in this thread ("" if none). */
 const char *ebpf_last_verifier_why(void);
 void ebpf_verifier_why_clear(void);
+/* Keeps the verifier's reason from a program load log (libbpf's print hook, ebpf.c). */
+void ebpf_verifier_why_set(const char *log);
 /* --mode wall: the first tick from now; a tick of samples if one is due (ebpf_wall.c) */
 void ebpf_wall_begin(struct ebpf *e, uint64_t now);
 void ebpf_wall_tick(struct ebpf *e, uint64_t now);
