@@ -861,11 +861,6 @@ void ebpf_verifier_reason(const char *log, char *out, size_t len)
 					      (int)(lens[i] > 200 ? 200 : lens[i]), lines[i]);
 }
 
-const char *ebpf_last_verifier_why(void)
-{
-	return verifier_why;
-}
-
 void ebpf_verifier_why_clear(void)
 {
 	verifier_why[0] = 0;
@@ -878,7 +873,7 @@ void ebpf_verifier_why_set(const char *log)
 
 void ebpf_task_work_refused(struct ebpf *e, int err)
 {
-	const char *v = ebpf_last_verifier_why();
+	const char *v = verifier_why;   /* the refused load's reason, in this thread */
 
 	if (e->task_work_why[0] || err == -ENOSYS)
 		return;   /* said already; or not built with it (no attempt) */
@@ -1037,6 +1032,16 @@ static void py_name_thread(struct ebpf_tdata *td, uint32_t tid, uint64_t tstate,
 		n->found = true;
 	else
 		n->tries++;
+}
+
+void ebpf_py_know_thread(struct ebpf *e, struct ebpf_tdata *td, uint32_t tid, bool *refreshed)
+{
+	uint64_t tstate;
+
+	if (td->py && !u64map_get(&td->pythreads, tid, &tstate) && refreshed && !*refreshed) {
+		ebpf_py_refresh(e, td);
+		*refreshed = true;
+	}
 }
 
 void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td)

@@ -411,8 +411,6 @@ bool ebpf_keep_event(const struct ebpf *e, struct ebpf_tdata *td);
 bool ebpf_kernel_has_task_work(const char *btf_path);
 /* The verifier's reason at the end of a program load log, in out (empty if none found). */
 void ebpf_verifier_reason(const char *log, char *out, size_t len);
-/* The reason of the last program load the verifier refused in this thread ("" if none). */
-const char *ebpf_last_verifier_why(void);
 void ebpf_verifier_why_clear(void);
 /* Keeps the verifier's reason from a program load log (libbpf's print hook, ebpf.c). */
 void ebpf_verifier_why_set(const char *log);
@@ -477,6 +475,9 @@ uint64_t ebpf_task_for_ns(const struct task_dump *d);
 const char *ebpf_pyname_of(const struct ebpf_tdata *td, uint32_t tid);
 /* ebpf.c: the target's Python thread states now (td->pythreads, and the BPF map if any) */
 void ebpf_py_refresh(struct ebpf *e, struct ebpf_tdata *td);
+/* A thread its interpreter's list (td->pythreads) does not have: the list read again,
+ * unless *refreshed says it was already in this pass (then set); refreshed NULL: not. */
+void ebpf_py_know_thread(struct ebpf *e, struct ebpf_tdata *td, uint32_t tid, bool *refreshed);
 
 /* ebpf_syscalls.c: names and kinds of x86_64 syscall numbers */
 const char *ebpf_syscall_name(uint32_t nr, char *buf, size_t len);

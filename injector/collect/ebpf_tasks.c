@@ -143,7 +143,7 @@ static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, struct task_dump *
 {
 	struct threads_pass *p = arg;
 	size_t ti = (size_t)(td - e->t), rec;
-	uint64_t tstate, count = 0;
+	uint64_t count = 0;
 	char tid[16];
 	bool torn = false;
 	int r;
@@ -155,10 +155,7 @@ static int keep_thread(struct ebpf *e, struct ebpf_tdata *td, struct task_dump *
 		return 0;
 	}
 	if (td->py) {
-		if (!u64map_get(&td->pythreads, d->hdr.tid, &tstate) && !p->refreshed[ti]) {
-			ebpf_py_refresh(e, td);
-			p->refreshed[ti] = true;
-		}
+		ebpf_py_know_thread(e, td, d->hdr.tid, &p->refreshed[ti]);
 		ebpf_py_walk_asleep(td, d->hdr.tid, &d->st);
 	}
 	snprintf(tid, sizeof(tid), "%u", d->hdr.tid);

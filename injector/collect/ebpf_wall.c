@@ -63,7 +63,7 @@ static int wall_sample(struct ebpf *e, struct ebpf_tdata *td, struct task_dump *
 	struct wall_pass *p = arg;
 	size_t ti = (size_t)(td - e->t);
 	struct ebpf_wall_thread *w;
-	uint64_t tstate, off, ran;
+	uint64_t off, ran;
 	uint32_t wchan = UINT32_MAX;
 	bool whole = false, fresh;
 	int id;
@@ -92,11 +92,7 @@ static int wall_sample(struct ebpf *e, struct ebpf_tdata *td, struct task_dump *
 		e->wall.reused++;
 	} else {
 		/* a thread the interpreter's list did not have yet: read again, once a tick */
-		if (td->py && !u64map_get(&td->pythreads, d->hdr.tid, &tstate) && p->refreshed &&
-		    !p->refreshed[ti]) {
-			ebpf_py_refresh(e, td);
-			p->refreshed[ti] = true;
-		}
+		ebpf_py_know_thread(e, td, d->hdr.tid, p->refreshed ? &p->refreshed[ti] : NULL);
 		id = ebpf_stack_of_dump(e, td, d, false, &wchan, &whole);
 		if (id == -ENOMEM)
 			return id;
